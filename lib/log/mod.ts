@@ -1,0 +1,6 @@
+/**
+ * Logging: {@link createLogger}, {@link nullLogger} and secret {@link redact}ion.
+ * @module
+ */
+export * from "./logger.ts";
+export * from "./redact.ts";

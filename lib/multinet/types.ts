@@ -1,0 +1,117 @@
+/**
+ * Shared shapes of the NPWG multi-network logic: what a pod asks for
+ * (NetworkSelectionElement), what Manifold resolves it to (Delegate), what it runs
+ * (AttachmentPlan) and what it reports (NetworkStatus).
+ * Wire keys keep the spec's spelling (`"default-route"`, `"infiniband-guid"`).
+ *
+ * @module
+ */
+
+/** Annotation holding the pod's secondary network selection (NPWG v1.3 §4.1). */
+export const NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks";
+/** Annotation Manifold writes with the attachment results (NPWG v1.3 §5). */
+export const NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status";
+/** Multus's per-pod override of the cluster default network (a NAD reference). */
+export const DEFAULT_NETWORK_ANNOTATION = "v1.multus-cni.io/default-network";
+/** NAD annotation naming the device-plugin resource backing the network. */
+export const RESOURCE_NAME_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName";
+/** CRI capability whose runtimeConfig value is the map of all pod annotations. */
+export const POD_ANNOTATIONS_CAPABILITY = "io.kubernetes.cri.pod-annotations";
+
+/** A port mapping (CNI CONVENTIONS.md `portMappings`, NPWG v1.3 §4.1.2.1.7); ports 1–65535. */
+export interface PortMapping {
+  hostPort: number;
+  containerPort: number;
+  /** "tcp" | "udp" | "sctp", lower-case on the wire to delegates. */
+  protocol?: string;
+  hostIP?: string;
+}
+
+/** Bandwidth limits (CNI CONVENTIONS.md `bandwidth`, NPWG v1.3 §4.1.2.1.8); rates in bits/s, bursts in bits. */
+export interface BandwidthEntry {
+  ingressRate?: number;
+  ingressBurst?: number;
+  egressRate?: number;
+  egressBurst?: number;
+}
+
+/**
+ * One element of the `k8s.v1.cni.cncf.io/networks` annotation after validation
+ * (NPWG v1.3 §4.1.2.1). `namespace` is always filled (pod namespace when absent).
+ * Keys other than the spec's (reverse-DNS extensions) are kept in `extra`.
+ */
+export interface NetworkSelectionElement {
+  name: string;
+  namespace: string;
+  /** Requested pod interface name (§4.1.2.1.5); kernel rules, ≤ 15 bytes. */
+  interface?: string;
+  /** "a.b.c.d[/nn]" or IPv6 with optional prefix (§4.1.2.1.3). */
+  ips?: string[];
+  /** "xx:xx:xx:xx:xx:xx" (§4.1.2.1.4). */
+  mac?: string;
+  /** Merged into the delegate's `args.cni`, annotation wins (§4.1.2.1.6). */
+  "cni-args"?: Record<string, unknown>;
+  portMappings?: PortMapping[];
+  bandwidth?: BandwidthEntry;
+  /** Gateways for the default route; `[]` = no default route on this attachment (§4.1.2.1.9). */
+  "default-route"?: string[];
+  /** 8-byte GUID "xx:…:xx" (§4.1.2.1.10). */
+  "infiniband-guid"?: string;
+  /** IPAMClaim name, forwarded to the delegate (§4.1.2.1.11). */
+  "ipam-claim-reference"?: string;
+  /** Reverse-DNS extension keys, kept verbatim. */
+  extra?: Record<string, unknown>;
+}
+
+/**
+ * A resolved network: the CNI configuration Manifold will run for one selection
+ * (or for the cluster default network).
+ */
+export interface Delegate {
+  /** Status name: "ns/nad" for NAD-based networks, the conf `name` for file/inline defaults (§5.3.1). */
+  statusName: string;
+  /** The config as a conflist object (single confs are wrapped: `{cniVersion,name,plugins:[conf]}`), original keys kept. */
+  conflist: Record<string, unknown>;
+  /** True for the cluster default network (and Multus `delegates[0]`). */
+  isDefault: boolean;
+  /** Where the config came from, for logs/explain: "nad:ns/name", "file:/path", "inline:delegates[0]". */
+  source: string;
+  /** `k8s.v1.cni.cncf.io/resourceName` of the NAD, when set. */
+  resourceName?: string;
+}
+
+/** One attachment to perform: [containerID, network name, ifName] (NPWG v1.3 §4.2.1) plus its inputs. */
+export interface AttachmentPlan {
+  delegate: Delegate;
+  /** CNI_IFNAME for this attachment. */
+  ifName: string;
+  /** The selection element that asked for it (absent for the default network and defaultNetworks). */
+  selection?: NetworkSelectionElement;
+  /**
+   * runtimeConfig candidates (capability name → value). The CNI runtime passes each key only to
+   * plugins declaring that capability (CNI CONVENTIONS.md).
+   */
+  capabilityArgs: Record<string, unknown>;
+  /** Extra CNI_ARGS pairs for this attachment (e.g. K8S_POD_*, IgnoreUnknown). */
+  cniArgs: [string, string][];
+}
+
+/** Device information (Device Information Specification v1.1; NPWG v1.3 §5.3.8). Shape validated elsewhere. */
+export type DeviceInfo = Record<string, unknown> & { type: string; version: string };
+
+/** One entry of `k8s.v1.cni.cncf.io/network-status` (NPWG v1.3 §5.3). Keys in Multus's order. */
+export interface NetworkStatus {
+  name: string;
+  interface?: string;
+  /** CIDR form "a.b.c.d/nn" (spec examples); Multus writes bare addresses. */
+  ips?: string[];
+  mac?: string;
+  mtu?: number;
+  default: boolean;
+  dns?: { nameservers?: string[]; domain?: string; search?: string[]; options?: string[] };
+  "device-info"?: DeviceInfo;
+  /** Gateways when the attachment had `default-route` (§5.3.7.4). */
+  "default-route"?: string[];
+  /** Same list under the key Multus consumers read. */
+  gateway?: string[];
+}

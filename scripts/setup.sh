@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Idempotent setup for a fresh Debian machine: Deno (pinned, from the npm registry),
+# the CNI reference plugins (real delegates), iproute2, libmnl0, and the project's
+# npm dependencies (cached from deno.lock).
+set -euo pipefail
+
+DENO_VERSION="${DENO_VERSION:-2.9.6}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+need_apt=()
+[ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+ldconfig -p 2>/dev/null | grep -q 'libmnl.so.0' || need_apt+=(libmnl0)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v deno >/dev/null 2>&1 || [ "$(deno --version 2>/dev/null | head -n1 | awk '{print $2}')" != "$DENO_VERSION" ]; then
+  log "installing deno@${DENO_VERSION} from the npm registry"
+  npm install -g --silent "deno@${DENO_VERSION}" >/dev/null
+  hash -r
+fi
+deno_bin="$(command -v deno)"
+# Make deno reachable on the short PATH that runtimes and sudo use.
+if [ "$deno_bin" != /usr/local/bin/deno ] && [ ! -e /usr/local/bin/deno ]; then
+  ln -sf "$(readlink -f "$deno_bin")" /usr/local/bin/deno
+fi
+log "deno $(deno --version | head -n1 | awk '{print $2}') at $(command -v deno)"
+
+cd "$here"
+if [ -f deno.json ]; then
+  log "caching dependencies (frozen lockfile)"
+  deno install --frozen=true --quiet 2>/dev/null || deno install --quiet
+fi
+log "done"
