@@ -1,0 +1,214 @@
+/**
+ * ADD for the delegating plugin (NPWG v1.3 §6.2, §7.2, §7.3): attach the cluster
+ * default network first, then every selected network in order, one at a time; on any
+ * failure DEL every attachment already made (reverse order) and fail. An intent record
+ * is cached before each delegate ADD so a DEL after a crash finds everything.
+ *
+ * @module
+ */
+
+import { parseCniArgs } from "../cni/env.ts";
+import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
+import { parseNetworkConfig } from "../cni/types.ts";
+import { type CachedAttachment, CACHE_SCHEMA_VERSION, type CacheRecord } from "./cache.ts";
+import type { ManifoldDeps } from "./deps.ts";
+import { detachAll } from "./detach.ts";
+import {
+  memoNadSource,
+  podSelections,
+  resolveDefaultNetwork,
+  resolveExtraDefaults,
+  resolveSelections,
+} from "./networks.ts";
+import { planAttachments } from "./plan.ts";
+import {
+  attachmentContext,
+  isStaticPod,
+  type PodRef,
+  podRefFromArgs,
+  runtimePodAnnotations,
+} from "./pod.ts";
+import { waitForReadiness } from "./readiness.ts";
+import { buildNetworkStatus } from "./status.ts";
+import type { AttachmentPlan, NetworkStatus } from "./types.ts";
+
+/**
+ * Runs ADD for one sandbox.
+ * @returns the cluster default network's raw result (the dispatcher converts it to the
+ *   config's cniVersion), as Multus does.
+ * @throws {CniError} 3 pod gone or UID mismatch; 7 invalid annotation/NAD/config/capability;
+ *   11 API unreachable or readiness not reached; a delegate's own code, prefixed with `[ns/pod:net]`.
+ */
+export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown>> {
+  const { conf, env, runtime, cache } = deps;
+  const runtimeArgs = parseCniArgs(env.args);
+  const pod = podRefFromArgs(runtimeArgs, env.containerId);
+  const log = deps.logger.with({
+    cmd: "ADD",
+    containerId: env.containerId,
+    pod: pod ? `${pod.namespace}/${pod.name}` : undefined,
+  });
+
+  await waitForReadiness(conf.readinessindicatorfile, conf.readinessTimeoutMs);
+  deps.status.warm?.();
+
+  // Pod annotations: from the runtime when it passes them (no API read), else from the API.
+  let annotations = runtimePodAnnotations(conf.capabilities, conf.runtimeConfig);
+  if (annotations) {
+    log.debug("pod annotations from runtimeConfig");
+  } else if (pod && deps.pods) {
+    const info = await deps.pods.get(pod.namespace, pod.name);
+    if (!info) {
+      throw new CniError(
+        CniErrorCode.UnknownContainer,
+        `pod ${pod.namespace}/${pod.name} not found`,
+        "the pod was deleted before its network was set up",
+      );
+    }
+    if (pod.uid && info.uid && pod.uid !== info.uid && !isStaticPod(info.annotations)) {
+      throw new CniError(
+        CniErrorCode.UnknownContainer,
+        `pod ${pod.namespace}/${pod.name} UID mismatch`,
+        `the runtime sent K8S_POD_UID=${pod.uid} but the API has ${info.uid}; the pod was recreated`,
+      );
+    }
+    annotations = info.annotations;
+  } else {
+    annotations = {};
+  }
+
+  // Validate the selection before anything is attached.
+  const elements = podSelections(pod, annotations);
+  const nads = deps.nads ? memoNadSource(deps.nads) : undefined;
+  const defaultNetwork = await resolveDefaultNetwork(conf, nads, pod, annotations);
+
+  // Fetching is not attaching (§7.3): resolve the other networks while the default one attaches.
+  const restP = Promise.all([
+    resolveExtraDefaults(conf, nads, pod),
+    resolveSelections(conf, nads, pod, elements),
+  ]);
+  restP.catch(() => {}); // awaited below; avoid an unhandled rejection while the default ADD runs
+
+  const planPod = {
+    namespace: pod?.namespace ?? "",
+    name: pod?.name ?? "",
+    uid: pod?.uid ?? "",
+    infraContainerId: pod?.infraContainerId ?? env.containerId,
+  };
+  const planInput = {
+    pod: planPod,
+    runtimeIfName: env.ifName,
+    runtimeArgs,
+    runtimeCapabilityArgs: conf.runtimeConfig,
+    defaultNetwork,
+  };
+
+  const record: CacheRecord = {
+    schemaVersion: CACHE_SCHEMA_VERSION,
+    containerId: env.containerId,
+    netns: env.netns,
+    ifName: env.ifName,
+    pod: { namespace: planPod.namespace, name: planPod.name, uid: planPod.uid },
+    cniVersion: conf.cniVersion,
+    createdAt: new Date().toISOString(),
+    attachments: [],
+  };
+
+  const attach = async (plan: AttachmentPlan): Promise<void> => {
+    const entry: CachedAttachment = {
+      statusName: plan.delegate.statusName,
+      isDefault: plan.delegate.isDefault,
+      ifName: plan.ifName,
+      conflist: plan.delegate.conflist,
+      capabilityArgs: plan.capabilityArgs,
+      cniArgs: plan.cniArgs,
+      state: "adding",
+    };
+    if (plan.selection?.["default-route"]) entry.defaultRoute = plan.selection["default-route"];
+    record.attachments.push(entry);
+    await cache.write(record); // intent record before the delegate runs
+    const list = parseNetworkConfig(plan.delegate.conflist, { source: plan.delegate.source });
+    const started = performance.now();
+    try {
+      entry.result = await runtime.addNetworkList(list, {
+        containerId: env.containerId,
+        netns: env.netns,
+        ifName: plan.ifName,
+        args: plan.cniArgs,
+        capabilityArgs: plan.capabilityArgs,
+      });
+    } catch (e) {
+      throw toCniError(e).withContext(attachmentContext(pod, plan.delegate.statusName));
+    }
+    entry.state = "added";
+    log.info("attached", {
+      network: plan.delegate.statusName,
+      ifName: plan.ifName,
+      ms: Math.round(performance.now() - started),
+    });
+  };
+
+  let statuses: NetworkStatus[];
+  try {
+    const [defaultPlan] = planAttachments({
+      ...planInput,
+      defaultNetworks: [],
+      selections: [],
+    });
+    await attach(defaultPlan);
+    const [extraDefaults, selections] = await restP;
+    const plans = planAttachments({ ...planInput, defaultNetworks: extraDefaults, selections });
+    for (const plan of plans.slice(1)) await attach(plan);
+
+    statuses = record.attachments.map((a) =>
+      buildNetworkStatus({
+        statusName: a.statusName,
+        ifName: a.ifName,
+        isDefault: a.isDefault,
+        result: a.result,
+        defaultRoute: a.defaultRoute,
+      })
+    );
+    record.networkStatus = statuses;
+    await cache.write(record);
+    await deps.status.publish(pod, env.containerId, statuses);
+  } catch (e) {
+    const err = toCniError(e);
+    log.error("ADD failed, rolling back", { error: err.message, attached: record.attachments.length });
+    await rollback(deps, record, pod);
+    if (pod) {
+      deps.events.emit(pod, { reason: "ErrorAddingNetwork", message: err.message, type: "Warning" });
+      await deps.events.flush();
+    }
+    throw err;
+  }
+
+  if (pod) {
+    for (const s of statuses) {
+      deps.events.emit(pod, {
+        reason: "AddedInterface",
+        message: `Add ${s.interface ?? ""} [${(s.ips ?? []).join(",")}] from ${s.name}`,
+        type: "Normal",
+      });
+    }
+    await deps.events.flush();
+  }
+  return (record.attachments[0].result ?? {}) as Record<string, unknown>;
+}
+
+/**
+ * Undoes a failed ADD: DEL of every attachment made or attempted, newest first (§7.2).
+ * Attachments whose DEL also fails stay cached so the runtime's following DEL retries them.
+ */
+async function rollback(deps: ManifoldDeps, record: CacheRecord, pod: PodRef | undefined) {
+  if (record.attachments.length === 0) {
+    await deps.cache.writeTombstone(record);
+    return;
+  }
+  const failed = await detachAll(deps, record.attachments, { netns: deps.env.netns, pod });
+  if (failed.length === 0) {
+    await deps.cache.writeTombstone(record);
+  } else {
+    await deps.cache.write({ ...record, attachments: failed.map((f) => f.attachment) });
+  }
+}

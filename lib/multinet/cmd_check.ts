@@ -1,0 +1,58 @@
+/**
+ * CHECK for the delegating plugin (CNI SPEC "CHECK"): every cached attachment is
+ * checked by its delegates with the cached prevResult.
+ *
+ * @module
+ */
+
+import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
+import { parseNetworkConfig } from "../cni/types.ts";
+import { supportsCheck } from "../cni/version.ts";
+import type { ManifoldDeps } from "./deps.ts";
+import { attachmentContext, podRefFromArgs } from "./pod.ts";
+import { parseCniArgs } from "../cni/env.ts";
+
+/**
+ * Runs CHECK for one sandbox.
+ * @throws {CniError} 3 when Manifold holds no attachments for the container (never added, or
+ *   deleted); the first failing delegate's error prefixed with `[ns/pod:net]`.
+ */
+export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
+  const { env } = deps;
+  const pod = podRefFromArgs(parseCniArgs(env.args), env.containerId);
+  const record = await deps.cache.read(env.containerId);
+  if (!record || record.deletedAt) {
+    throw new CniError(
+      CniErrorCode.UnknownContainer,
+      `no attachments are known for container ${env.containerId}`,
+    );
+  }
+  for (const a of record.attachments) {
+    const list = parseNetworkConfig(a.conflist, { source: `cache:${a.statusName}` });
+    if (!supportsCheck(list.cniVersion)) {
+      // CHECK came with 0.4.0; older delegates cannot be asked (Multus #525 failed the pod instead).
+      deps.logger.debug("delegate predates CHECK, skipped", {
+        network: a.statusName,
+        cniVersion: list.cniVersion,
+      });
+      continue;
+    }
+    if (a.state !== "added") {
+      throw new CniError(
+        CniErrorCode.UnknownContainer,
+        `${attachmentContext(pod, a.statusName)} attachment ${a.ifName} never completed its ADD`,
+      );
+    }
+    try {
+      await deps.runtime.checkNetworkList(list, {
+        containerId: env.containerId,
+        netns: env.netns,
+        ifName: a.ifName,
+        args: a.cniArgs,
+        capabilityArgs: a.capabilityArgs,
+      }, a.result);
+    } catch (e) {
+      throw toCniError(e).withContext(attachmentContext(pod, a.statusName));
+    }
+  }
+}

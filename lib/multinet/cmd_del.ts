@@ -1,0 +1,215 @@
+/**
+ * DEL for the delegating plugin (NPWG v1.3 §7.2; CNI SPEC "DEL"): best-effort teardown of
+ * every attachment, newest first; idempotent; works with the netns gone, the API down
+ * and the pod deleted, from the cache alone. Without a usable cache the attachments are
+ * rebuilt from the pod annotation and NADs; only when that is impossible for a corrupt
+ * cache does DEL fail — never a silent skip.
+ *
+ * @module
+ */
+
+import { parseCniArgs } from "../cni/env.ts";
+import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
+import { type CachedAttachment, CacheCorruptError, type CacheRecord } from "./cache.ts";
+import type { ManifoldDeps } from "./deps.ts";
+import { aggregateDetachError, detachAll } from "./detach.ts";
+import { memoNadSource, resolveDefaultNetwork, resolveExtraDefaults } from "./networks.ts";
+import { planAttachments } from "./plan.ts";
+import { type PodRef, podRefFromArgs, runtimePodAnnotations } from "./pod.ts";
+import { resolveNetwork } from "./resolve.ts";
+import { parseNetworkSelection } from "./selection.ts";
+import { type Delegate, NETWORKS_ANNOTATION, type NetworkSelectionElement } from "./types.ts";
+
+/**
+ * Runs DEL for one sandbox.
+ * @throws {CniError} the first failing delegate's code (message counts the failures, details
+ *   list each) when any delegate DEL failed — the failed attachments stay cached so a repeated
+ *   DEL retries them; code 11/7 when the cache is corrupt and the attachments cannot be rebuilt.
+ */
+export async function cmdDel(deps: ManifoldDeps): Promise<void> {
+  const { env, cache } = deps;
+  const runtimeArgs = parseCniArgs(env.args);
+  const pod = podRefFromArgs(runtimeArgs, env.containerId);
+  const log = deps.logger.with({ cmd: "DEL", containerId: env.containerId });
+
+  let record: CacheRecord | undefined;
+  let corrupt: CacheCorruptError | undefined;
+  try {
+    record = await cache.read(env.containerId);
+  } catch (e) {
+    if (!(e instanceof CacheCorruptError)) throw e;
+    corrupt = e;
+    log.warn("cache is corrupt, rebuilding attachments from the pod", {
+      path: e.path,
+      reason: e.reason,
+    });
+  }
+  if (record?.deletedAt) {
+    log.debug("already deleted");
+    return;
+  }
+
+  let attachments: CachedAttachment[];
+  let base: CacheRecord;
+  if (record) {
+    attachments = record.attachments;
+    base = record;
+  } else {
+    const rebuilt = await rebuildAttachments(deps, pod, runtimeArgs);
+    attachments = rebuilt.attachments;
+    base = {
+      schemaVersion: 1,
+      containerId: env.containerId,
+      netns: env.netns,
+      ifName: env.ifName,
+      pod: { namespace: pod?.namespace ?? "", name: pod?.name ?? "", uid: pod?.uid ?? "" },
+      cniVersion: deps.conf.cniVersion,
+      createdAt: new Date().toISOString(),
+      attachments,
+    };
+    if (rebuilt.missing.length > 0) {
+      const why = rebuilt.missing.join("; ");
+      if (corrupt) {
+        // Tear down what we could, then tell the runtime: a silent skip would leak.
+        const failed = await detachAll(deps, attachments, { netns: env.netns, pod });
+        if (failed.length > 0) await cache.write({ ...base, attachments: failed.map((f) => f.attachment) });
+        throw new CniError(
+          rebuilt.transient ? CniErrorCode.TryAgainLater : CniErrorCode.InvalidNetworkConfig,
+          `cache ${corrupt.path} is ${corrupt.reason} and the attachments cannot all be rebuilt`,
+          why,
+        );
+      }
+      log.warn("no cache; tearing down the attachments that could be rebuilt", { missing: why });
+    }
+  }
+
+  const failed = await detachAll(deps, attachments, { netns: env.netns, pod });
+  if (failed.length > 0) {
+    await cache.write({ ...base, attachments: failed.map((f) => f.attachment) });
+    throw aggregateDetachError(failed, attachments.length);
+  }
+  await cache.writeTombstone(base);
+  await deps.status.remove?.(env.containerId);
+  log.info("detached", { attachments: attachments.length });
+}
+
+/** What could be rebuilt without a cache, and what could not (with why). */
+interface Rebuilt {
+  attachments: CachedAttachment[];
+  missing: string[];
+  /** True when something is missing because the API was unreachable (worth retrying). */
+  transient: boolean;
+}
+
+/**
+ * Rebuilds the attachments of a sandbox from the pod annotation (runtime-passed or API) and the
+ * NADs, as ADD planned them. Per-network failures are collected, not thrown.
+ */
+async function rebuildAttachments(
+  deps: ManifoldDeps,
+  pod: PodRef | undefined,
+  runtimeArgs: [string, string][],
+): Promise<Rebuilt> {
+  const { conf, env } = deps;
+  const missing: string[] = [];
+  let transient = false;
+  const note = (what: string, e: unknown) => {
+    const err = toCniError(e);
+    if (err.code === CniErrorCode.TryAgainLater) transient = true;
+    missing.push(`${what}: ${err.message}`);
+  };
+
+  let annotations = runtimePodAnnotations(conf.capabilities, conf.runtimeConfig);
+  if (!annotations && pod && deps.pods) {
+    try {
+      const info = await deps.pods.get(pod.namespace, pod.name);
+      if (info) annotations = info.annotations;
+      else missing.push(`pod ${pod.namespace}/${pod.name}: not found`);
+    } catch (e) {
+      note(`pod ${pod.namespace}/${pod.name}`, e);
+    }
+  }
+  annotations ??= {};
+
+  const nads = deps.nads ? memoNadSource(deps.nads) : undefined;
+  const defaultNetwork = await resolveDefaultNetwork(conf, nads, pod, annotations);
+  let extraDefaults: Delegate[] = [];
+  try {
+    extraDefaults = await resolveExtraDefaults(conf, nads, pod);
+  } catch (e) {
+    note("defaultNetworks", e);
+  }
+
+  const selections: { delegate: Delegate; selection: NetworkSelectionElement }[] = [];
+  const text = annotations[NETWORKS_ANNOTATION];
+  if (pod && text && text.trim() !== "") {
+    let elements: NetworkSelectionElement[] = [];
+    try {
+      elements = parseNetworkSelection(text, pod.namespace);
+    } catch (e) {
+      note(NETWORKS_ANNOTATION, e);
+    }
+    for (const selection of elements) {
+      const name = `${selection.namespace}/${selection.name}`;
+      if (!nads) {
+        missing.push(`${name}: no Kubernetes API and no nadDir`);
+        continue;
+      }
+      try {
+        const delegate = await resolveNetwork(selection, {
+          nads,
+          confDir: conf.confDir,
+          namespaceIsolation: conf.namespaceIsolation,
+          globalNamespaces: conf.globalNamespaces,
+          podNamespace: pod.namespace,
+        });
+        selections.push({ delegate, selection });
+      } catch (e) {
+        note(name, e);
+      }
+    }
+  }
+
+  let plans;
+  try {
+    plans = planAttachments({
+      pod: {
+        namespace: pod?.namespace ?? "",
+        name: pod?.name ?? "",
+        uid: pod?.uid ?? "",
+        infraContainerId: pod?.infraContainerId ?? env.containerId,
+      },
+      runtimeIfName: env.ifName,
+      runtimeArgs,
+      runtimeCapabilityArgs: conf.runtimeConfig,
+      defaultNetwork,
+      defaultNetworks: extraDefaults,
+      selections,
+    });
+  } catch (e) {
+    // Planning rejects what ADD would have rejected (e.g. a missing capability): nothing of those was attached.
+    note("plan", e);
+    plans = planAttachments({
+      pod: { namespace: "", name: "", uid: "", infraContainerId: env.containerId },
+      runtimeIfName: env.ifName,
+      runtimeArgs,
+      runtimeCapabilityArgs: conf.runtimeConfig,
+      defaultNetwork,
+      defaultNetworks: [],
+      selections: [],
+    });
+  }
+  return {
+    attachments: plans.map((p) => ({
+      statusName: p.delegate.statusName,
+      isDefault: p.delegate.isDefault,
+      ifName: p.ifName,
+      conflist: p.delegate.conflist,
+      capabilityArgs: p.capabilityArgs,
+      cniArgs: p.cniArgs,
+      state: "added" as const,
+    })),
+    missing,
+    transient,
+  };
+}

@@ -1,0 +1,163 @@
+/**
+ * Manifold's own CNI configuration (the stdin of the `manifold` binary). Accepts
+ * Multus's keys with the same meaning (multus-behaviour.md b.1), so an existing
+ * `00-multus.conf` works by changing `"type"`. Additions are marked "Manifold:".
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { CniError, CniErrorCode } from "../cni/errors.ts";
+
+/** Where Manifold keeps its per-container cache by default (Multus: /var/lib/cni/multus). */
+export const DEFAULT_CNI_DIR = "/var/lib/cni/manifold";
+/** Where on-disk configs named by NADs without spec.config are found (Multus default). */
+export const DEFAULT_CONF_DIR = "/etc/cni/multus/net.d";
+/** Where delegate binaries are looked up first (then CNI_PATH). */
+export const DEFAULT_BIN_DIR = "/opt/cni/bin";
+
+/**
+ * Validated Manifold configuration; defaults applied.
+ * Times are milliseconds.
+ */
+export interface ManifoldConf {
+  cniVersion: string;
+  name: string;
+  type: string;
+  /** Cluster default network: NAD name, conf name, conf dir or conf file (Multus semantics). */
+  clusterNetwork?: string;
+  /** Extra attachments for every pod outside `systemNamespaces`. */
+  defaultNetworks: string[];
+  /** Inline delegate configs; `[0]` is the default network when `clusterNetwork` is unset. */
+  delegates?: Record<string, unknown>[];
+  /** Path of the kubeconfig for API access; in-cluster config is tried when empty. */
+  kubeconfig?: string;
+  confDir: string;
+  /** Cache directory (Multus `cniDir`). */
+  cniDir: string;
+  binDir: string;
+  namespaceIsolation: boolean;
+  /** Namespaces whose NADs any pod may use under isolation (`default` is always included, as Multus). */
+  globalNamespaces: string[];
+  /** Pods here get no `defaultNetworks`. */
+  systemNamespaces: string[];
+  /** Namespace of clusterNetwork/defaultNetworks NADs and of the default-network annotation's NAD. */
+  multusNamespace: string;
+  /** Wait (≤ `readinessTimeoutMs`) for this file before ADD/GC/STATUS. */
+  readinessindicatorfile?: string;
+  logLevel: string;
+  logFile?: string;
+  logToStderr: boolean;
+  /** Capabilities Manifold declares to the runtime (what it may receive in runtimeConfig). */
+  capabilities: Record<string, boolean>;
+  /** runtimeConfig from the runtime (only for the default network, NPWG §7.5). */
+  runtimeConfig: Record<string, unknown>;
+  /** Keep the cache when a delegate DEL fails so a later DEL retries it (Multus `retryDeleteOnError`). */
+  retryDeleteOnError: boolean;
+  /** Manifold: standalone mode (no API server): NADs from this directory of manifests. */
+  nadDir?: string;
+  /** Manifold: per-delegate time bound, ms (default 60 000). */
+  delegateTimeoutMs: number;
+  /** Manifold: per API request time bound, ms (default 5 000). */
+  apiTimeoutMs: number;
+  /** Manifold: readiness indicator wait bound, ms (default 45 000, as Multus). */
+  readinessTimeoutMs: number;
+  /** The stdin object as given (for `prevResult`, unknown keys). */
+  raw: Record<string, unknown>;
+}
+
+const stringList = z.union([
+  z.array(z.string()),
+  z.string().transform((s) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")),
+]);
+
+const schema = z.looseObject({
+  cniVersion: z.string(),
+  name: z.string().default("manifold-cni-network"),
+  type: z.string(),
+  clusterNetwork: z.string().optional(),
+  defaultNetworks: stringList.default([]),
+  delegates: z.array(z.looseObject({})).optional(),
+  kubeconfig: z.string().optional(),
+  confDir: z.string().min(1).default(DEFAULT_CONF_DIR),
+  cniDir: z.string().min(1).default(DEFAULT_CNI_DIR),
+  binDir: z.string().min(1).default(DEFAULT_BIN_DIR),
+  namespaceIsolation: z.boolean().default(false),
+  globalNamespaces: stringList.default([]),
+  systemNamespaces: stringList.default(["kube-system"]),
+  multusNamespace: z.string().min(1).default("kube-system"),
+  readinessindicatorfile: z.string().optional(),
+  logLevel: z.string().default("panic"),
+  logFile: z.string().optional(),
+  logToStderr: z.boolean().default(true),
+  capabilities: z.record(z.string(), z.boolean()).default({}),
+  runtimeConfig: z.record(z.string(), z.unknown()).default({}),
+  retryDeleteOnError: z.boolean().default(false),
+  nadDir: z.string().optional(),
+  delegateTimeoutMs: z.number().int().positive().max(600_000).default(60_000),
+  apiTimeoutMs: z.number().int().positive().max(120_000).default(5_000),
+  readinessTimeoutMs: z.number().int().nonnegative().max(600_000).default(45_000),
+});
+
+/**
+ * Validates Manifold's stdin configuration and applies defaults.
+ *
+ * @param raw the parsed stdin JSON object.
+ * @returns the configuration with defaults (see {@link ManifoldConf}).
+ * @throws {CniError} code 7 when a key has the wrong type, or when neither
+ *   `clusterNetwork` nor a non-empty `delegates` names the default network (details: the zod issues).
+ * @example
+ * ```ts
+ * const conf = parseManifoldConf({ cniVersion: "1.0.0", type: "manifold", clusterNetwork: "/etc/cni/net.d/10-bridge.conflist" });
+ * conf.cniDir; // "/var/lib/cni/manifold"
+ * ```
+ */
+export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "invalid manifold configuration",
+      z.prettifyError(parsed.error),
+    );
+  }
+  const c = parsed.data;
+  if (!c.clusterNetwork && !(c.delegates && c.delegates.length > 0)) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "invalid manifold configuration",
+      'set "clusterNetwork" or a non-empty "delegates" list to name the cluster default network',
+    );
+  }
+  const globalNamespaces = c.globalNamespaces.includes("default")
+    ? c.globalNamespaces
+    : ["default", ...c.globalNamespaces];
+  return {
+    cniVersion: c.cniVersion,
+    name: c.name,
+    type: c.type,
+    clusterNetwork: c.clusterNetwork || undefined,
+    defaultNetworks: c.defaultNetworks,
+    delegates: c.delegates,
+    kubeconfig: c.kubeconfig || undefined,
+    confDir: c.confDir,
+    cniDir: c.cniDir,
+    binDir: c.binDir,
+    namespaceIsolation: c.namespaceIsolation,
+    globalNamespaces,
+    systemNamespaces: c.systemNamespaces,
+    multusNamespace: c.multusNamespace,
+    readinessindicatorfile: c.readinessindicatorfile || undefined,
+    logLevel: c.logLevel,
+    logFile: c.logFile || undefined,
+    logToStderr: c.logToStderr,
+    capabilities: c.capabilities,
+    runtimeConfig: c.runtimeConfig,
+    retryDeleteOnError: c.retryDeleteOnError,
+    nadDir: c.nadDir || undefined,
+    delegateTimeoutMs: c.delegateTimeoutMs,
+    apiTimeoutMs: c.apiTimeoutMs,
+    readinessTimeoutMs: c.readinessTimeoutMs,
+    raw,
+  };
+}

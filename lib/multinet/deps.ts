@@ -1,0 +1,69 @@
+/**
+ * What the multi-network commands need from the outside world, as injected
+ * interfaces: delegates (CNI runtime), the cache, NADs, pods, status and events.
+ * `wiring.ts` builds the real ones; tests pass fakes or real ones pointed at temp dirs.
+ *
+ * @module
+ */
+
+import type { CniEnv } from "../cni/env.ts";
+import type { CniRuntime } from "../cni/runtime.ts";
+import type { Logger } from "../log/mod.ts";
+import type { AttachmentCache } from "./cache.ts";
+import type { ManifoldConf } from "./config.ts";
+import type { NadSource } from "./nad_source.ts";
+import type { PodRef } from "./pod.ts";
+import type { NetworkStatus } from "./types.ts";
+
+/** The pod fields Manifold reads from the API. */
+export interface PodInfo {
+  uid: string;
+  annotations: Record<string, string>;
+}
+
+/** Reads pods (the Kubernetes API). */
+export interface PodSource {
+  /**
+   * @returns the pod, or undefined when it does not exist (HTTP 404).
+   * @throws {CniError} code 11 when the API stays unreachable after retries.
+   */
+  get(namespace: string, name: string): Promise<PodInfo | undefined>;
+}
+
+/** Publishes a pod's network-status (NPWG v1.3 §5): API patch or a file. */
+export interface StatusSink {
+  /** Where statuses go, for logs: "api" or "file:<dir>". */
+  readonly kind: string;
+  /**
+   * Writes the status list for the pod (once per ADD).
+   * @throws {CniError} code 11 when the API stays unreachable after retries.
+   */
+  publish(pod: PodRef | undefined, containerId: string, entries: NetworkStatus[]): Promise<void>;
+  /** Opens connections early (e.g. TLS to the API) so `publish` is fast; never throws. */
+  warm?(): void;
+  /** Forgets what `publish` stored for the container (file sinks; DEL). Never throws. */
+  remove?(containerId: string): Promise<void>;
+}
+
+/** Kubernetes Events (best effort: failures are logged, never fail a pod). */
+export interface EventSink {
+  /** Queues an event for the pod; returns at once. */
+  emit(pod: PodRef, ev: { reason: string; message: string; type: "Normal" | "Warning" }): void;
+  /** Waits (bounded) for queued events to be sent. */
+  flush(): Promise<void>;
+}
+
+/** Everything a command needs. */
+export interface ManifoldDeps {
+  conf: ManifoldConf;
+  env: CniEnv;
+  runtime: CniRuntime;
+  cache: AttachmentCache;
+  /** NADs by reference; undefined when there is neither an API nor a `nadDir`. */
+  nads?: NadSource;
+  /** Pods; undefined without an API (standalone). */
+  pods?: PodSource;
+  status: StatusSink;
+  events: EventSink;
+  logger: Logger;
+}

@@ -1,0 +1,68 @@
+/**
+ * Detaching attachments (NPWG v1.3 §7.2): every attachment is attempted, newest
+ * first, and one failure does not stop the rest.
+ *
+ * @module
+ */
+
+import { CniError, toCniError } from "../cni/errors.ts";
+import { parseNetworkConfig } from "../cni/types.ts";
+import type { CachedAttachment } from "./cache.ts";
+import type { ManifoldDeps } from "./deps.ts";
+import { attachmentContext, type PodRef } from "./pod.ts";
+
+/** One attachment whose DEL failed, with the delegate's error. */
+export interface DetachFailure {
+  attachment: CachedAttachment;
+  error: CniError;
+}
+
+/**
+ * Runs the delegate DEL of each attachment in reverse order, with the cached
+ * config, runtimeConfig candidates, CNI_ARGS and prevResult (CNI SPEC "DEL").
+ * @param netns CNI_NETNS to pass ("" when the sandbox is gone: delegates must still release IPAM).
+ * @returns the failures (empty when every DEL succeeded); never throws for a delegate failure.
+ */
+export async function detachAll(
+  deps: ManifoldDeps,
+  attachments: CachedAttachment[],
+  opts: { netns: string; pod: PodRef | undefined },
+): Promise<DetachFailure[]> {
+  const failures: DetachFailure[] = [];
+  for (const a of [...attachments].reverse()) {
+    try {
+      const list = parseNetworkConfig(a.conflist, { source: `cache:${a.statusName}` });
+      await deps.runtime.delNetworkList(list, {
+        containerId: deps.env.containerId,
+        netns: opts.netns,
+        ifName: a.ifName,
+        args: a.cniArgs,
+        capabilityArgs: a.capabilityArgs,
+      }, a.result);
+    } catch (e) {
+      const error = toCniError(e).withContext(attachmentContext(opts.pod, a.statusName));
+      deps.logger.error("delegate DEL failed", {
+        containerId: deps.env.containerId,
+        network: a.statusName,
+        ifName: a.ifName,
+        error: error.message,
+      });
+      failures.unshift({ attachment: a, error });
+    }
+  }
+  return failures;
+}
+
+/**
+ * One error for the runtime summarising failed DELs (§7.2: "a final error shall be delivered").
+ * Keeps the first failure's code; details list every failure.
+ */
+export function aggregateDetachError(failures: DetachFailure[], total: number): CniError {
+  const first = failures[0].error;
+  return new CniError(
+    first.code,
+    `${failures.length} of ${total} attachments failed to detach: ${first.msg}`,
+    failures.map((f) => `${f.attachment.statusName} (${f.attachment.ifName}): ${f.error.message}`)
+      .join("\n"),
+  );
+}

@@ -1,0 +1,157 @@
+/**
+ * Which networks a pod gets: the cluster default network (or the pod's
+ * `v1.multus-cni.io/default-network` override), Multus `defaultNetworks`/extra `delegates`,
+ * and the secondary networks of its `k8s.v1.cni.cncf.io/networks` annotation,
+ * each resolved to a {@link Delegate}. NADs of one pod are fetched concurrently
+ * (fetching is not attaching, NPWG v1.3 §7.3), each distinct NAD once.
+ *
+ * @module
+ */
+
+import { CniError, CniErrorCode } from "../cni/errors.ts";
+import type { ManifoldConf } from "./config.ts";
+import type { NadSource } from "./nad_source.ts";
+import type { PodRef } from "./pod.ts";
+import { delegateFromInline, resolveClusterNetwork, resolveNetwork } from "./resolve.ts";
+import { parseNetworkReference, parseNetworkSelection } from "./selection.ts";
+import {
+  DEFAULT_NETWORK_ANNOTATION,
+  type Delegate,
+  NETWORKS_ANNOTATION,
+  type NetworkSelectionElement,
+} from "./types.ts";
+
+/** The pod's resolved networks, in attachment order. */
+export interface PodNetworks {
+  defaultNetwork: Delegate;
+  defaultNetworks: Delegate[];
+  selections: { delegate: Delegate; selection: NetworkSelectionElement }[];
+}
+
+/**
+ * Wraps a NAD source so that each (namespace, name) is fetched once per call,
+ * and concurrent asks share one request.
+ */
+export function memoNadSource(src: NadSource): NadSource {
+  const seen = new Map<string, ReturnType<NadSource["get"]>>();
+  return {
+    get(namespace, name) {
+      const key = `${namespace}/${name}`;
+      let p = seen.get(key);
+      if (!p) {
+        p = src.get(namespace, name);
+        seen.set(key, p);
+      }
+      return p;
+    },
+  };
+}
+
+const emptyNads: NadSource = { get: () => Promise.resolve(undefined) };
+
+/**
+ * Resolves the cluster default network for a pod (NPWG v1.3 §6): the pod's
+ * `v1.multus-cni.io/default-network` annotation (a NAD reference, `multusNamespace`
+ * when it names none; namespace isolation applies), else `clusterNetwork`, else `delegates[0]`.
+ * @throws {CniError} code 7 when the network cannot be resolved or isolation forbids it.
+ */
+export async function resolveDefaultNetwork(
+  conf: ManifoldConf,
+  nads: NadSource | undefined,
+  pod: PodRef | undefined,
+  annotations: Record<string, string>,
+): Promise<Delegate> {
+  const override = annotations[DEFAULT_NETWORK_ANNOTATION]?.trim();
+  if (override && pod) {
+    const ref = parseNetworkReference(override, conf.multusNamespace);
+    const d = await resolveNetwork(ref, {
+      nads: nads ?? emptyNads,
+      confDir: conf.confDir,
+      namespaceIsolation: conf.namespaceIsolation,
+      globalNamespaces: conf.globalNamespaces,
+      podNamespace: pod.namespace,
+    });
+    return { ...d, isDefault: true };
+  }
+  if (conf.clusterNetwork) {
+    return await resolveClusterNetwork(conf.clusterNetwork, {
+      nads: nads ?? emptyNads,
+      confDir: conf.confDir,
+      multusNamespace: conf.multusNamespace,
+      isDefault: true,
+    });
+  }
+  return delegateFromInline(conf.delegates![0], 0, true);
+}
+
+/**
+ * Resolves the extra networks every pod gets: Multus `defaultNetworks` (skipped for pods in
+ * `systemNamespaces`) and `delegates[1..]`.
+ * @throws {CniError} code 7 when one cannot be resolved.
+ */
+export async function resolveExtraDefaults(
+  conf: ManifoldConf,
+  nads: NadSource | undefined,
+  pod: PodRef | undefined,
+): Promise<Delegate[]> {
+  const out: Delegate[] = [];
+  if (!conf.clusterNetwork && conf.delegates) {
+    conf.delegates.slice(1).forEach((d, i) => out.push(delegateFromInline(d, i + 1, false)));
+  }
+  if (pod && conf.systemNamespaces.includes(pod.namespace)) return out;
+  const resolved = await Promise.all(conf.defaultNetworks.map((name) =>
+    resolveClusterNetwork(name, {
+      nads: nads ?? emptyNads,
+      confDir: conf.confDir,
+      multusNamespace: conf.multusNamespace,
+      isDefault: false,
+    })
+  ));
+  return [...out, ...resolved];
+}
+
+/**
+ * Reads and validates the pod's selection annotation (NPWG v1.3 §4.1). Done before any
+ * delegate runs, so an invalid annotation fails the ADD with nothing attached.
+ * @returns the elements, [] when the pod selects nothing.
+ * @throws {CniError} code 7 naming the element and key (see `parseNetworkSelection`).
+ */
+export function podSelections(
+  pod: PodRef | undefined,
+  annotations: Record<string, string>,
+): NetworkSelectionElement[] {
+  const text = annotations[NETWORKS_ANNOTATION];
+  if (!pod || !text || text.trim() === "") return [];
+  return parseNetworkSelection(text, pod.namespace);
+}
+
+/**
+ * Resolves every selection element to its delegate (concurrently; attachments stay serial).
+ * @throws {CniError} code 7 for a missing NAD, an isolation violation, or when the pod
+ *   selects networks but Manifold has neither an API nor a `nadDir`.
+ */
+export async function resolveSelections(
+  conf: ManifoldConf,
+  nads: NadSource | undefined,
+  pod: PodRef | undefined,
+  elements: NetworkSelectionElement[],
+): Promise<PodNetworks["selections"]> {
+  if (!pod || elements.length === 0) return [];
+  if (!nads) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "the pod selects networks but Manifold has no Kubernetes API and no nadDir",
+      elements.map((e) => `${e.namespace}/${e.name}`).join(", "),
+    );
+  }
+  return await Promise.all(elements.map(async (selection) => ({
+    selection,
+    delegate: await resolveNetwork({ namespace: selection.namespace, name: selection.name }, {
+      nads,
+      confDir: conf.confDir,
+      namespaceIsolation: conf.namespaceIsolation,
+      globalNamespaces: conf.globalNamespaces,
+      podNamespace: pod.namespace,
+    }),
+  })));
+}

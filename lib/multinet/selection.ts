@@ -1,0 +1,471 @@
+/**
+ * Parsing and validation of the pod's network selection annotation
+ * `k8s.v1.cni.cncf.io/networks` (NPWG v1.3 §4.1) and of single network references
+ * (`"name"`, `"ns/name"`, `"ns/name@ifname"`).
+ *
+ * The annotation is untrusted input: it is parsed once here, every key of
+ * NPWG v1.3 §4.1.2.1 is validated, and any invalid element fails the whole annotation
+ * with a {@link CniError} of code 7 ("the Network Attachment Selection Annotation shall
+ * be invalid", §4.1.2.1.3–10).
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { CniError, CniErrorCode } from "../cni/errors.ts";
+import type { NetworkSelectionElement, PortMapping } from "./types.ts";
+
+/** Largest accepted annotation value, in bytes of UTF-8 (256 KiB; Kubernetes allows 256 KiB for all annotations together). */
+export const MAX_SELECTION_ANNOTATION_BYTES = 256 * 1024;
+/** Largest accepted number of elements in one annotation. */
+export const MAX_SELECTION_ELEMENTS = 32;
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const MAC_48 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/;
+const GUID_64 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){7}$/;
+const ENCODER = new TextEncoder();
+
+/**
+ * True when `value` is a DNS-1123 label: lower-case alphanumerics and `-`, starting and
+ * ending alphanumerically, at most 63 characters (NPWG v1.3 §3.3; Kubernetes namespace names).
+ *
+ * @param value candidate name
+ * @returns whether it is a valid label
+ * @example
+ * ```ts
+ * isDns1123Label("net-a"); // true
+ * isDns1123Label("Net_A"); // false
+ * ```
+ */
+export function isDns1123Label(value: string): boolean {
+  return value.length <= 63 && DNS1123_LABEL.test(value);
+}
+
+/**
+ * True when `value` is made of `.`-separated DNS-1123 label units, at most 253 characters
+ * in all and 63 per unit (NPWG v1.3 §3.3: NAD names "must be comprised of units of the
+ * DNS-1123 label format"; the Kubernetes DNS-1123 subdomain rule).
+ *
+ * @param value candidate name
+ * @returns whether it is a valid subdomain name
+ * @example
+ * ```ts
+ * isDns1123Subdomain("vm123.tenantblue"); // true
+ * isDns1123Subdomain("a..b"); // false
+ * ```
+ */
+export function isDns1123Subdomain(value: string): boolean {
+  return value.length >= 1 && value.length <= 253 && value.split(".").every(isDns1123Label);
+}
+
+/**
+ * True when `value` is a valid Linux interface name, with the kernel's own rules
+ * (`net/core/dev.c dev_valid_name`): 1–15 bytes (IFNAMSIZ − 1, counted in UTF-8 bytes),
+ * not `"."` or `".."`, and no `/`, `:`, NUL or byte that the kernel's `isspace()` accepts
+ * (0x09–0x0d, 0x20, 0xa0).
+ *
+ * @param value candidate name
+ * @returns whether the kernel would accept it
+ * @example
+ * ```ts
+ * isValidInterfaceName("net1"); // true
+ * isValidInterfaceName("eth0:1"); // false
+ * ```
+ */
+export function isValidInterfaceName(value: string): boolean {
+  if (value === "." || value === "..") return false;
+  const bytes = ENCODER.encode(value);
+  if (bytes.length < 1 || bytes.length > 15) return false;
+  for (const b of bytes) {
+    if (b === 0x2f || b === 0x3a || b === 0x00 || b === 0x20 || b === 0xa0) return false;
+    if (b >= 0x09 && b <= 0x0d) return false;
+  }
+  return true;
+}
+
+const IP_ADDRESS = z.union([z.ipv4(), z.ipv6()]);
+const IP_OR_CIDR = z.union([z.ipv4(), z.ipv6(), z.cidrv4(), z.cidrv6()]);
+
+/**
+ * True when `value` is an IPv4 or IPv6 address, optionally with a `/prefix`
+ * (`"10.2.2.42/24"`, `"2001:db8::5/64"`; NPWG v1.3 §4.1.2.1.3). Leading zeros and zone
+ * suffixes (`%eth0`) are rejected.
+ *
+ * @param value candidate address
+ * @returns whether it is valid
+ * @example
+ * ```ts
+ * isIpWithOptionalPrefix("10.2.2.42/24"); // true
+ * isIpWithOptionalPrefix("10.2.2.300"); // false
+ * ```
+ */
+export function isIpWithOptionalPrefix(value: string): boolean {
+  return IP_OR_CIDR.safeParse(value).success;
+}
+
+/** The reference parsed by {@link parseNetworkReference}. */
+export interface NetworkReference {
+  /** NAD namespace; the pod's namespace when the reference has none. */
+  namespace: string;
+  /** NAD name (DNS-1123 subdomain). */
+  name: string;
+  /** Requested interface name (the Multus `@ifname` suffix), when given. */
+  interface?: string;
+}
+
+/**
+ * Parses one network reference of the comma-delimited format (NPWG v1.3 §4.1.1) with
+ * Multus's `@ifname` suffix: `"name"`, `"ns/name"`, `"name@ifname"`, `"ns/name@ifname"`.
+ * Surrounding whitespace of each part is ignored. Also used for the
+ * `v1.multus-cni.io/default-network` annotation and for the `clusterNetwork` /
+ * `defaultNetworks` names of the Manifold config.
+ *
+ * @param ref the reference text
+ * @param podNamespace namespace used when `ref` has none
+ * @returns `{namespace, name, interface?}`
+ * @throws {CniError} code 7 (invalid network config) when there is more than one `/` or
+ *   `@`, the name is not a DNS-1123 subdomain (≤ 253, units ≤ 63), the namespace is not a
+ *   DNS-1123 label, or the interface name breaks the kernel's rules
+ * @example
+ * ```ts
+ * parseNetworkReference("other/net-c@eth5", "default");
+ * // {namespace: "other", name: "net-c", interface: "eth5"}
+ * ```
+ */
+export function parseNetworkReference(ref: string, podNamespace: string): NetworkReference {
+  const parsed = splitReference(ref, podNamespace);
+  if (typeof parsed === "string") {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `invalid network reference ${quote(ref)}: ${parsed}`,
+    );
+  }
+  return parsed;
+}
+
+/** {@link parseNetworkReference} without throwing: the reference, or why it is invalid. */
+function splitReference(ref: string, podNamespace: string): NetworkReference | string {
+  const slash = ref.split("/");
+  if (slash.length > 2) return "more than one \"/\"";
+  const namespace = slash.length === 2 ? slash[0].trim() : podNamespace;
+  const at = slash[slash.length - 1].split("@");
+  if (at.length > 2) return "more than one \"@\"";
+  const name = at[0].trim();
+  if (name === "") return "empty name";
+  if (!isDns1123Subdomain(name)) return `name ${quote(name)}: ${NAME_RULE}`;
+  if (!isDns1123Label(namespace)) return `namespace ${quote(namespace)}: ${NAMESPACE_RULE}`;
+  if (at.length === 1) return { namespace, name };
+  const ifName = at[1].trim();
+  if (!isValidInterfaceName(ifName)) return `interface ${quote(ifName)}: ${INTERFACE_RULE}`;
+  return { namespace, name, interface: ifName };
+}
+
+const NAME_RULE =
+  "not a DNS-1123 subdomain name (lower-case alphanumerics, \"-\" and \".\", at most 253 characters, units of at most 63)";
+const NAMESPACE_RULE =
+  "not a DNS-1123 label (lower-case alphanumerics and \"-\", at most 63 characters)";
+const INTERFACE_RULE =
+  "not a valid Linux interface name (1-15 bytes, not \".\" or \"..\", no \"/\", \":\" or whitespace)";
+
+/** zod `error` option: "required" when the key is missing, else `msg`. */
+function requiredOr(msg: string) {
+  return (issue: { input?: unknown }) => issue.input === undefined ? "required" : msg;
+}
+
+const positiveInt = (what: string) =>
+  z.int({ error: `not a positive integer ${what}` }).min(1, {
+    error: `not a positive integer ${what}`,
+  });
+
+const port = () =>
+  z.int({ error: requiredOr("not an integer port") })
+    .min(1, { error: "not a port between 1 and 65535" })
+    .max(65535, { error: "not a port between 1 and 65535" });
+
+const portMappingSchema = z.strictObject({
+  hostPort: port(),
+  containerPort: port(),
+  protocol: z.string({ error: "not a string" }).refine(
+    (p) => ["tcp", "udp", "sctp"].includes(p.toLowerCase()),
+    { error: "not one of TCP, UDP or SCTP (case-insensitive)" },
+  ).optional(),
+  hostIP: z.string({ error: "not a string" }).refine(
+    (ip) => ip === "" || IP_ADDRESS.safeParse(ip).success,
+    { error: "not an IPv4 or IPv6 address" },
+  ).optional(),
+}, { error: (i) => i.code === "unrecognized_keys" ? "unknown key" : "not an object" });
+
+const bandwidthSchema = z.strictObject({
+  ingressRate: positiveInt("(bits/s)").optional(),
+  ingressBurst: positiveInt("(bits)").optional(),
+  egressRate: positiveInt("(bits/s)").optional(),
+  egressBurst: positiveInt("(bits)").optional(),
+}, { error: (i) => i.code === "unrecognized_keys" ? "unknown key" : "not an object" })
+  .superRefine((b, ctx) => {
+    if (Object.keys(b).length === 0) {
+      ctx.addIssue({ code: "custom", message: "must contain at least one rate or burst" });
+    }
+    if (b.ingressBurst !== undefined && b.ingressRate === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["ingressBurst"],
+        message: "requires \"ingressRate\"",
+      });
+    }
+    if (b.egressBurst !== undefined && b.egressRate === undefined) {
+      ctx.addIssue({ code: "custom", path: ["egressBurst"], message: "requires \"egressRate\"" });
+    }
+  });
+
+/** zod schema of the spec keys of one element (NPWG v1.3 §4.1.2.1); extension keys are removed before. */
+const elementSchema = z.strictObject({
+  name: z.string({ error: requiredOr("not a string") }).refine(
+    (n) => n !== "",
+    { error: "required (empty)" },
+  ).refine((n) => n === "" || isDns1123Subdomain(n), { error: NAME_RULE }),
+  namespace: z.string({ error: "not a string" }).refine(
+    (n) => n === "" || isDns1123Label(n),
+    { error: NAMESPACE_RULE },
+  ).optional(),
+  ips: z.array(
+    z.string({ error: "not a string" }).refine(isIpWithOptionalPrefix, {
+      error: "not an IPv4 or IPv6 address with optional /prefix",
+    }),
+    { error: "not an array of strings" },
+  ).min(1, { error: "must contain at least one address" }).optional(),
+  mac: z.string({ error: "not a string" }).regex(MAC_48, {
+    error: "not a 6-byte MAC address (xx:xx:xx:xx:xx:xx)",
+  }).optional(),
+  interface: z.string({ error: "not a string" }).refine(isValidInterfaceName, {
+    error: INTERFACE_RULE,
+  }).optional(),
+  "cni-args": z.record(z.string(), z.unknown(), { error: "not a JSON object" }).optional(),
+  portMappings: z.array(portMappingSchema, { error: "not an array" }).min(1, {
+    error: "must contain at least one port mapping",
+  }).optional(),
+  bandwidth: bandwidthSchema.optional(),
+  "default-route": z.array(
+    z.string({ error: "not a string" }).refine((g) => IP_ADDRESS.safeParse(g).success, {
+      error: "not an IPv4 or IPv6 gateway address",
+    }),
+    { error: "not an array of strings" },
+  ).optional(),
+  "infiniband-guid": z.string({ error: "not a string" }).regex(GUID_64, {
+    error: "not an 8-byte InfiniBand GUID (xx:xx:xx:xx:xx:xx:xx:xx)",
+  }).optional(),
+  "ipam-claim-reference": z.string({ error: "not a string" }).refine(isDns1123Subdomain, {
+    error: "not an IPAMClaim name (DNS-1123 subdomain)",
+  }).optional(),
+}, {
+  error: (i) =>
+    i.code === "unrecognized_keys"
+      ? "reserved key not defined by NPWG v1.3 §4.1.2.1 (extension keys must use reverse-DNS names containing \".\")"
+      : "not a JSON object",
+}).superRefine((e, ctx) => {
+  if (e.ips !== undefined && e["ipam-claim-reference"] !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["ipam-claim-reference"],
+      message: "must not be combined with \"ips\" (NPWG v1.3 §4.1.2.1.11)",
+    });
+  }
+});
+
+/**
+ * Parses and validates the `k8s.v1.cni.cncf.io/networks` annotation (NPWG v1.3 §4.1).
+ *
+ * Formats:
+ * - JSON list (§4.1.2) — chosen, like Multus, when the text contains `[`, `{` or `"`; it must
+ *   then be a JSON array of objects.
+ * - comma-delimited (§4.1.1) — `"net-a, ns/net-b, net-c@eth5"`; each item goes through
+ *   {@link parseNetworkReference} (the `@ifname` suffix is Multus's extension). Empty
+ *   items (`"a,,b"`, a trailing comma) are rejected rather than silently dropped.
+ * - empty or whitespace-only → `[]`.
+ *
+ * Keys validated (§4.1.2.1): `name` (required, DNS-1123 subdomain: ≤ 253 characters, units
+ * ≤ 63), `namespace` (DNS-1123 label; missing or `""` → `podNamespace`), `ips` (non-empty;
+ * IPv4/IPv6 with optional `/prefix`), `mac` (6 bytes, `:`-separated hex), `interface`
+ * (kernel rules, 1–15 bytes), `cni-args` (object), `portMappings` (non-empty;
+ * `hostPort`/`containerPort` integers 1–65535; `protocol` TCP/UDP/SCTP case-insensitive,
+ * returned lower-case, default `"tcp"`; optional `hostIP`), `bandwidth` (at least one of
+ * `ingressRate`/`egressRate` in bits/s and `ingressBurst`/`egressBurst` in bits, positive
+ * integers; a burst requires its rate), `default-route` (array of gateway IPs, may be
+ * empty; at most ONE element of the list may carry the key, §4.1.2.1.9), `infiniband-guid`
+ * (8 bytes, `:`-separated hex), `ipam-claim-reference` (IPAMClaim name; following spec v1.3
+ * §4.1.2.1.11 it is an error together with `ips`, although NAD client v1.7.7 lifted that
+ * rule). Other keys without a `.` are reserved by the spec and rejected; keys with a `.`
+ * (reverse-DNS extensions) are kept verbatim in `extra`.
+ *
+ * @param annotation the annotation value (untrusted)
+ * @param podNamespace the pod's namespace, used when an element has no namespace
+ * @returns the elements in annotation order, with `namespace` always filled
+ * @throws {CniError} code 7 (invalid network config) for any invalid element, naming its
+ *   index, its name and the key, e.g.
+ *   `invalid network selection element [1] ("macvlan-conf"): "mac": not a 6-byte MAC address (xx:xx:xx:xx:xx:xx)`,
+ *   with `details` = the prettified zod error; also when the text is larger than
+ *   {@link MAX_SELECTION_ANNOTATION_BYTES} or has more than {@link MAX_SELECTION_ELEMENTS}
+ *   elements, or is not valid JSON
+ * @example
+ * ```ts
+ * parseNetworkSelection("net-a, other/net-b@eth5", "default");
+ * // [{name: "net-a", namespace: "default"},
+ * //  {name: "net-b", namespace: "other", interface: "eth5"}]
+ * parseNetworkSelection('[{"name":"net-b","mac":"02:23:45:67:89:01"}]', "ns1");
+ * // [{name: "net-b", namespace: "ns1", mac: "02:23:45:67:89:01"}]
+ * ```
+ */
+export function parseNetworkSelection(
+  annotation: string,
+  podNamespace: string,
+): NetworkSelectionElement[] {
+  // UTF-8 bytes ≤ 3 × UTF-16 units: short values need no encoding to be measured.
+  if (annotation.length * 3 > MAX_SELECTION_ANNOTATION_BYTES) {
+    const size = ENCODER.encode(annotation).length;
+    if (size > MAX_SELECTION_ANNOTATION_BYTES) tooLarge(size);
+  }
+  const text = annotation.trim();
+  if (text === "") return [];
+  if (/[[{"]/.test(text)) return parseJsonList(text, podNamespace);
+  return parseCommaList(text, podNamespace);
+}
+
+function tooLarge(size: number): never {
+  throw new CniError(
+    CniErrorCode.InvalidNetworkConfig,
+    `network selection annotation is ${size} bytes, more than the limit of ${MAX_SELECTION_ANNOTATION_BYTES} bytes`,
+  );
+}
+
+function checkCount(count: number): void {
+  if (count > MAX_SELECTION_ELEMENTS) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `network selection annotation has ${count} elements, more than the limit of ${MAX_SELECTION_ELEMENTS} elements`,
+    );
+  }
+}
+
+function parseCommaList(text: string, podNamespace: string): NetworkSelectionElement[] {
+  const items = text.split(",");
+  checkCount(items.length);
+  return items.map((item, index) => {
+    const ref = item.trim();
+    const parsed = splitReference(ref, podNamespace);
+    if (typeof parsed === "string") {
+      throw new CniError(
+        CniErrorCode.InvalidNetworkConfig,
+        `invalid network selection element [${index}] (${quote(ref)}): ${
+          ref === "" ? "empty item (stray comma?)" : parsed
+        }`,
+      );
+    }
+    const element: NetworkSelectionElement = { name: parsed.name, namespace: parsed.namespace };
+    if (parsed.interface !== undefined) element.interface = parsed.interface;
+    return element;
+  });
+}
+
+function parseJsonList(text: string, podNamespace: string): NetworkSelectionElement[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "network selection annotation is neither a comma-delimited list nor valid JSON",
+      err instanceof Error ? err.message : String(err),
+    );
+  }
+  if (!Array.isArray(raw)) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "network selection annotation in JSON format must be a list of objects (NPWG v1.3 §4.1.2)",
+    );
+  }
+  checkCount(raw.length);
+  let defaultRouteAt = -1;
+  return raw.map((item: unknown, index: number) => {
+    const element = parseElement(item, index, podNamespace);
+    if (element["default-route"] !== undefined) {
+      if (defaultRouteAt >= 0) {
+        throw new CniError(
+          CniErrorCode.InvalidNetworkConfig,
+          `${elementLabel(index, element.name)}: "default-route": may be set on only one element (already set on element [${defaultRouteAt}], NPWG v1.3 §4.1.2.1.9)`,
+        );
+      }
+      defaultRouteAt = index;
+    }
+    return element;
+  });
+}
+
+function elementLabel(index: number, name: unknown): string {
+  const base = `invalid network selection element [${index}]`;
+  return typeof name === "string" && name !== "" ? `${base} (${quote(name)})` : base;
+}
+
+function parseElement(item: unknown, index: number, podNamespace: string): NetworkSelectionElement {
+  if (typeof item !== "object" || item === null || Array.isArray(item)) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `${elementLabel(index, undefined)}: not a JSON object`,
+    );
+  }
+  // Object.fromEntries defines own properties, so a "__proto__" key stays a plain key.
+  const entries = Object.entries(item);
+  const spec = Object.fromEntries(entries.filter(([k]) => !k.includes(".")));
+  const extension = entries.filter(([k]) => k.includes("."));
+  const result = elementSchema.safeParse(spec);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const key = issue.code === "unrecognized_keys" ? [issue.keys[0]] : issue.path;
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `${elementLabel(index, spec.name)}: ${formatPath(key)}: ${issue.message}`,
+      z.prettifyError(result.error),
+    );
+  }
+  const e = result.data;
+  const out: NetworkSelectionElement = {
+    name: e.name,
+    namespace: e.namespace === undefined || e.namespace === "" ? podNamespace : e.namespace,
+  };
+  if (e.interface !== undefined) out.interface = e.interface;
+  if (e.ips !== undefined) out.ips = e.ips;
+  if (e.mac !== undefined) out.mac = e.mac;
+  if (e["cni-args"] !== undefined) out["cni-args"] = e["cni-args"];
+  if (e.portMappings !== undefined) out.portMappings = e.portMappings.map(toPortMapping);
+  if (e.bandwidth !== undefined) out.bandwidth = e.bandwidth;
+  if (e["default-route"] !== undefined) out["default-route"] = e["default-route"];
+  if (e["infiniband-guid"] !== undefined) out["infiniband-guid"] = e["infiniband-guid"];
+  if (e["ipam-claim-reference"] !== undefined) {
+    out["ipam-claim-reference"] = e["ipam-claim-reference"];
+  }
+  if (extension.length > 0) out.extra = Object.fromEntries(extension);
+  return out;
+}
+
+function toPortMapping(
+  pm: { hostPort: number; containerPort: number; protocol?: string; hostIP?: string },
+): PortMapping {
+  const out: PortMapping = {
+    hostPort: pm.hostPort,
+    containerPort: pm.containerPort,
+    protocol: (pm.protocol ?? "tcp").toLowerCase(),
+  };
+  if (pm.hostIP !== undefined) out.hostIP = pm.hostIP;
+  return out;
+}
+
+/** `["portMappings", 0, "hostPort"]` → `"portMappings"[0]."hostPort"`. */
+function formatPath(path: readonly PropertyKey[]): string {
+  if (path.length === 0) return "(element)";
+  return path.map((p, i) =>
+    typeof p === "number" ? `[${p}]` : `${i === 0 ? "" : "."}${quote(String(p))}`
+  ).join("");
+}
+
+/** JSON-quotes `s` for messages, shortened to 80 characters. */
+function quote(s: string): string {
+  return JSON.stringify(s.length > 80 ? `${s.slice(0, 77)}...` : s);
+}

@@ -1,0 +1,93 @@
+/**
+ * Builds the real {@link ManifoldDeps} for a CNI call from Manifold's configuration
+ * and the CNI environment: process-backed delegates, the on-disk cache, and either the
+ * Kubernetes API (kubeconfig or in-cluster) or standalone sources (`nadDir`, status files).
+ *
+ * @module
+ */
+
+import type { CniEnv } from "../cni/env.ts";
+import { ProcessPluginExec } from "../cni/invoke.ts";
+import { CniRuntime } from "../cni/runtime.ts";
+import { KubeClient } from "../k8s/client.ts";
+import { isNotFound } from "../k8s/client.ts";
+import { inClusterConnection, type KubeConnection, loadKubeconfig } from "../k8s/kubeconfig.ts";
+import type { Logger } from "../log/mod.ts";
+import { AttachmentCache } from "./cache.ts";
+import type { ManifoldConf } from "./config.ts";
+import type { ManifoldDeps, PodSource } from "./deps.ts";
+import { DirectoryNadSource, type NadSource } from "./nad_source.ts";
+import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
+
+/** Test and benchmark hooks read from the environment (never needed in production). */
+export interface WiringOptions {
+  /** Environment of the process (delegates inherit it, as from a runtime). */
+  processEnv: Record<string, string>;
+}
+
+/**
+ * Creates the dependencies of one CNI call.
+ * @throws {CniError} 7 when the kubeconfig cannot be read or parsed.
+ */
+export async function buildDeps(
+  conf: ManifoldConf,
+  env: CniEnv,
+  logger: Logger,
+  opts: WiringOptions,
+): Promise<ManifoldDeps> {
+  const runtime = new CniRuntime({
+    binDirs: [conf.binDir, ...env.path],
+    exec: new ProcessPluginExec(),
+    timeoutMs: conf.delegateTimeoutMs,
+    baseEnv: opts.processEnv,
+    logger,
+  });
+  const cache = new AttachmentCache(conf.cniDir);
+  const base = { conf, env, runtime, cache, logger };
+  const statusDir = `${conf.cniDir}/network-status`;
+
+  if (conf.nadDir) {
+    return {
+      ...base,
+      nads: new DirectoryNadSource(conf.nadDir),
+      status: new FileStatusSink(statusDir, logger),
+      events: new LogEventSink(logger),
+    };
+  }
+  let connection: KubeConnection | undefined;
+  if (conf.kubeconfig) connection = await loadKubeconfig(conf.kubeconfig);
+  else connection = inClusterConnection(opts.processEnv);
+  if (!connection) {
+    logger.debug("no Kubernetes API configured: default network and delegates only");
+    return { ...base, status: new FileStatusSink(statusDir, logger), events: new LogEventSink(logger) };
+  }
+  const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
+  const nads: NadSource = {
+    async get(namespace, name) {
+      try {
+        return await kube.getNetworkAttachmentDefinition(namespace, name);
+      } catch (e) {
+        if (isNotFound(e)) return undefined;
+        throw e;
+      }
+    },
+  };
+  const pods: PodSource = {
+    async get(namespace, name) {
+      try {
+        const pod = await kube.getPod(namespace, name);
+        return { uid: pod.metadata.uid ?? "", annotations: pod.metadata.annotations ?? {} };
+      } catch (e) {
+        if (isNotFound(e)) return undefined;
+        throw e;
+      }
+    },
+  };
+  return {
+    ...base,
+    nads,
+    pods,
+    status: new ApiStatusSink(kube),
+    events: new KubeEventSink(kube, logger),
+  };
+}

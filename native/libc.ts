@@ -1,0 +1,75 @@
+/**
+ * libc symbol table: namespace switching (`setns`), file descriptors, `errno`, and the
+ * plain `AF_NETLINK` socket calls used when libmnl cannot be loaded. Declarations only;
+ * the library is opened on first use by {@link openLibc}, so importing this module needs
+ * no `--allow-ffi`.
+ *
+ * None of these symbols is `nonblocking`: a nonblocking call runs on another thread, and
+ * `setns` plus every socket call must run on the thread whose namespace was switched.
+ *
+ * @module
+ */
+
+/** glibc's shared object name (`man 7 libc`). */
+export const LIBC_PATH = "libc.so.6";
+
+/** The libc symbols Manifold calls, each with its C prototype. */
+export const LIBC_SYMBOLS = {
+  /** `int setns(int fd, int nstype);` (sched.h, `man 2 setns`) */
+  setns: { parameters: ["i32", "i32"], result: "i32" },
+  /** `int open(const char *pathname, int flags, ...);` (fcntl.h) — called without `mode`. */
+  open: { parameters: ["buffer", "i32"], result: "i32" },
+  /** `int close(int fd);` (unistd.h) */
+  close: { parameters: ["i32"], result: "i32" },
+  /** `int *__errno_location(void);` (glibc's `errno` of the calling thread) */
+  __errno_location: { parameters: [], result: "pointer" },
+  /** `int socket(int domain, int type, int protocol);` (sys/socket.h) */
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  /** `int bind(int sockfd, const struct sockaddr *addr, socklen_t addrlen);` */
+  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  /** `int getsockname(int sockfd, struct sockaddr *addr, socklen_t *addrlen);` */
+  getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  /** `int setsockopt(int sockfd, int level, int optname, const void *optval, socklen_t optlen);` */
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  /**
+   * `ssize_t sendto(int sockfd, const void *buf, size_t len, int flags,
+   *                 const struct sockaddr *dest_addr, socklen_t addrlen);`
+   */
+  sendto: { parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"], result: "isize" },
+  /**
+   * `ssize_t recvfrom(int sockfd, void *buf, size_t len, int flags,
+   *                   struct sockaddr *src_addr, socklen_t *addrlen);`
+   */
+  recvfrom: {
+    parameters: ["i32", "buffer", "usize", "i32", "buffer", "buffer"],
+    result: "isize",
+  },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The opened libc with {@link LIBC_SYMBOLS}. */
+export type Libc = Deno.DynamicLibrary<typeof LIBC_SYMBOLS>;
+
+let libc: Libc | undefined;
+
+/**
+ * Opens libc on first call and returns the same handle afterwards. libc stays loaded for
+ * the life of the process (it is never worth unloading).
+ *
+ * @returns the loaded library
+ * @throws {Deno.errors.NotCapable} without `--allow-ffi`
+ */
+export function openLibc(): Libc {
+  libc ??= Deno.dlopen(LIBC_PATH, LIBC_SYMBOLS);
+  return libc;
+}
+
+/**
+ * Reads `errno` of the calling thread; call it right after the failing libc/libmnl call.
+ *
+ * @param lib the library from {@link openLibc}
+ * @returns the current `errno` (0 when unknown)
+ */
+export function readErrno(lib: Libc): number {
+  const p = lib.symbols.__errno_location();
+  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
+}
