@@ -278,7 +278,9 @@ export function formatCniArgs(pairs: [string, string][]): string {
       throw new CniError(
         CniErrorCode.InvalidEnvironment,
         "cannot format CNI_ARGS pair",
-        `pair ${JSON.stringify([k, v])}: key must be non-empty without "=" or ";", value without ";"`,
+        `pair ${
+          JSON.stringify([k, v])
+        }: key must be non-empty without "=" or ";", value without ";"`,
       );
     }
   }

@@ -118,7 +118,7 @@ export class ProcessPluginExec implements PluginExec {
     }
     // A grandchild may keep the pipes open after the child exits: read what is
     // there within a grace period, then stop.
-    let graceTimer: number | undefined;
+    let graceTimer: ReturnType<typeof setTimeout> | undefined;
     const grace = new Promise<void>((resolve) => {
       graceTimer = setTimeout(resolve, this.#drainGraceMs);
     });

@@ -201,7 +201,9 @@ function decodeLegacy(raw: Record<string, unknown>, version: string): CniResult 
   for (const fam of [r.ip4, r.ip6]) {
     if (!fam) continue;
     ips.push(compact({ address: fam.ip, gateway: fam.gateway ?? undefined }));
-    for (const rt of fam.routes ?? []) routes.push(compact({ dst: rt.dst, gw: rt.gw ?? undefined }));
+    for (const rt of fam.routes ?? []) {
+      routes.push(compact({ dst: rt.dst, gw: rt.gw ?? undefined }));
+    }
   }
   return assemble(version, undefined, ips, routes, r.dns);
 }
@@ -322,7 +324,10 @@ function encodeCurrent(r: CniResult, version: string): Record<string, unknown> {
 }
 
 function encodeLegacy(r: CniResult, version: string): Record<string, unknown> {
-  const fams: Record<"4" | "6", Record<string, unknown> | undefined> = { "4": undefined, "6": undefined };
+  const fams: Record<"4" | "6", Record<string, unknown> | undefined> = {
+    "4": undefined,
+    "6": undefined,
+  };
   for (const i of r.ips ?? []) {
     const fam = ipFamily(i.address);
     if (fams[fam]) {

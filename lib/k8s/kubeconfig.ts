@@ -46,9 +46,6 @@ export interface InClusterOptions {
 /** The default service-account mount (`rest.InClusterConfig`). */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-const named = <T extends z.ZodType>(key: string, inner: T) =>
-  z.looseObject({ name: z.string(), [key]: inner.nullish() });
-
 const clusterSchema = z.looseObject({
   server: z.string().optional(),
   "certificate-authority": z.string().optional(),
@@ -77,9 +74,11 @@ const contextSchema = z.looseObject({
 
 const kubeconfigSchema = z.looseObject({
   "current-context": z.string().optional(),
-  clusters: z.array(named("cluster", clusterSchema)).nullish(),
-  users: z.array(named("user", userSchema)).nullish(),
-  contexts: z.array(named("context", contextSchema)).nullish(),
+  clusters: z.array(z.looseObject({ name: z.string(), cluster: clusterSchema.nullish() }))
+    .nullish(),
+  users: z.array(z.looseObject({ name: z.string(), user: userSchema.nullish() })).nullish(),
+  contexts: z.array(z.looseObject({ name: z.string(), context: contextSchema.nullish() }))
+    .nullish(),
 });
 
 type ClusterEntry = z.infer<typeof clusterSchema>;
@@ -212,7 +211,9 @@ async function userConnection(
   for (const unsupported of ["exec", "auth-provider", "username"] as const) {
     if (user[unsupported] !== undefined && user[unsupported] !== null) {
       throw configError(
-        `Kubeconfig ${where} uses ${unsupported === "username" ? "basic" : unsupported} authentication, which is not supported`,
+        `Kubeconfig ${where} uses ${
+          unsupported === "username" ? "basic" : unsupported
+        } authentication, which is not supported`,
         "use a token, tokenFile or client certificate",
       );
     }
@@ -244,7 +245,9 @@ async function userConnection(
   }
   if ((out.clientCertPem === undefined) !== (out.clientKeyPem === undefined)) {
     throw configError(
-      `Kubeconfig ${where} has a client ${out.clientCertPem ? "certificate without a key" : "key without a certificate"}`,
+      `Kubeconfig ${where} has a client ${
+        out.clientCertPem ? "certificate without a key" : "key without a certificate"
+      }`,
     );
   }
   if (user.token) out.token = user.token;

@@ -132,7 +132,9 @@ class NodeInsecureTransport implements Transport {
       const agent = new https.Agent({
         keepAlive: true,
         rejectUnauthorized: false,
-        ...(c.clientCertPem && c.clientKeyPem ? { cert: c.clientCertPem, key: c.clientKeyPem } : {}),
+        ...(c.clientCertPem && c.clientKeyPem
+          ? { cert: c.clientCertPem, key: c.clientKeyPem }
+          : {}),
       });
       return { https, agent };
     });

@@ -89,7 +89,11 @@ function toMeta(m: z.infer<typeof objectMetaSchema>): ObjectMeta {
 export function parsePod(raw: unknown): Pod {
   const r = podSchema.safeParse(raw);
   if (!r.success) {
-    throw new CniError(CniErrorCode.DecodingFailure, "Invalid Pod object", z.prettifyError(r.error));
+    throw new CniError(
+      CniErrorCode.DecodingFailure,
+      "Invalid Pod object",
+      z.prettifyError(r.error),
+    );
   }
   return { metadata: toMeta(r.data.metadata), raw: raw as Record<string, unknown> };
 }
@@ -137,7 +141,11 @@ export function parseNetworkAttachmentDefinition(raw: unknown): NetworkAttachmen
 export function parseList<T>(raw: unknown, parseItem: (item: unknown) => T): T[] {
   const r = listSchema.safeParse(raw);
   if (!r.success) {
-    throw new CniError(CniErrorCode.DecodingFailure, "Invalid list object", z.prettifyError(r.error));
+    throw new CniError(
+      CniErrorCode.DecodingFailure,
+      "Invalid list object",
+      z.prettifyError(r.error),
+    );
   }
   return (r.data.items ?? []).map((item, i) => {
     try {

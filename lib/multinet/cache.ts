@@ -68,6 +68,12 @@ export interface CacheRecord {
   attachments: CachedAttachment[];
   /** The network-status last published for the pod (NPWG v1.3 §5). */
   networkStatus?: NetworkStatus[];
+  /**
+   * Set on a tombstone (see {@link AttachmentCache.writeTombstone}): when DEL (or the rollback
+   * of a failed ADD) finished, ISO-8601. A repeated DEL is then a no-op, CHECK reports an
+   * unknown container, and GC removes the file once the runtime no longer lists the container.
+   */
+  deletedAt?: string;
 }
 
 /** Why a cache file could not be used. */
@@ -87,6 +93,7 @@ export class CacheCorruptError extends CniError {
   readonly reason: CacheCorruptReason;
 
   /**
+   * Creates the error for one damaged file.
    * @param path the cache file.
    * @param reason see {@link CacheCorruptReason}.
    * @param details parser message or prettified zod error.
@@ -111,10 +118,12 @@ const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$/;
 const RECORD_SUFFIX = ".json";
 const TEMP_MARK = ".json.tmp-";
 
+// Structure only: a conf without "name" gives an empty statusName (Multus #656), and a
+// record must still be writable then.
 const attachmentSchema = z.looseObject({
-  statusName: z.string().min(1),
+  statusName: z.string(),
   isDefault: z.boolean(),
-  ifName: z.string().min(1),
+  ifName: z.string(),
   conflist: z.record(z.string(), z.unknown()),
   capabilityArgs: z.record(z.string(), z.unknown()),
   cniArgs: z.array(z.tuple([z.string(), z.string()])),
@@ -128,12 +137,13 @@ const recordSchema = z.looseObject({
   schemaVersion: z.literal(CACHE_SCHEMA_VERSION),
   containerId: z.string().regex(CONTAINER_ID),
   netns: z.string(),
-  ifName: z.string().min(1),
+  ifName: z.string(),
   pod: z.looseObject({ namespace: z.string(), name: z.string(), uid: z.string() }),
-  cniVersion: z.string().min(1),
+  cniVersion: z.string(),
   createdAt: z.iso.datetime({ offset: true }),
   attachments: z.array(attachmentSchema),
   networkStatus: networkStatusListSchema.optional(),
+  deletedAt: z.iso.datetime({ offset: true }).optional(),
 });
 
 /**
@@ -151,8 +161,15 @@ const recordSchema = z.looseObject({
 export class AttachmentCache {
   readonly #dir: string;
 
-  /** @param dir the cache directory; created with mode 0700 on first write. */
+  /**
+   * Creates a cache over a directory; nothing is touched until the first call.
+   * @param dir the cache directory (Manifold's `cniDir`); created with mode 0700 on first write.
+   * @throws {CniError} code 7 (invalid network config) when `dir` is empty.
+   */
   constructor(dir: string) {
+    if (dir === "") {
+      throw new CniError(CniErrorCode.InvalidNetworkConfig, "cache directory must not be empty");
+    }
     this.#dir = dir.replace(/\/+$/, "") || "/";
   }
 
@@ -228,6 +245,26 @@ export class AttachmentCache {
       throw ioError("cannot write cache record", path, err);
     }
     await this.#syncDir();
+  }
+
+  /**
+   * Replaces a container's record with a tombstone: the same record with no attachments, no
+   * network-status and `deletedAt` = now, written like {@link AttachmentCache.write}. Used after
+   * a successful DEL (or a fully rolled-back ADD) so that a repeated DEL does not rebuild and
+   * re-run delegates from the pod's annotations; GC removes tombstones of containers the runtime
+   * no longer lists (CNI SPEC 1.1 "GC").
+   * @param record the container's record (its `containerId`, `pod`, `netns`… are kept).
+   * @param options `now`: the deletion time (tests); default the current time.
+   * @throws {CniError} code 4 for a bad `containerId`; code 5 (I/O failure) as for `write`.
+   * @throws {TypeError} when `record` does not match the schema.
+   */
+  async writeTombstone(record: CacheRecord, options: { now?: Date } = {}): Promise<void> {
+    const { networkStatus: _dropped, ...rest } = record;
+    await this.write({
+      ...rest,
+      attachments: [],
+      deletedAt: (options.now ?? new Date()).toISOString(),
+    });
   }
 
   /**

@@ -146,10 +146,10 @@ export function parseNetworkReference(ref: string, podNamespace: string): Networ
 /** {@link parseNetworkReference} without throwing: the reference, or why it is invalid. */
 function splitReference(ref: string, podNamespace: string): NetworkReference | string {
   const slash = ref.split("/");
-  if (slash.length > 2) return "more than one \"/\"";
+  if (slash.length > 2) return 'more than one "/"';
   const namespace = slash.length === 2 ? slash[0].trim() : podNamespace;
   const at = slash[slash.length - 1].split("@");
-  if (at.length > 2) return "more than one \"@\"";
+  if (at.length > 2) return 'more than one "@"';
   const name = at[0].trim();
   if (name === "") return "empty name";
   if (!isDns1123Subdomain(name)) return `name ${quote(name)}: ${NAME_RULE}`;
@@ -161,11 +161,11 @@ function splitReference(ref: string, podNamespace: string): NetworkReference | s
 }
 
 const NAME_RULE =
-  "not a DNS-1123 subdomain name (lower-case alphanumerics, \"-\" and \".\", at most 253 characters, units of at most 63)";
+  'not a DNS-1123 subdomain name (lower-case alphanumerics, "-" and ".", at most 253 characters, units of at most 63)';
 const NAMESPACE_RULE =
-  "not a DNS-1123 label (lower-case alphanumerics and \"-\", at most 63 characters)";
+  'not a DNS-1123 label (lower-case alphanumerics and "-", at most 63 characters)';
 const INTERFACE_RULE =
-  "not a valid Linux interface name (1-15 bytes, not \".\" or \"..\", no \"/\", \":\" or whitespace)";
+  'not a valid Linux interface name (1-15 bytes, not "." or "..", no "/", ":" or whitespace)';
 
 /** zod `error` option: "required" when the key is missing, else `msg`. */
 function requiredOr(msg: string) {
@@ -209,11 +209,11 @@ const bandwidthSchema = z.strictObject({
       ctx.addIssue({
         code: "custom",
         path: ["ingressBurst"],
-        message: "requires \"ingressRate\"",
+        message: 'requires "ingressRate"',
       });
     }
     if (b.egressBurst !== undefined && b.egressRate === undefined) {
-      ctx.addIssue({ code: "custom", path: ["egressBurst"], message: "requires \"egressRate\"" });
+      ctx.addIssue({ code: "custom", path: ["egressBurst"], message: 'requires "egressRate"' });
     }
   });
 
@@ -259,14 +259,14 @@ const elementSchema = z.strictObject({
 }, {
   error: (i) =>
     i.code === "unrecognized_keys"
-      ? "reserved key not defined by NPWG v1.3 §4.1.2.1 (extension keys must use reverse-DNS names containing \".\")"
+      ? 'reserved key not defined by NPWG v1.3 §4.1.2.1 (extension keys must use reverse-DNS names containing ".")'
       : "not a JSON object",
 }).superRefine((e, ctx) => {
   if (e.ips !== undefined && e["ipam-claim-reference"] !== undefined) {
     ctx.addIssue({
       code: "custom",
       path: ["ipam-claim-reference"],
-      message: "must not be combined with \"ips\" (NPWG v1.3 §4.1.2.1.11)",
+      message: 'must not be combined with "ips" (NPWG v1.3 §4.1.2.1.11)',
     });
   }
 });
@@ -390,7 +390,9 @@ function parseJsonList(text: string, podNamespace: string): NetworkSelectionElem
       if (defaultRouteAt >= 0) {
         throw new CniError(
           CniErrorCode.InvalidNetworkConfig,
-          `${elementLabel(index, element.name)}: "default-route": may be set on only one element (already set on element [${defaultRouteAt}], NPWG v1.3 §4.1.2.1.9)`,
+          `${
+            elementLabel(index, element.name)
+          }: "default-route": may be set on only one element (already set on element [${defaultRouteAt}], NPWG v1.3 §4.1.2.1.9)`,
         );
       }
       defaultRouteAt = index;

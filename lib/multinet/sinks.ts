@@ -96,7 +96,7 @@ export class KubeEventSink implements EventSink {
   /** Waits for queued events, at most 2 s. */
   async flush() {
     const pending = this.#pending.splice(0);
-    let timer: number | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
       Promise.allSettled(pending),
       new Promise((r) => timer = setTimeout(r, 2000)),

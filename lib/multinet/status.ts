@@ -83,7 +83,8 @@ type AnyResult = z.infer<typeof anyResultSchema>;
 
 /** Zod schema of one network-status entry (NPWG v1.3 §5.3); reverse-DNS extension keys are kept. */
 const networkStatusEntrySchema = z.looseObject({
-  name: z.string().min(1),
+  // Required (§5.3.1); Multus writes "" for a default conf without "name" (#656): accepted.
+  name: z.string(),
   interface: z.string().optional(),
   ips: z.array(ipOrCidrSchema).optional(),
   mac: z.string().optional(),

@@ -244,7 +244,10 @@ export class AttributeDecoder {
 
   #need(n: number, what: string): boolean {
     if (this.#end - this.#start === n) return true;
-    this.#fail(`Attribute ${this.#type} has ${this.#end - this.#start} bytes, ${what} needs ${n}`, this.#start);
+    this.#fail(
+      `Attribute ${this.#type} has ${this.#end - this.#start} bytes, ${what} needs ${n}`,
+      this.#start,
+    );
     return false;
   }
 

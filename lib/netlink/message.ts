@@ -6,7 +6,7 @@
  * @module
  */
 
-import { AttributeDecoder, align, HOST_LITTLE_ENDIAN, NetlinkWriter } from "./attributes.ts";
+import { align, AttributeDecoder, HOST_LITTLE_ENDIAN, NetlinkWriter } from "./attributes.ts";
 import {
   NLM_F_ACK_TLVS,
   NLM_F_CAPPED,
@@ -162,14 +162,31 @@ export function decodeError(message: NetlinkMessage): NlMsgErr {
   return out;
 }
 
+/** A decoded `NLMSG_DONE` payload. */
+export interface NlMsgDone {
+  /** 0, or a negative errno when the dump failed part-way. */
+  error: number;
+  /** `NLMSGERR_ATTR_MSG` when the kernel explained the failure. */
+  extAckMessage?: string;
+}
+
 /**
- * Reads the `int` error of an `NLMSG_DONE` payload (0 when the payload is empty).
+ * Decodes an `NLMSG_DONE` payload: `int error`, then with `NLM_F_ACK_TLVS` the extended-ack
+ * attributes directly (no request copy; net/netlink/af_netlink.c `netlink_dump_done`).
  *
  * @param message an `NLMSG_DONE` message
- * @returns 0 or a negative errno
+ * @returns error (0 when the payload is empty) and extended-ack message
+ * @throws {NetlinkDecodeError} on malformed extended-ack attributes
  */
-export function decodeDoneError(message: NetlinkMessage): number {
+export function decodeDone(message: NetlinkMessage): NlMsgDone {
   const p = message.payload;
-  if (p.length < 4) return 0;
-  return new DataView(p.buffer, p.byteOffset, 4).getInt32(0, HOST_LITTLE_ENDIAN);
+  if (p.length < 4) return { error: 0 };
+  const out: NlMsgDone = {
+    error: new DataView(p.buffer, p.byteOffset, 4).getInt32(0, HOST_LITTLE_ENDIAN),
+  };
+  if (!(message.header.flags & NLM_F_ACK_TLVS)) return out;
+  const ad = new AttributeDecoder(p.subarray(4), message.offset + 4);
+  while (ad.next()) if (ad.type === NLMSGERR_ATTR_MSG) out.extAckMessage = ad.string();
+  ad.finish();
+  return out;
 }

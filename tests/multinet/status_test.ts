@@ -449,6 +449,11 @@ Deno.test("parseNetworkStatus: reads Multus's own output (bare IPs, no default k
     kept: true,
   });
   assert.equal(Object.keys(parsed[1]).at(-1), "org.example.extra");
+  // Multus #656: a default conf without "name" gives an empty name; still readable.
+  assert.deepEqual(parseNetworkStatus('[{"name":"","default":true}]'), [{
+    name: "",
+    default: true,
+  }]);
 });
 
 Deno.test("parseNetworkStatus: bad input is CniError 6", () => {
@@ -460,7 +465,8 @@ Deno.test("parseNetworkStatus: bad input is CniError 6", () => {
     "[1]",
     "[null]",
     "[{}]",
-    '[{"name":"","default":false}]',
+    '[{"default":false}]',
+    '[{"name":7,"default":false}]',
     '[{"name":"x","default":"yes"}]',
     '[{"name":"x","default":false,"ips":["not-an-ip"]}]',
     '[{"name":"x","default":false,"ips":["10.1.2.300/24"]}]',

@@ -1,0 +1,15 @@
+/**
+ * The CNI spec layer: errors and versions, zod-validated wire types and config
+ * parsing, result conversion, the CNI environment, plugin invocation, the runtime
+ * role (libcni) and the plugin-side dispatcher (skel). Other folders import from here.
+ *
+ * @module
+ */
+export * from "./errors.ts";
+export * from "./version.ts";
+export * from "./types.ts";
+export * from "./result.ts";
+export * from "./env.ts";
+export * from "./invoke.ts";
+export * from "./runtime.ts";
+export * from "./skel.ts";

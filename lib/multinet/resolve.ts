@@ -1,0 +1,379 @@
+/**
+ * Delegate resolution: from a network reference (or a Multus `clusterNetwork` /
+ * `defaultNetworks` / `delegates[i]` entry) to the CNI configuration Manifold will run,
+ * as a {@link Delegate} (NPWG v1.3 §3.4.1, §3.4.2, §7.4; Multus `getNetDelegate`,
+ * `getKubernetesDelegate`, `getCNIConfigFromFile`).
+ *
+ * Configurations are parsed with `parseNetworkConfig` (lib/cni/types.ts): single confs
+ * are wrapped into a one-plugin conflist object, every original key kept.
+ *
+ * @module
+ */
+
+import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { isPlainObject, type NetworkConfigList, parseNetworkConfig } from "../cni/types.ts";
+import type { NetworkAttachmentDefinition } from "../k8s/types.ts";
+import type { NadSource } from "./nad_source.ts";
+import { isDns1123Subdomain, parseNetworkReference } from "./selection.ts";
+import { type Delegate, RESOURCE_NAME_ANNOTATION } from "./types.ts";
+
+/** Options of {@link resolveNetwork}. */
+export interface ResolveOptions {
+  /** Where NetworkAttachmentDefinitions are read from. */
+  nads: NadSource;
+  /** Directory of on-disk CNI configs for NADs without `spec.config` (Multus `confDir`, default `/etc/cni/multus/net.d`). */
+  confDir: string;
+  /** Multus `namespaceIsolation`: a pod may only use NADs of its own namespace and of `globalNamespaces`. */
+  namespaceIsolation: boolean;
+  /** Namespaces whose NADs every pod may use under isolation (Multus `globalNamespaces`; pass `["default"]` for Multus's default). */
+  globalNamespaces: string[];
+  /** The pod's namespace. */
+  podNamespace: string;
+  /** Mark the delegate as the cluster default network (the `v1.multus-cni.io/default-network` annotation); default false. */
+  isDefault?: boolean;
+  /**
+   * When the NAD does not exist, still look for a CNI config named after it in `confDir`
+   * (convenient for standalone mode). Default false: like Multus, a reference to a missing
+   * NAD fails, so NAD objects (and RBAC on them) stay the gate to on-disk configs.
+   */
+  allowMissingNad?: boolean;
+}
+
+/** Options of {@link resolveClusterNetwork}. */
+export interface ClusterNetworkOptions {
+  /** Where NetworkAttachmentDefinitions are read from. */
+  nads: NadSource;
+  /** Directory of on-disk CNI configs (Multus `confDir`). */
+  confDir: string;
+  /** Namespace of `clusterNetwork` / `defaultNetworks` NADs (Multus `multusNamespace`, default `kube-system`). */
+  multusNamespace: string;
+}
+
+/**
+ * Resolves a pod's network reference to a delegate.
+ *
+ * Order:
+ * 1. isolation (NPWG v1.3 §7.4): with `namespaceIsolation`, a NAD outside the pod's
+ *    namespace and outside `globalNamespaces` is refused;
+ * 2. the NAD is read; it must exist (unless `allowMissingNad`);
+ * 3. §3.4.1 in the listed order: (1) non-empty `spec.config` → that config; (2) a
+ *    `*.conflist` in `confDir` whose `"name"` equals the NAD name; (3) a `*.conf` or
+ *    `*.json` (like libcni) with that `"name"`; files are tried in lexical order and files
+ *    that cannot be read or parsed are skipped; (4) otherwise fail.
+ *
+ * §3.4.2: a `spec.config` without `"name"` (or with `""`) gets the NAD name injected. The
+ * delegate's `statusName` is `"<ns>/<name>"`, `source` `"nad:<ns>/<name>"` or
+ * `"file:<path>"`, `resourceName` the NAD's `k8s.v1.cni.cncf.io/resourceName` annotation.
+ *
+ * @param ref the NAD reference (from {@link parseNetworkReference} or a selection element)
+ * @param opts see {@link ResolveOptions}
+ * @returns the delegate (conflist object, never shared with the NadSource)
+ * @throws {CniError} code 7 on an isolation violation (naming the pod namespace and the
+ *   NAD), a missing NAD, or when no config is found (naming the NAD, with the files tried in
+ *   `details`); the code of `parseNetworkConfig` (6 decoding, 7 invalid, 1 version) when
+ *   `spec.config` is invalid, with `msg` prefixed by the NAD; errors of the NadSource as is
+ */
+export async function resolveNetwork(
+  ref: { namespace: string; name: string },
+  opts: ResolveOptions,
+): Promise<Delegate> {
+  const id = `${ref.namespace}/${ref.name}`;
+  if (
+    opts.namespaceIsolation && ref.namespace !== opts.podNamespace &&
+    !opts.globalNamespaces.includes(ref.namespace)
+  ) {
+    const allowed = [opts.podNamespace, ...opts.globalNamespaces].join(", ");
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `namespace isolation: pods in namespace "${opts.podNamespace}" may not use network attachment definition "${id}" (allowed namespaces: ${allowed})`,
+    );
+  }
+  const nad = await opts.nads.get(ref.namespace, ref.name);
+  if (nad === undefined && !opts.allowMissingNad) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `network attachment definition "${id}" not found`,
+    );
+  }
+  return await delegateForNad(ref, nad, opts.confDir, opts.isDefault ?? false);
+}
+
+async function delegateForNad(
+  ref: { namespace: string; name: string },
+  nad: NetworkAttachmentDefinition | undefined,
+  confDir: string,
+  isDefault: boolean,
+): Promise<Delegate> {
+  const id = `${ref.namespace}/${ref.name}`;
+  const resourceName = nad?.metadata.annotations?.[RESOURCE_NAME_ANNOTATION];
+  const withResource = (d: Delegate): Delegate => resourceName ? { ...d, resourceName } : d;
+  const config = nad?.spec.config;
+  if (config !== undefined && config.trim() !== "") {
+    const list = withContext(
+      `network attachment definition "${id}"`,
+      () => parseNadConfig(config, ref.name, `nad:${id}`),
+    );
+    return withResource({ statusName: id, conflist: list.raw, isDefault, source: `nad:${id}` });
+  }
+  const found = await findConfByName(confDir, ref.name);
+  if (found.match) {
+    return withResource({
+      statusName: id,
+      conflist: found.match.list.raw,
+      isDefault,
+      source: `file:${found.match.path}`,
+    });
+  }
+  const why = nad === undefined ? "does not exist" : "has no spec.config";
+  throw new CniError(
+    CniErrorCode.InvalidNetworkConfig,
+    `network attachment definition "${id}" ${why} and no CNI config named "${ref.name}" was found in ${confDir} (NPWG v1.3 §3.4.1)`,
+    found.tried.join("\n"),
+  );
+}
+
+/**
+ * Resolves a Multus `clusterNetwork` or `defaultNetworks` entry (Multus `getNetDelegate`):
+ * - no `/` → (1) the NAD `<multusNamespace>/<spec>` (resolved as in {@link resolveNetwork},
+ *   without isolation), (2) a config in `confDir` whose `"name"` is `spec` (`*.conflist`
+ *   first, then `*.conf` / `*.json`);
+ * - starting with `/` → a path: for a directory, the lexically first `*.conf`, `*.conflist`
+ *   or `*.json` that parses (others skipped); for a file, that file;
+ * - otherwise `"ns/name"` → that NAD (a Manifold extension; Multus would stat it as a
+ *   relative path).
+ *
+ * `statusName` is `"<ns>/<name>"` for NAD-based delegates and the config's `"name"` for
+ * file-based ones; `source` is `"nad:…"` or `"file:<path>"`.
+ *
+ * @param spec the configured entry, e.g. `"k8s-pod-network"`, `"/etc/cni/net.d"`
+ * @param opts see {@link ClusterNetworkOptions}; `isDefault` marks the cluster default network
+ * @returns the delegate
+ * @throws {CniError} code 7 when nothing is found (`details` lists what was tried) or the
+ *   entry is malformed; a named file's parse error keeps its code (6/7/1) with the path in `msg`
+ */
+export async function resolveClusterNetwork(
+  spec: string,
+  opts: ClusterNetworkOptions & { isDefault: boolean },
+): Promise<Delegate> {
+  const entry = spec.trim();
+  if (entry === "") {
+    throw new CniError(CniErrorCode.InvalidNetworkConfig, "empty cluster network name");
+  }
+  if (entry.startsWith("/")) return await delegateFromPath(entry, opts.isDefault);
+  if (entry.includes("/")) {
+    const ref = parseNetworkReference(entry, opts.multusNamespace);
+    if (ref.interface !== undefined) {
+      throw new CniError(
+        CniErrorCode.InvalidNetworkConfig,
+        `invalid cluster network "${entry}": an "@interface" suffix is not supported here`,
+      );
+    }
+    return await resolveNetwork(ref, {
+      nads: opts.nads,
+      confDir: opts.confDir,
+      namespaceIsolation: false,
+      globalNamespaces: [],
+      podNamespace: opts.multusNamespace,
+      isDefault: opts.isDefault,
+    });
+  }
+  const tried: string[] = [];
+  if (isDns1123Subdomain(entry)) {
+    const nad = await opts.nads.get(opts.multusNamespace, entry);
+    if (nad !== undefined) {
+      return await delegateForNad(
+        { namespace: opts.multusNamespace, name: entry },
+        nad,
+        opts.confDir,
+        opts.isDefault,
+      );
+    }
+    tried.push(`network attachment definition "${opts.multusNamespace}/${entry}": not found`);
+  }
+  const found = await findConfByName(opts.confDir, entry);
+  if (found.match) {
+    return {
+      statusName: found.match.list.name,
+      conflist: found.match.list.raw,
+      isDefault: opts.isDefault,
+      source: `file:${found.match.path}`,
+    };
+  }
+  throw new CniError(
+    CniErrorCode.InvalidNetworkConfig,
+    `cluster network "${entry}" not found: no network attachment definition "${opts.multusNamespace}/${entry}" and no CNI config with that name in ${opts.confDir}`,
+    [...tried, ...found.tried].join("\n"),
+  );
+}
+
+/**
+ * Makes a delegate of one inline Multus `delegates[i]` entry (a conf or a conflist).
+ * `statusName` is its `"name"`, `source` `"inline:delegates[i]"`.
+ *
+ * @param conf the entry as decoded from the Manifold/Multus config (not modified)
+ * @param index its index in `delegates` (for messages and `source`)
+ * @param isDefault true for `delegates[0]`, the cluster default network
+ * @returns the delegate; its conflist is a copy
+ * @throws {CniError} the code of `parseNetworkConfig` (7 invalid, 6 not an object,
+ *   1 version) with `msg` prefixed by `delegates[i]`
+ * @example
+ * ```ts
+ * delegateFromInline({ cniVersion: "1.0.0", name: "cbr0", type: "bridge" }, 0, true);
+ * // {statusName: "cbr0", isDefault: true, source: "inline:delegates[0]",
+ * //  conflist: {name: "cbr0", cniVersion: "1.0.0", plugins: [{cniVersion: "1.0.0", name: "cbr0", type: "bridge"}]}}
+ * ```
+ */
+export function delegateFromInline(
+  conf: Record<string, unknown>,
+  index: number,
+  isDefault: boolean,
+): Delegate {
+  const where = `delegates[${index}]`;
+  const list = withContext(where, () => parseNetworkConfig(conf, { source: where }));
+  return { statusName: list.name, conflist: list.raw, isDefault, source: `inline:${where}` };
+}
+
+async function delegateFromPath(path: string, isDefault: boolean): Promise<Delegate> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(path);
+  } catch (err) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `cluster network "${path}" not found`,
+      String(err),
+    );
+  }
+  const toDelegate = (list: NetworkConfigList, file: string): Delegate => ({
+    statusName: list.name,
+    conflist: list.raw,
+    isDefault,
+    source: `file:${file}`,
+  });
+  if (!info.isDirectory) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(path);
+    } catch (err) {
+      throw new CniError(
+        CniErrorCode.IoFailure,
+        `cannot read cluster network ${path}`,
+        String(err),
+      );
+    }
+    return toDelegate(
+      withContext(`cluster network ${path}`, () => parseNetworkConfig(text, { source: path })),
+      path,
+    );
+  }
+  const { configs, tried } = await readConfDir(path);
+  const first = configs[0];
+  if (first) return toDelegate(first.list, first.path);
+  throw new CniError(
+    CniErrorCode.InvalidNetworkConfig,
+    `cluster network "${path}": no valid *.conf, *.conflist or *.json CNI config in the directory`,
+    tried.join("\n"),
+  );
+}
+
+/** A parsed on-disk CNI config. */
+interface ConfFile {
+  path: string;
+  list: NetworkConfigList;
+}
+
+const CONFLIST_EXTENSIONS = [".conflist"];
+const CONF_EXTENSIONS = [".conf", ".json"];
+
+/**
+ * §3.4.1 steps 2–3: the first `*.conflist`, else the first `*.conf`/`*.json`, whose
+ * `"name"` is `name`. `tried` explains every skipped or non-matching file.
+ */
+async function findConfByName(
+  confDir: string,
+  name: string,
+): Promise<{ match?: ConfFile; tried: string[] }> {
+  const { configs, tried } = await readConfDir(confDir);
+  const isList = (c: ConfFile) => CONFLIST_EXTENSIONS.some((e) => c.path.endsWith(e));
+  const match = configs.find((c) => isList(c) && c.list.name === name) ??
+    configs.find((c) => !isList(c) && c.list.name === name);
+  if (!match) {
+    for (const c of configs) tried.push(`${c.path}: name is "${c.list.name}"`);
+  }
+  return { match, tried };
+}
+
+/** Every parsable CNI config of `dir`, in lexical order; a missing directory is empty. */
+async function readConfDir(dir: string): Promise<{ configs: ConfFile[]; tried: string[] }> {
+  const tried: string[] = [];
+  const names: string[] = [];
+  try {
+    for await (const entry of Deno.readDir(dir)) {
+      if (entry.isDirectory) continue;
+      if ([...CONFLIST_EXTENSIONS, ...CONF_EXTENSIONS].some((e) => entry.name.endsWith(e))) {
+        names.push(entry.name);
+      }
+    }
+  } catch (err) {
+    tried.push(
+      err instanceof Deno.errors.NotFound
+        ? `${dir}: directory does not exist`
+        : `${dir}: cannot read directory: ${err}`,
+    );
+    return { configs: [], tried };
+  }
+  names.sort();
+  const configs: ConfFile[] = [];
+  for (const file of names) {
+    const path = `${dir.replace(/\/+$/, "")}/${file}`;
+    try {
+      configs.push({
+        path,
+        list: parseNetworkConfig(await Deno.readTextFile(path), { source: path }),
+      });
+    } catch (err) {
+      const why = err instanceof CniError ? err.msg : String(err);
+      tried.push(`${path}: skipped (${why})`);
+    }
+  }
+  return { configs, tried };
+}
+
+/** Parses a NAD's spec.config, injecting `"name"` when it is missing or empty (§3.4.2). */
+function parseNadConfig(text: string, nadName: string, source: string): NetworkConfigList {
+  let decoded: unknown;
+  try {
+    decoded = JSON.parse(text);
+  } catch (err) {
+    throw new CniError(
+      CniErrorCode.DecodingFailure,
+      "spec.config is not valid JSON",
+      err instanceof Error ? err.message : String(err),
+    );
+  }
+  if (isPlainObject(decoded) && (decoded.name === undefined || decoded.name === "")) {
+    decoded = injectName(decoded, nadName);
+  }
+  return parseNetworkConfig(decoded as Record<string, unknown>, { source });
+}
+
+/** A copy of `conf` with `"name"` after `"cniVersion"` (or first), as in the §3.4.2.1 example. */
+function injectName(conf: Record<string, unknown>, name: string): Record<string, unknown> {
+  const entries = Object.entries(conf).filter(([k]) => k !== "name");
+  const at = entries.findIndex(([k]) => k === "cniVersion") + 1;
+  entries.splice(at, 0, ["name", name]);
+  // Object.fromEntries defines own properties: a "__proto__" key stays data.
+  return Object.fromEntries(entries);
+}
+
+/** Runs `fn`, prefixing the `msg` of a thrown CniError with `context` (code and details kept). */
+function withContext<T>(context: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof CniError) {
+      throw new CniError(err.code, `${context}: ${err.msg}`, err.details);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,570 @@
+/**
+ * Manifold as a real process (scripts/manifold, env + stdin) with real delegates from
+ * /usr/lib/cni in real network namespaces, against the HTTPS Kubernetes API stand-in.
+ * Needs root.
+ */
+
+import { assert, assertEquals, assertMatch } from "node:assert/strict";
+import { type KubeApiStandIn, startKubeApi } from "../support/kube_api.ts";
+import { ipJson, isRoot, linkNames, Scratch, sh } from "../support/netns.ts";
+import { k8sArgs, type PluginCall, runPlugin } from "../support/plugin.ts";
+
+const NS = "tenant-a";
+const POD = "web-0";
+const UID = "0f3a2f4c-1111-4222-8333-444455556666";
+
+interface World {
+  scratch: Scratch;
+  api: KubeApiStandIn;
+  podNetns: string;
+  netnsPath: string;
+  dirs: { conf: string; cache: string; ipam: string; kube: string; bin: string };
+  conf: Record<string, unknown>;
+  containerId: string;
+  /** Host bridge names used by the NADs. */
+  br: { def: string; sec: string; master: string };
+  call(command: PluginCall["command"], extra?: Partial<PluginCall>): ReturnType<typeof runPlugin>;
+  leases(): Promise<string[]>;
+}
+
+async function world(
+  opts: { annotations?: Record<string, string>; conf?: Record<string, unknown>; cniVersion?: string } = {},
+): Promise<World> {
+  const scratch = new Scratch();
+  const api = await startKubeApi();
+  try {
+    const podNetns = await scratch.netns("pod");
+    const base = await scratch.dir();
+    const dirs = {
+      conf: `${base}/net.d`,
+      cache: `${base}/cache`,
+      ipam: `${base}/ipam`,
+      kube: `${base}/kube`,
+      bin: `${base}/bin`,
+    };
+    for (const d of Object.values(dirs)) await Deno.mkdir(d, { recursive: true });
+    const br = {
+      def: scratch.trackLink(`mfd${scratch.id}`),
+      sec: scratch.trackLink(`mfs${scratch.id}`),
+      master: await scratch.bridge("m"),
+    };
+    const v = opts.cniVersion ?? "1.0.0";
+    const delegateVersion = v === "1.1.0" ? "1.0.0" : v;
+    await Deno.writeTextFile(
+      `${dirs.conf}/10-default.conflist`,
+      JSON.stringify({
+        cniVersion: delegateVersion,
+        name: "cbr0",
+        plugins: [{
+          type: "bridge",
+          bridge: br.def,
+          ipam: {
+            type: "host-local",
+            dataDir: dirs.ipam,
+            ranges: [[{ subnet: "10.240.1.0/24" }]],
+            routes: [{ dst: "0.0.0.0/0" }],
+          },
+        }],
+      }),
+    );
+    api.addNad({
+      namespace: NS,
+      name: "bridge-net",
+      config: JSON.stringify({
+        cniVersion: delegateVersion,
+        type: "bridge",
+        bridge: br.sec,
+        ipam: { type: "host-local", dataDir: dirs.ipam, subnet: "10.240.2.0/24" },
+      }),
+    });
+    api.addNad({
+      namespace: NS,
+      name: "macvlan-net",
+      config: JSON.stringify({
+        cniVersion: delegateVersion,
+        name: "macvlan-net",
+        plugins: [
+          {
+            type: "macvlan",
+            master: br.master,
+            mode: "bridge",
+            ipam: { type: "static" },
+            capabilities: { ips: true },
+          },
+          { type: "tuning", capabilities: { mac: true } },
+        ],
+      }),
+    });
+    api.addPod({ namespace: NS, name: POD, uid: UID, annotations: opts.annotations ?? {} });
+    const kubeconfig = `${dirs.kube}/kubeconfig`;
+    await api.writeKubeconfig(kubeconfig, { auth: "tokenFile", tokenFile: `${dirs.kube}/token` });
+    const conf = {
+      cniVersion: v,
+      name: "manifold-net",
+      type: "manifold",
+      clusterNetwork: `${dirs.conf}/10-default.conflist`,
+      kubeconfig,
+      confDir: dirs.conf,
+      cniDir: dirs.cache,
+      binDir: dirs.bin,
+      logLevel: "debug",
+      logToStderr: true,
+      ...opts.conf,
+    };
+    const containerId = `c${scratch.id}${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+    const netnsPath = `/var/run/netns/${podNetns}`;
+    return {
+      scratch,
+      api,
+      podNetns,
+      netnsPath,
+      dirs,
+      conf,
+      containerId,
+      br,
+      call: (command, extra = {}) =>
+        runPlugin({
+          command,
+          config: conf,
+          containerId,
+          netns: netnsPath,
+          ifName: "eth0",
+          args: k8sArgs(NS, POD, containerId, UID),
+          path: "/usr/lib/cni",
+          ...extra,
+        }),
+      async leases() {
+        const out: string[] = [];
+        for await (const n of Deno.readDir(dirs.ipam)) {
+          for await (const f of Deno.readDir(`${dirs.ipam}/${n.name}`)) {
+            if (/^[0-9a-f.:]+$/.test(f.name)) out.push(`${n.name}/${f.name}`);
+          }
+        }
+        return out;
+      },
+    };
+  } catch (e) {
+    await api.stop();
+    await scratch.cleanup();
+    throw e;
+  }
+}
+
+async function done(w: World) {
+  await w.api.stop();
+  await w.scratch.cleanup();
+}
+
+function podStatus(w: World): Record<string, unknown>[] {
+  const pod = w.api.getPod(NS, POD) as { metadata: { annotations?: Record<string, string> } };
+  const text = pod.metadata.annotations?.["k8s.v1.cni.cncf.io/network-status"];
+  assert(text, "network-status annotation written");
+  return JSON.parse(text);
+}
+
+function expectOk(r: Awaited<ReturnType<typeof runPlugin>>, what: string) {
+  assertEquals(r.code, 0, `${what} failed: ${r.stdout}\n${r.stderr.slice(-3000)}`);
+}
+
+const JSON_SELECTION = JSON.stringify([
+  { name: "bridge-net" },
+  { name: "macvlan-net", interface: "data0", ips: ["10.240.3.7/24"], mac: "02:00:00:0a:f0:07" },
+]);
+
+const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
+
+Deno.test({
+  name: "ADD → CHECK → DEL → DEL: default + bridge + macvlan NADs from the API, status patched",
+  ...root,
+  async fn() {
+    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": JSON_SELECTION } });
+    try {
+      const add = await w.call("ADD");
+      expectOk(add, "ADD");
+      assertEquals(add.json?.cniVersion, "1.0.0");
+      // The kernel holds all three interfaces with the requested MAC and IP.
+      assertEquals(await linkNames(w.podNetns), ["data0", "eth0", "net1"]);
+      const links = await ipJson<{ ifname: string; address: string }[]>(w.podNetns, "link", "show");
+      assertEquals(links.find((l) => l.ifname === "data0")?.address, "02:00:00:0a:f0:07");
+      const addrs = await ipJson<{ ifname: string; addr_info: { local: string; prefixlen: number }[] }[]>(
+        w.podNetns,
+        "addr",
+        "show",
+      );
+      const v4 = (n: string) =>
+        addrs.find((a) => a.ifname === n)?.addr_info.map((i) => `${i.local}/${i.prefixlen}`) ?? [];
+      assertEquals(v4("data0").filter((a) => a.includes(".")), ["10.240.3.7/24"]);
+      assertMatch(v4("eth0").find((a) => a.includes("."))!, /^10\.240\.1\.\d+\/24$/);
+      assertMatch(v4("net1").find((a) => a.includes("."))!, /^10\.240\.2\.\d+\/24$/);
+
+      // network-status: default first, names, interfaces, IPs with prefix, MAC.
+      const status = podStatus(w);
+      assertEquals(status.map((s) => [s.name, s.interface, s.default]), [
+        ["cbr0", "eth0", true],
+        [`${NS}/bridge-net`, "net1", false],
+        [`${NS}/macvlan-net`, "data0", false],
+      ]);
+      assertEquals(status[2].ips, ["10.240.3.7/24"]);
+      assertEquals(status[2].mac, "02:00:00:0a:f0:07");
+      assertEquals(status[0].ips, v4("eth0").filter((a) => a.includes(".")));
+
+      // API use: 1 pod GET, 2 NAD GETs, 1 status PATCH (+ events).
+      const reqs = w.api.requests.filter((r) => !r.path.endsWith("/events") && r.path !== "/version");
+      assertEquals(reqs.filter((r) => r.method === "GET" && r.path.includes("/pods/")).length, 1);
+      assertEquals(reqs.filter((r) => r.path.includes("network-attachment-definitions")).length, 2);
+      assertEquals(reqs.filter((r) => r.method === "PATCH").length, 1);
+      assert(w.api.events.some((e) => (e as { reason: string }).reason === "AddedInterface"));
+
+      expectOk(await w.call("CHECK"), "CHECK");
+
+      const before = w.api.requests.length;
+      expectOk(await w.call("DEL"), "DEL");
+      assertEquals(w.api.requests.length, before, "DEL sends no API request");
+      assertEquals(await linkNames(w.podNetns), []);
+      assertEquals(await w.leases(), []);
+      // containerd's second DEL: no netns, no cached result.
+      expectOk(await w.call("DEL", { netns: "" }), "second DEL");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "comma annotation with ns/name@ifname; pod annotations from the runtime need no pod GET",
+  ...root,
+  async fn() {
+    const w = await world();
+    try {
+      const conf = {
+        ...w.conf,
+        capabilities: { "io.kubernetes.cri.pod-annotations": true },
+        runtimeConfig: {
+          "io.kubernetes.cri.pod-annotations": {
+            "k8s.v1.cni.cncf.io/networks": `bridge-net, ${NS}/bridge-net@br9`,
+          },
+        },
+      };
+      const add = await w.call("ADD", { config: conf });
+      expectOk(add, "ADD");
+      assertEquals(await linkNames(w.podNetns), ["br9", "eth0", "net1"]);
+      const podGets = w.api.requests.filter((r) => r.method === "GET" && r.path.includes("/pods/"));
+      assertEquals(podGets.length, 0);
+      // The same NAD twice: two attachments, one NAD GET.
+      assertEquals(
+        w.api.requests.filter((r) => r.path.includes("network-attachment-definitions")).length,
+        1,
+      );
+      assertEquals(podStatus(w).length, 3);
+      expectOk(await w.call("DEL", { config: conf }), "DEL");
+      assertEquals(await w.leases(), []);
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "a failing 2nd secondary delegate rolls everything back (no interface, no lease)",
+  ...root,
+  async fn() {
+    const w = await world({
+      annotations: {
+        "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name: "bridge-net" }, { name: "broken" }]),
+      },
+    });
+    try {
+      w.api.addNad({
+        namespace: NS,
+        name: "broken",
+        config: JSON.stringify({
+          cniVersion: "1.0.0",
+          type: "macvlan",
+          master: "mf-no-such-if",
+          ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.4.0/24" },
+        }),
+      });
+      const add = await w.call("ADD");
+      assertEquals(add.code, 1);
+      const err = add.json as { code: number; msg: string };
+      assertMatch(err.msg, new RegExp(`\\[${NS}/${POD}:${NS}/broken\\]`));
+      assertEquals(await linkNames(w.podNetns), []);
+      assertEquals(await w.leases(), []);
+      // The runtime's DEL after a failed ADD succeeds.
+      expectOk(await w.call("DEL"), "DEL after failed ADD");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "a requested capability no plugin declares fails the ADD with code 7 naming NAD and capability",
+  ...root,
+  async fn() {
+    const w = await world({
+      annotations: {
+        "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name: "bridge-net", ips: ["10.240.2.9/24"] }]),
+      },
+    });
+    try {
+      const add = await w.call("ADD");
+      assertEquals(add.code, 1);
+      const err = add.json as { code: number; msg: string };
+      assertEquals(err.code, 7);
+      assertMatch(err.msg, /bridge-net/);
+      assertMatch(err.msg, /"ips"/);
+      assertEquals(await linkNames(w.podNetns), []);
+      assertEquals(await w.leases(), []);
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "invalid annotations fail with code 7 naming the element and key, leaving nothing",
+  ...root,
+  async fn() {
+    const cases: [string, RegExp][] = [
+      [JSON.stringify([{ name: "bridge-net", mac: "02:00:00:00:00" }]), /\[0\].*"mac"/],
+      [JSON.stringify([{ name: "bridge-net" }, { name: "bridge-net", interface: "a/b" }]), /\[1\].*"interface"/],
+      [
+        JSON.stringify([{ name: "bridge-net", interface: "x1" }, { name: "bridge-net", interface: "x1" }]),
+        /x1/,
+      ],
+      ["[{", /./],
+    ];
+    for (const [annotation, re] of cases) {
+      const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": annotation } });
+      try {
+        const add = await w.call("ADD");
+        assertEquals(add.code, 1, annotation);
+        const err = add.json as { code: number; msg: string };
+        assertEquals(err.code, 7, `${annotation}: ${add.stdout}`);
+        assertMatch(err.msg, re);
+        assertEquals(await linkNames(w.podNetns), []);
+        assertEquals(await w.leases(), []);
+      } finally {
+        await done(w);
+      }
+    }
+  },
+});
+
+Deno.test({
+  name: "namespace isolation refuses a NAD of another namespace; global namespaces are allowed",
+  ...root,
+  async fn() {
+    const w = await world({
+      annotations: { "k8s.v1.cni.cncf.io/networks": "other/bridge-net" },
+      conf: { namespaceIsolation: true },
+    });
+    try {
+      const nad = { cniVersion: "1.0.0", type: "bridge", bridge: w.br.sec, ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.5.0/24" } };
+      w.api.addNad({ namespace: "other", name: "bridge-net", config: JSON.stringify(nad) });
+      const add = await w.call("ADD");
+      assertEquals((add.json as { code: number }).code, 7);
+      assertMatch((add.json as { msg: string }).msg + JSON.stringify(add.json), /other/);
+      assertEquals(await linkNames(w.podNetns), []);
+      const ok = await w.call("ADD", { config: { ...w.conf, globalNamespaces: "other" } });
+      expectOk(ok, "ADD with other as global namespace");
+      expectOk(await w.call("DEL"), "DEL");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "NAD without spec.config uses the conflist in confDir whose name matches; name injection",
+  ...root,
+  async fn() {
+    const w = await world({
+      annotations: { "k8s.v1.cni.cncf.io/networks": "disk-net,noname-net" },
+    });
+    try {
+      w.api.addNad({ namespace: NS, name: "disk-net" });
+      await Deno.writeTextFile(
+        `${w.dirs.conf}/20-disk.conflist`,
+        JSON.stringify({
+          cniVersion: "1.0.0",
+          name: "disk-net",
+          plugins: [{ type: "bridge", bridge: w.br.sec, ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.6.0/24" } }],
+        }),
+      );
+      w.api.addNad({
+        namespace: NS,
+        name: "noname-net",
+        config: JSON.stringify({ cniVersion: "1.0.0", type: "bridge", bridge: w.br.sec, ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.7.0/24" } }),
+      });
+      expectOk(await w.call("ADD"), "ADD");
+      const status = podStatus(w);
+      assertEquals(status.map((s) => s.name), ["cbr0", `${NS}/disk-net`, `${NS}/noname-net`]);
+      // host-local keys its store by network name: the injected name is "noname-net".
+      const nets = [];
+      for await (const e of Deno.readDir(w.dirs.ipam)) nets.push(e.name);
+      assert(nets.includes("noname-net"), `host-local networks: ${nets}`);
+      assert(nets.includes("disk-net"));
+      expectOk(await w.call("DEL"), "DEL");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "DEL works from the cache with the netns gone, the API down and the pod deleted",
+  ...root,
+  async fn() {
+    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": JSON_SELECTION } });
+    try {
+      expectOk(await w.call("ADD"), "ADD");
+      await sh("ip", ["netns", "del", w.podNetns]);
+      w.api.deletePod(NS, POD);
+      w.api.down(true);
+      const del = await w.call("DEL");
+      expectOk(del, "DEL");
+      assert(del.ms < 3000, `DEL took ${del.ms} ms`);
+      assertEquals(await w.leases(), []);
+      expectOk(await w.call("DEL", { netns: "" }), "second DEL");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "DEL with a corrupt cache rebuilds the attachments from the API and releases every lease",
+  ...root,
+  async fn() {
+    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name: "bridge-net" }]) } });
+    try {
+      expectOk(await w.call("ADD"), "ADD");
+      assertEquals((await w.leases()).length, 2);
+      for await (const e of Deno.readDir(w.dirs.cache)) {
+        if (e.isFile && e.name.startsWith(w.containerId)) {
+          await Deno.writeTextFile(`${w.dirs.cache}/${e.name}`, '{"schemaVersion":1,"contai');
+        }
+      }
+      expectOk(await w.call("DEL"), "DEL");
+      assertEquals(await w.leases(), []);
+      assertEquals(await linkNames(w.podNetns), []);
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "pod UID mismatch fails ADD; a deleted pod fails ADD; both leave nothing",
+  ...root,
+  async fn() {
+    const w = await world();
+    try {
+      const add = await w.call("ADD", { args: k8sArgs(NS, POD, w.containerId, "ffffffff-0000-4000-8000-000000000000") });
+      assertEquals(add.code, 1);
+      assertMatch((add.json as { msg: string }).msg, /UID/);
+      assertEquals(await linkNames(w.podNetns), []);
+      w.api.deletePod(NS, POD);
+      const gone = await w.call("ADD");
+      assertEquals(gone.code, 1);
+      assertEquals(await linkNames(w.podNetns), []);
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "API 5xx/429 during ADD: retried; persistent 503 fails with code 11 and rolls back",
+  ...root,
+  async fn() {
+    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net" } });
+    try {
+      w.api.fault({ method: "GET", path: /network-attachment-definitions/, status: 503, times: 1 });
+      w.api.fault({ method: "PATCH", status: 429, times: 1 });
+      expectOk(await w.call("ADD"), "ADD with transient faults");
+      expectOk(await w.call("DEL"), "DEL");
+      w.api.fault({ method: "PATCH", status: 503, times: Infinity });
+      const add = await w.call("ADD");
+      assertEquals(add.code, 1);
+      assertEquals((add.json as { code: number }).code, 11);
+      assertEquals(await linkNames(w.podNetns), []);
+      assertEquals(await w.leases(), []);
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "GC tears down cached containers missing from cni.dev/valid-attachments",
+  ...root,
+  async fn() {
+    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net" }, cniVersion: "1.1.0" });
+    try {
+      expectOk(await w.call("ADD"), "ADD");
+      assertEquals((await w.leases()).length, 2);
+      const keep = await w.call("GC", {
+        config: { ...w.conf, "cni.dev/valid-attachments": [{ containerID: w.containerId, ifname: "eth0" }] },
+      });
+      expectOk(keep, "GC keeping the container");
+      assertEquals((await w.leases()).length, 2);
+      const gc = await w.call("GC", { config: { ...w.conf, "cni.dev/valid-attachments": [] } });
+      expectOk(gc, "GC");
+      assertEquals(await w.leases(), []);
+      assertEquals(await linkNames(w.podNetns), []);
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "STATUS: code 50 while the readiness file is missing, 0 once it exists",
+  ...root,
+  async fn() {
+    const w = await world({ cniVersion: "1.1.0" });
+    try {
+      const file = `${w.dirs.conf}/ready`;
+      const conf = { ...w.conf, readinessindicatorfile: file };
+      const st = await w.call("STATUS", { config: conf });
+      assertEquals(st.code, 1);
+      assertEquals((st.json as { code: number }).code, 50);
+      await Deno.writeTextFile(file, "");
+      expectOk(await w.call("STATUS", { config: conf }), "STATUS");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "VERSION and environment validation (every missing variable named once)",
+  ...root,
+  async fn() {
+    const v = await runPlugin({ command: "VERSION", config: { cniVersion: "1.1.0" } });
+    expectOk(v, "VERSION");
+    assertEquals((v.json as { supportedVersions: string[] }).supportedVersions, [
+      "0.1.0",
+      "0.2.0",
+      "0.3.0",
+      "0.3.1",
+      "0.4.0",
+      "1.0.0",
+      "1.1.0",
+    ]);
+    const bad = await runPlugin({
+      command: "ADD",
+      config: { cniVersion: "1.0.0", type: "manifold", clusterNetwork: "x" },
+      omit: ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"],
+    });
+    assertEquals(bad.code, 1);
+    const err = bad.json as { code: number; msg: string; details?: string };
+    assertEquals(err.code, 4);
+    const text = `${err.msg} ${err.details ?? ""}`;
+    for (const v of ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"]) assertMatch(text, new RegExp(v));
+    assertEquals(bad.stdout.trim().split("\n").length, 1, "only the error JSON on stdout");
+  },
+});

@@ -1,0 +1,1017 @@
+/**
+ * An in-process stand-in for kube-apiserver v1.32, serving HTTPS on 127.0.0.1 (ephemeral
+ * port) for tests that run the plugin as a child process. It answers the few REST calls
+ * Manifold makes with the paths, status codes, `Status` bodies and content-type rules of
+ * the real server (captured in `/work/shared/reference/kube-api/*.http`):
+ *
+ * - `GET /version`
+ * - `GET /api/v1/namespaces/{ns}/pods[?limit=&continue=]`, `GET /api/v1/namespaces/{ns}/pods/{name}[/status]`
+ * - `PATCH …/pods/{name}[/status]`: only `application/merge-patch+json` (else 415), RFC 7386
+ *   (`null` deletes), invalid JSON → 400, stale `metadata.resourceVersion` → 409, a write
+ *   bumps `resourceVersion`; the status subresource ignores spec changes, the main
+ *   resource ignores status changes
+ * - `GET /apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions[/{name}]`
+ *   and the cluster-wide list `GET /apis/k8s.cni.cncf.io/v1/network-attachment-definitions`
+ * - `POST /api/v1/namespaces/{ns}/events` (`application/json`, `generateName` → name with
+ *   5 random characters, 201)
+ *
+ * Authentication, in kube-apiserver's order: a client certificate (verified against the
+ * CA: chain, validity period and the `clientAuth` extended key usage; the user is CN, the
+ * group O), else a bearer token (unknown → 401), else anonymous (only `/version`, else 403).
+ * A presented but unverifiable client certificate closes the connection right after the
+ * handshake (kube-apiserver fails the handshake itself; Deno's `node:https` cannot
+ * reject only bad certificates while allowing none). `denyRbac(tokenOrUser)` → 403 with
+ * the real message.
+ *
+ * @module
+ */
+
+import https from "node:https";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { TLSSocket } from "node:tls";
+import { stringify as toYaml } from "yaml";
+import { type CertSet, defaultCertSet } from "./certs.ts";
+
+/** A pod to create with {@link KubeApiStandIn.addPod}. */
+export interface PodInit {
+  namespace: string;
+  name: string;
+  uid?: string;
+  annotations?: Record<string, string>;
+}
+
+/** A NetworkAttachmentDefinition to create with {@link KubeApiStandIn.addNad}. */
+export interface NadInit {
+  namespace: string;
+  name: string;
+  /** `spec.config`, the delegate CNI config as a JSON string. */
+  config?: string;
+  annotations?: Record<string, string>;
+}
+
+/** One request as the stand-in saw it. */
+export interface SeenRequest {
+  method: string;
+  /** URL path without the query, e.g. `/api/v1/namespaces/default/pods/p`. */
+  path: string;
+  /** HTTP status answered; 0 when the connection was reset by a fault. */
+  status: number;
+  /** The query string including `?`, or `""`. */
+  query: string;
+  /** Authenticated user name; `"system:anonymous"` without credentials; `""` if rejected. */
+  user: string;
+  /** The request's `content-type`, or `""`. */
+  contentType: string;
+  /** The request body as text. */
+  body: string;
+}
+
+/** A failure injected before normal handling (see {@link KubeApiStandIn.fault}). */
+export interface Fault {
+  /** Match only this method (case-insensitive); any when absent. */
+  method?: string;
+  /** Match only paths (without query) matching this; any when absent. */
+  path?: RegExp;
+  /** Answer this status with a realistic `Status` body instead of handling the request. */
+  status?: number;
+  /** Wait this long (ms) first; alone, the request is then handled normally. */
+  delayMs?: number;
+  /** How many matching requests it applies to; default 1, `Infinity` allowed. */
+  times?: number;
+  /** Close the connection instead of answering (after `delayMs`). */
+  reset?: boolean;
+  /** With status 429/503: `Retry-After` seconds (default 1 for 429, none for 503); `null` omits it. */
+  retryAfterSeconds?: number | null;
+  /** Send this raw body (e.g. HTML from a proxy, broken JSON) with `status` (default 200). */
+  body?: string;
+  /** Content type of `body`; default `application/json`. */
+  contentType?: string;
+}
+
+/** Options of {@link writeKubeconfig}. */
+export interface KubeconfigWriteOptions {
+  /** How the user authenticates; default `"token"`. */
+  auth?: "token" | "tokenFile" | "clientCert";
+  /** With `auth: "tokenFile"`: the file to reference; default `<dir>/token`, written with the valid token. */
+  tokenFile?: string;
+  /** Write YAML instead of JSON. */
+  yaml?: boolean;
+  /** Embed CA, client certificate and key as `*-data` (base64) instead of file paths. */
+  inline?: boolean;
+}
+
+/** The running stand-in. */
+export interface KubeApiStandIn {
+  /** Base URL, `https://127.0.0.1:<port>`. */
+  url: string;
+  caCertPem: string;
+  caCertPath: string;
+  clientCertPath: string;
+  clientKeyPath: string;
+  /** Kubernetes user name of the client certificate (its CN). */
+  clientCertUser: string;
+  /** A token accepted at start. */
+  token: string;
+  /** User name that valid tokens authenticate as. */
+  tokenUser: string;
+  /** Temp dir holding the certificates (removed by `stop`). */
+  dir: string;
+  /** Writes a kubeconfig pointing at this stand-in (JSON unless `yaml: true`). */
+  writeKubeconfig(path: string, opts?: KubeconfigWriteOptions): Promise<void>;
+  /** Creates or replaces a pod; returns a copy of the stored object. */
+  addPod(pod: PodInit): Record<string, unknown>;
+  deletePod(namespace: string, name: string): void;
+  /** A copy of the stored pod, or undefined. */
+  getPod(namespace: string, name: string): Record<string, unknown> | undefined;
+  addNad(nad: NadInit): void;
+  deleteNad(namespace: string, name: string): void;
+  /** Replaces the set of accepted bearer tokens (others get 401). */
+  setTokens(valid: string[]): void;
+  /** Makes every resource request of this token (or client-certificate user) get 403. */
+  denyRbac(tokenOrUser: string): void;
+  /** Created events, as stored (with server-filled metadata). */
+  events: Record<string, unknown>[];
+  /** Every request seen, in order. */
+  requests: SeenRequest[];
+  /** Client certificates rejected after the handshake, with the verification error. */
+  tlsRejections: { subject: string; error: string }[];
+  /** Injects a failure before normal handling; faults are matched in the order added. */
+  fault(f: Fault): void;
+  /** While down, connections are closed as soon as they are accepted (API unreachable). */
+  down(isDown: boolean): void;
+  /** Closes the server and every connection and removes `dir`; idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startKubeApi}. */
+export interface StartKubeApiOptions {
+  /**
+   * Request and accept client certificates (default true, like a kube-apiserver with
+   * `--client-ca-file`). When false the server does not ask for one, so only tokens work.
+   */
+  clientCertAuth?: boolean;
+}
+
+type Json = Record<string, unknown>;
+
+const NAD_GROUP = "k8s.cni.cncf.io";
+const NAD_RESOURCE = "network-attachment-definitions";
+const TOKEN_USER = "system:serviceaccount:kube-system:manifold";
+const ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789";
+
+const REASONS: Record<number, string> = {
+  400: "BadRequest",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "NotFound",
+  405: "MethodNotAllowed",
+  409: "Conflict",
+  410: "Expired",
+  415: "UnsupportedMediaType",
+  422: "Invalid",
+  429: "TooManyRequests",
+  500: "InternalError",
+  503: "ServiceUnavailable",
+  504: "Timeout",
+};
+
+class HttpError extends Error {
+  constructor(readonly status: number, readonly body: Json | string, readonly headers: Json = {}) {
+    super(typeof body === "string" ? body : String(body.message ?? status));
+  }
+}
+
+/** A `metav1.Status` failure, keys in kube-apiserver's order. */
+function statusBody(code: number, reason: string, message: string, details?: Json): Json {
+  const s: Json = {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message,
+    reason,
+  };
+  if (details !== undefined) s.details = details;
+  s.code = code;
+  return s;
+}
+
+function faultBody(status: number, f: Fault): Json {
+  switch (status) {
+    case 401:
+      return statusBody(401, "Unauthorized", "Unauthorized");
+    case 429:
+      return statusBody(429, "TooManyRequests", "Too many requests, please try again later.", {
+        retryAfterSeconds: f.retryAfterSeconds ?? 1,
+      });
+    case 500:
+      return statusBody(500, "InternalError", "Internal error occurred: injected fault", {
+        causes: [{ message: "injected fault" }],
+      });
+    case 503:
+      return statusBody(
+        503,
+        "ServiceUnavailable",
+        "the server is currently unable to handle the request",
+      );
+    case 504:
+      return statusBody(
+        504,
+        "Timeout",
+        "The server was unable to return a response in the time allotted, but may still be processing the request",
+      );
+    default:
+      return statusBody(status, REASONS[status] ?? "", `injected fault ${status}`, {});
+  }
+}
+
+function notFound(resource: string, name: string, group = ""): HttpError {
+  const full = group ? `${resource}.${group}` : resource;
+  const details: Json = { name };
+  if (group) details.group = group;
+  details.kind = resource;
+  return new HttpError(404, statusBody(404, "NotFound", `${full} "${name}" not found`, details));
+}
+
+const unknownResource = () =>
+  new HttpError(
+    404,
+    statusBody(404, "NotFound", "the server could not find the requested resource", {}),
+  );
+
+function isObject(v: unknown): v is Json {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * JSON merge patch (RFC 7386): objects merge recursively, `null` deletes, anything else
+ * (arrays included) replaces.
+ * @example mergePatch({ a: { b: 1, c: 2 } }, { a: { b: null, d: 3 } }) // { a: { c: 2, d: 3 } }
+ */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (!isObject(patch)) return patch;
+  const out: Json = isObject(target) ? { ...target } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+/** Go's `encoding/json` wording for the common JSON syntax errors. */
+function goJsonError(text: string): string {
+  try {
+    JSON.parse(text);
+    return "";
+  } catch (err) {
+    const m = (err as Error).message;
+    if (/end of (JSON )?input|Unterminated/i.test(m) || text.trim() === "") {
+      return "unexpected end of JSON input";
+    }
+    const ch = m.match(/token '?(.)'?/)?.[1] ?? text.trim()[0] ?? "";
+    return `invalid character '${ch}' looking for beginning of value`;
+  }
+}
+
+function mediaType(ct: string | undefined): string {
+  return (ct ?? "").split(";")[0].trim().toLowerCase();
+}
+
+function randomSuffix(n = 5): string {
+  const b = crypto.getRandomValues(new Uint8Array(n));
+  return Array.from(b, (x) => ALPHANUMS[x % ALPHANUMS.length]).join("");
+}
+
+function now(): string {
+  return new Date().toISOString().replace(/\.\d+Z$/, "Z");
+}
+
+function key(ns: string, name: string): string {
+  return `${ns}/${name}`;
+}
+
+interface RequestInfo {
+  verb: string;
+  resource: string;
+  subresource?: string;
+  group: string;
+  namespace?: string;
+  name?: string;
+}
+
+function forbidden(user: string, info: RequestInfo): HttpError {
+  const full = info.group ? `${info.resource}.${info.group}` : info.resource;
+  const what = info.name ? `${full} "${info.name}"` : full;
+  const res = info.subresource ? `${info.resource}/${info.subresource}` : info.resource;
+  const scope = info.namespace ? `in the namespace "${info.namespace}"` : "at the cluster scope";
+  const details: Json = {};
+  if (info.name) details.name = info.name;
+  if (info.group) details.group = info.group;
+  details.kind = info.resource;
+  return new HttpError(
+    403,
+    statusBody(
+      403,
+      "Forbidden",
+      `${what} is forbidden: User "${user}" cannot ${info.verb} resource "${res}" in API group "${info.group}" ${scope}`,
+      details,
+    ),
+  );
+}
+
+class StandIn implements KubeApiStandIn {
+  url = "";
+  caCertPem = "";
+  caCertPath = "";
+  clientCertPath = "";
+  clientKeyPath = "";
+  clientCertUser = "";
+  token = `standin-${crypto.randomUUID()}`;
+  tokenUser = TOKEN_USER;
+  dir = "";
+  events: Json[] = [];
+  requests: SeenRequest[] = [];
+  tlsRejections: { subject: string; error: string }[] = [];
+
+  #certs: CertSet;
+  #clientCertAuth: boolean;
+  #server: https.Server | undefined;
+  #sockets = new Set<Socket>();
+  #pods = new Map<string, Json>();
+  #nads = new Map<string, Json>();
+  #tokens = new Set<string>([this.token]);
+  #denied = new Set<string>();
+  #faults: (Fault & { left: number })[] = [];
+  #isDown = false;
+  #rv = 1000;
+  #timers = new Set<{ id: ReturnType<typeof setTimeout> | undefined; resolve: () => void }>();
+  #stopped = false;
+
+  constructor(certs: CertSet, clientCertAuth: boolean) {
+    this.#certs = certs;
+    this.#clientCertAuth = clientCertAuth;
+    this.caCertPem = certs.ca.certPem;
+    this.clientCertUser = certs.clientUser;
+  }
+
+  async start(): Promise<void> {
+    this.dir = await Deno.makeTempDir({ prefix: "manifold-kube-api-" });
+    this.caCertPath = `${this.dir}/ca.crt`;
+    this.clientCertPath = `${this.dir}/client.crt`;
+    this.clientKeyPath = `${this.dir}/client.key`;
+    await Deno.writeTextFile(this.caCertPath, this.#certs.ca.certPem);
+    await Deno.writeTextFile(this.clientCertPath, this.#certs.client.certPem);
+    await Deno.writeTextFile(this.clientKeyPath, this.#certs.client.keyPem, { mode: 0o600 });
+    await Deno.writeTextFile(`${this.dir}/server.crt`, this.#certs.server.certPem);
+    const server = https.createServer({
+      key: this.#certs.server.keyPem,
+      cert: this.#certs.server.certPem,
+      ca: this.#certs.ca.certPem,
+      requestCert: this.#clientCertAuth,
+      rejectUnauthorized: false,
+    }, (req, res) => {
+      this.#handle(req, res).catch(() => {
+        try {
+          res.socket?.destroy();
+        } catch { /* already gone */ }
+      });
+    });
+    server.on("connection", (sock: Socket) => {
+      if (this.#isDown || this.#stopped) {
+        sock.destroy();
+        return;
+      }
+      this.#sockets.add(sock);
+      sock.on("close", () => this.#sockets.delete(sock));
+    });
+    server.on("secureConnection", (tls: TLSSocket) => {
+      if (!this.#clientCertAuth) return;
+      const peer = tls.getPeerCertificate();
+      if (peer && Object.keys(peer).length > 0 && !tls.authorized) {
+        this.tlsRejections.push({
+          subject: JSON.stringify(peer.subject ?? {}),
+          error: String(tls.authorizationError ?? "unverified"),
+        });
+        tls.destroy();
+      }
+    });
+    server.on("tlsClientError", () => {});
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => resolve());
+    });
+    this.#server = server;
+    const addr = server.address();
+    if (!addr || typeof addr === "string") throw new Error("Stand-in has no TCP address");
+    this.url = `https://127.0.0.1:${addr.port}`;
+  }
+
+  async writeKubeconfig(path: string, opts: KubeconfigWriteOptions = {}): Promise<void> {
+    const b64 = (s: string) => btoa(s);
+    const cluster: Json = { server: this.url };
+    if (opts.inline) cluster["certificate-authority-data"] = b64(this.caCertPem);
+    else cluster["certificate-authority"] = this.caCertPath;
+    const user: Json = {};
+    switch (opts.auth ?? "token") {
+      case "token":
+        user.token = this.token;
+        break;
+      case "tokenFile": {
+        const file = opts.tokenFile ?? `${this.dir}/token`;
+        if (!opts.tokenFile) await Deno.writeTextFile(file, this.token, { mode: 0o600 });
+        user.tokenFile = file;
+        break;
+      }
+      case "clientCert":
+        if (opts.inline) {
+          user["client-certificate-data"] = b64(this.#certs.client.certPem);
+          user["client-key-data"] = b64(this.#certs.client.keyPem);
+        } else {
+          user["client-certificate"] = this.clientCertPath;
+          user["client-key"] = this.clientKeyPath;
+        }
+        break;
+    }
+    const cfg = {
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "stand-in", cluster }],
+      users: [{ name: "manifold", user }],
+      contexts: [{ name: "stand-in", context: { cluster: "stand-in", user: "manifold" } }],
+      "current-context": "stand-in",
+    };
+    const text = opts.yaml ? toYaml(cfg) : JSON.stringify(cfg, null, 2) + "\n";
+    await Deno.writeTextFile(path, text, { mode: 0o600 });
+  }
+
+  addPod(pod: PodInit): Json {
+    const metadata: Json = {
+      name: pod.name,
+      namespace: pod.namespace,
+      uid: pod.uid ?? crypto.randomUUID(),
+      resourceVersion: String(++this.#rv),
+      creationTimestamp: now(),
+    };
+    if (pod.annotations && Object.keys(pod.annotations).length) {
+      metadata.annotations = { ...pod.annotations };
+    }
+    const obj: Json = {
+      kind: "Pod",
+      apiVersion: "v1",
+      metadata,
+      spec: {
+        containers: [{
+          name: "c",
+          image: "example.invalid/none",
+          resources: {},
+          terminationMessagePath: "/dev/termination-log",
+          terminationMessagePolicy: "File",
+          imagePullPolicy: "Always",
+        }],
+        restartPolicy: "Always",
+        terminationGracePeriodSeconds: 30,
+        dnsPolicy: "ClusterFirst",
+        serviceAccountName: "default",
+        serviceAccount: "default",
+        securityContext: {},
+        schedulerName: "default-scheduler",
+        priority: 0,
+        enableServiceLinks: true,
+        preemptionPolicy: "PreemptLowerPriority",
+      },
+      status: { phase: "Pending", qosClass: "BestEffort" },
+    };
+    this.#pods.set(key(pod.namespace, pod.name), obj);
+    return structuredClone(obj);
+  }
+
+  deletePod(namespace: string, name: string): void {
+    this.#pods.delete(key(namespace, name));
+  }
+
+  getPod(namespace: string, name: string): Json | undefined {
+    const p = this.#pods.get(key(namespace, name));
+    return p && structuredClone(p);
+  }
+
+  addNad(nad: NadInit): void {
+    const metadata: Json = {};
+    if (nad.annotations && Object.keys(nad.annotations).length) {
+      metadata.annotations = { ...nad.annotations };
+    }
+    Object.assign(metadata, {
+      creationTimestamp: now(),
+      generation: 1,
+      name: nad.name,
+      namespace: nad.namespace,
+      resourceVersion: String(++this.#rv),
+      uid: crypto.randomUUID(),
+    });
+    this.#nads.set(key(nad.namespace, nad.name), {
+      apiVersion: `${NAD_GROUP}/v1`,
+      kind: "NetworkAttachmentDefinition",
+      metadata,
+      spec: nad.config === undefined ? {} : { config: nad.config },
+    });
+  }
+
+  deleteNad(namespace: string, name: string): void {
+    this.#nads.delete(key(namespace, name));
+  }
+
+  setTokens(valid: string[]): void {
+    this.#tokens = new Set(valid);
+  }
+
+  denyRbac(tokenOrUser: string): void {
+    this.#denied.add(tokenOrUser);
+  }
+
+  fault(f: Fault): void {
+    this.#faults.push({ ...f, left: f.times ?? 1 });
+  }
+
+  down(isDown: boolean): void {
+    this.#isDown = isDown;
+    if (isDown) { for (const s of this.#sockets) s.destroy(); }
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    for (const t of this.#timers) {
+      clearTimeout(t.id);
+      t.resolve();
+    }
+    this.#timers.clear();
+    for (const s of this.#sockets) s.destroy();
+    const server = this.#server;
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
+  }
+
+  #delay(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t: { id: ReturnType<typeof setTimeout> | undefined; resolve: () => void } = {
+        id: undefined,
+        resolve,
+      };
+      t.id = setTimeout(() => {
+        this.#timers.delete(t);
+        resolve();
+      }, ms);
+      this.#timers.add(t);
+    });
+  }
+
+  #takeFault(method: string, path: string): Fault | undefined {
+    const i = this.#faults.findIndex((f) =>
+      (!f.method || f.method.toUpperCase() === method) && (!f.path || f.path.test(path))
+    );
+    if (i < 0) return undefined;
+    const f = this.#faults[i];
+    if (--f.left <= 0) this.#faults.splice(i, 1);
+    return f;
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const method = (req.method ?? "GET").toUpperCase();
+    const url = new URL(req.url ?? "/", "https://stand-in");
+    const chunks: Uint8Array[] = [];
+    for await (const c of req) chunks.push(c as Uint8Array);
+    const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+    chunks.reduce((off, c) => (bytes.set(c, off), off + c.length), 0);
+    const body = new TextDecoder().decode(bytes);
+    const seen: SeenRequest = {
+      method,
+      path: url.pathname,
+      status: 0,
+      query: url.search,
+      user: "",
+      contentType: String(req.headers["content-type"] ?? ""),
+      body,
+    };
+    this.requests.push(seen);
+    const pretty = /^(curl|wget)\//i.test(String(req.headers["user-agent"] ?? ""));
+    const send = (status: number, payload: Json | string, headers: Json = {}) => {
+      seen.status = status;
+      if (this.#stopped || res.destroyed) return;
+      const text = typeof payload === "string"
+        ? payload
+        : JSON.stringify(payload, null, pretty ? 2 : undefined);
+      res.writeHead(status, {
+        "audit-id": crypto.randomUUID(),
+        "cache-control": "no-cache, private",
+        "content-type": "application/json",
+        ...headers,
+      } as Record<string, string>);
+      res.end(text);
+    };
+
+    const f = this.#takeFault(method, url.pathname);
+    if (f) {
+      if (f.delayMs) await this.#delay(f.delayMs);
+      if (this.#stopped) return;
+      if (f.reset) {
+        seen.status = 0;
+        req.socket.destroy();
+        return;
+      }
+      if (f.body !== undefined) {
+        send(f.status ?? 200, f.body, { "content-type": f.contentType ?? "application/json" });
+        return;
+      }
+      if (f.status !== undefined) {
+        const headers: Json = {};
+        const ra = f.retryAfterSeconds === undefined
+          ? (f.status === 429 ? 1 : undefined)
+          : f.retryAfterSeconds;
+        if (ra !== null && ra !== undefined && (f.status === 429 || f.status === 503)) {
+          headers["retry-after"] = String(ra);
+        }
+        send(f.status, faultBody(f.status, f), headers);
+        return;
+      }
+    }
+
+    try {
+      const user = this.#authenticate(req);
+      seen.user = user.name;
+      const out = this.#route(method, url, user, req, body);
+      send(out.status, out.body);
+    } catch (err) {
+      if (err instanceof HttpError) send(err.status, err.body, err.headers);
+      else {
+        send(
+          500,
+          statusBody(500, "InternalError", `Internal error occurred: ${(err as Error).message}`, {
+            causes: [{ message: (err as Error).message }],
+          }),
+        );
+      }
+    }
+  }
+
+  #authenticate(req: IncomingMessage): { name: string; identity: string } {
+    if (this.#clientCertAuth) {
+      const tls = req.socket as TLSSocket;
+      const peer = tls.getPeerCertificate?.();
+      const cn = peer?.subject?.CN;
+      if (tls.authorized && cn) {
+        const name = Array.isArray(cn) ? cn[0] : cn;
+        return { name, identity: name };
+      }
+    }
+    const auth = String(req.headers.authorization ?? "");
+    if (auth) {
+      const m = auth.match(/^Bearer\s+(\S+)$/i);
+      if (!m || !this.#tokens.has(m[1])) {
+        throw new HttpError(401, statusBody(401, "Unauthorized", "Unauthorized"));
+      }
+      return { name: TOKEN_USER, identity: m[1] };
+    }
+    return { name: "system:anonymous", identity: "" };
+  }
+
+  #authorize(user: { name: string; identity: string }, info: RequestInfo): void {
+    if (user.name === "system:anonymous" || this.#denied.has(user.identity)) {
+      throw forbidden(user.name, info);
+    }
+  }
+
+  #route(
+    method: string,
+    url: URL,
+    user: { name: string; identity: string },
+    req: IncomingMessage,
+    body: string,
+  ): { status: number; body: Json } {
+    const parts = url.pathname.split("/").filter((p) => p !== "").map(decodeURIComponent);
+    const p = url.pathname;
+    if (p === "/version") {
+      if (method !== "GET") throw methodNotAllowed();
+      return {
+        status: 200,
+        body: {
+          major: "1",
+          minor: "32",
+          gitVersion: "v1.32.0",
+          gitCommit: "0000000000000000000000000000000000000000",
+          gitTreeState: "clean",
+          buildDate: "2024-12-11T18:04:20Z",
+          goVersion: "go1.23.3",
+          compiler: "gc",
+          platform: "linux/amd64",
+        },
+      };
+    }
+    // /api/v1/namespaces/{ns}/{resource}[/{name}[/{sub}]]
+    if (parts[0] === "api" && parts[1] === "v1" && parts[2] === "namespaces" && parts.length >= 5) {
+      const [ns, resource, name, sub] = parts.slice(3);
+      if (parts.length > 7) throw unknownResource();
+      if (resource === "pods") {
+        if (sub !== undefined && sub !== "status") throw unknownResource();
+        if (name === undefined) {
+          if (method !== "GET") throw methodNotAllowed();
+          this.#authorize(user, { verb: "list", resource, group: "", namespace: ns });
+          return { status: 200, body: this.#listPods(ns, url) };
+        }
+        const verb = method === "GET" ? "get" : method === "PATCH" ? "patch" : "";
+        if (!verb) throw methodNotAllowed();
+        this.#authorize(user, { verb, resource, subresource: sub, group: "", namespace: ns, name });
+        const pod = this.#pods.get(key(ns, name));
+        if (verb === "get") {
+          if (!pod) throw notFound("pods", name);
+          return { status: 200, body: pod };
+        }
+        return { status: 200, body: this.#patchPod(ns, name, sub, req, body) };
+      }
+      if (resource === "events" && name === undefined) {
+        if (method !== "POST") throw methodNotAllowed();
+        this.#authorize(user, { verb: "create", resource, group: "", namespace: ns });
+        return { status: 201, body: this.#createEvent(ns, req, body) };
+      }
+      throw unknownResource();
+    }
+    // /apis/k8s.cni.cncf.io/v1[/namespaces/{ns}]/network-attachment-definitions[/{name}]
+    if (parts[0] === "apis" && parts[1] === NAD_GROUP && parts[2] === "v1") {
+      let ns: string | undefined;
+      let rest = parts.slice(3);
+      if (rest[0] === "namespaces") {
+        ns = rest[1];
+        rest = rest.slice(2);
+      }
+      if (rest[0] !== NAD_RESOURCE || rest.length > 2 || (ns === undefined && rest.length > 1)) {
+        throw unknownResource();
+      }
+      if (method !== "GET") throw methodNotAllowed();
+      const name = rest[1];
+      const info = {
+        verb: name ? "get" : "list",
+        resource: NAD_RESOURCE,
+        group: NAD_GROUP,
+        namespace: ns,
+        name,
+      };
+      this.#authorize(user, info);
+      if (name !== undefined) {
+        const nad = this.#nads.get(key(ns!, name));
+        if (!nad) throw notFound(NAD_RESOURCE, name, NAD_GROUP);
+        return { status: 200, body: nad };
+      }
+      const items = [...this.#nads.entries()]
+        .filter(([k]) => ns === undefined || k.startsWith(`${ns}/`))
+        .sort(([a], [b]) => a < b ? -1 : 1)
+        .map(([, v]) => v);
+      return {
+        status: 200,
+        body: {
+          apiVersion: `${NAD_GROUP}/v1`,
+          items,
+          kind: "NetworkAttachmentDefinitionList",
+          metadata: { continue: "", resourceVersion: String(this.#rv) },
+        },
+      };
+    }
+    if (parts[0] === "api" || parts[0] === "apis") throw unknownResource();
+    // Non-resource paths: the Go mux's plain-text answer.
+    throw new HttpError(404, "404 page not found\n", {
+      "content-type": "text/plain; charset=utf-8",
+      "x-content-type-options": "nosniff",
+    });
+  }
+
+  #listPods(ns: string, url: URL): Json {
+    const all = [...this.#pods.entries()]
+      .filter(([k]) => k.startsWith(`${ns}/`))
+      .sort(([a], [b]) => a < b ? -1 : 1);
+    let start = 0;
+    const cont = url.searchParams.get("continue");
+    if (cont) {
+      try {
+        start = Number(JSON.parse(atob(cont)).start) || 0;
+      } catch {
+        throw new HttpError(
+          400,
+          statusBody(400, "BadRequest", "continue key is not valid: illegal base64 data"),
+        );
+      }
+    }
+    const limit = Number(url.searchParams.get("limit") ?? "0");
+    const end = limit > 0 ? Math.min(all.length, start + limit) : all.length;
+    const metadata: Json = { resourceVersion: String(this.#rv) };
+    if (end < all.length) {
+      metadata.continue = btoa(JSON.stringify({ start: end }));
+      metadata.remainingItemCount = all.length - end;
+    }
+    const items = all.slice(start, end).map(([, v]) => {
+      const { kind: _k, apiVersion: _a, ...rest } = v;
+      return rest;
+    });
+    return { kind: "PodList", apiVersion: "v1", metadata, items };
+  }
+
+  #patchPod(
+    ns: string,
+    name: string,
+    sub: string | undefined,
+    req: IncomingMessage,
+    body: string,
+  ): Json {
+    if (mediaType(req.headers["content-type"]) !== "application/merge-patch+json") {
+      throw new HttpError(
+        415,
+        statusBody(415, "UnsupportedMediaType", "415: Unsupported Media Type", {}),
+      );
+    }
+    const pod = this.#pods.get(key(ns, name));
+    if (!pod) throw notFound("pods", name);
+    const err = goJsonError(body);
+    if (err) {
+      throw new HttpError(400, statusBody(400, "BadRequest", `error decoding patch: ${err}`));
+    }
+    const patch = JSON.parse(body) as unknown;
+    const meta = pod.metadata as Json;
+    const conflict = () =>
+      new HttpError(
+        409,
+        statusBody(
+          409,
+          "Conflict",
+          `Operation cannot be fulfilled on pods "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+          { name, kind: "pods" },
+        ),
+      );
+    if (isObject(patch) && isObject(patch.metadata)) {
+      const rv = patch.metadata.resourceVersion;
+      if (rv !== undefined && rv !== null && rv !== meta.resourceVersion) throw conflict();
+    }
+    const merged = mergePatch(pod, patch);
+    if (!isObject(merged) || !isObject(merged.metadata)) {
+      throw new HttpError(
+        400,
+        statusBody(400, "BadRequest", "error decoding patch: the patch must be a JSON object"),
+      );
+    }
+    const m = merged.metadata;
+    const ann = m.annotations;
+    if (ann !== undefined) {
+      if (!isObject(ann) || Object.values(ann).some((v) => typeof v !== "string")) {
+        throw new HttpError(
+          400,
+          statusBody(
+            400,
+            "BadRequest",
+            "json: cannot unmarshal into Go struct field ObjectMeta.metadata.annotations of type string",
+          ),
+        );
+      }
+      if (Object.keys(ann).length === 0) delete m.annotations;
+    }
+    // Identity fields are immutable; each endpoint only writes its part of the object.
+    for (const k of ["name", "namespace", "uid", "creationTimestamp", "resourceVersion"]) {
+      if (meta[k] === undefined) delete m[k];
+      else m[k] = meta[k];
+    }
+    merged.kind = "Pod";
+    merged.apiVersion = "v1";
+    if (sub === "status") merged.spec = pod.spec;
+    else merged.status = pod.status;
+    if (JSON.stringify(merged) !== JSON.stringify(pod)) {
+      m.resourceVersion = String(++this.#rv);
+      this.#pods.set(key(ns, name), merged);
+    }
+    return this.#pods.get(key(ns, name))!;
+  }
+
+  #createEvent(ns: string, req: IncomingMessage, body: string): Json {
+    if (mediaType(req.headers["content-type"]) !== "application/json") {
+      throw new HttpError(
+        415,
+        statusBody(415, "UnsupportedMediaType", "415: Unsupported Media Type", {}),
+      );
+    }
+    const err = goJsonError(body);
+    if (err) {
+      throw new HttpError(
+        400,
+        statusBody(400, "BadRequest", `couldn't get version/kind; json parse error: ${err}`),
+      );
+    }
+    const ev = JSON.parse(body) as unknown;
+    if (!isObject(ev)) {
+      throw new HttpError(
+        400,
+        statusBody(400, "BadRequest", "couldn't get version/kind; json parse error: not an object"),
+      );
+    }
+    const meta: Json = isObject(ev.metadata) ? { ...ev.metadata } : {};
+    if (meta.namespace !== undefined && meta.namespace !== ns) {
+      throw new HttpError(
+        400,
+        statusBody(
+          400,
+          "BadRequest",
+          "the namespace of the provided object does not match the namespace sent on the request",
+        ),
+      );
+    }
+    const invalid = (field: string, message: string, name = "") =>
+      new HttpError(
+        422,
+        statusBody(422, "Invalid", `Event "${name}" is invalid: ${field}: ${message}`, {
+          name,
+          kind: "Event",
+          causes: [{ reason: "FieldValueInvalid", message, field }],
+        }),
+      );
+    let name = typeof meta.name === "string" ? meta.name : "";
+    const generateName = typeof meta.generateName === "string" ? meta.generateName : "";
+    if (!name && !generateName) {
+      throw invalid("metadata.name", "Required value: name or generateName is required");
+    }
+    if (!name) name = `${generateName.slice(0, 58)}${randomSuffix()}`;
+    const involved = isObject(ev.involvedObject) ? ev.involvedObject : {};
+    if (involved.namespace !== undefined && involved.namespace !== ns) {
+      throw invalid(
+        "involvedObject.namespace",
+        `Invalid value: "${String(involved.namespace)}": does not match event.namespace`,
+        name,
+      );
+    }
+    if (
+      this.events.some((e) =>
+        (e.metadata as Json).name === name && (e.metadata as Json).namespace === ns
+      )
+    ) {
+      throw new HttpError(
+        409,
+        statusBody(409, "AlreadyExists", `events "${name}" already exists`, {
+          name,
+          kind: "events",
+        }),
+      );
+    }
+    const metadata: Json = { name };
+    if (generateName) metadata.generateName = generateName;
+    Object.assign(metadata, {
+      namespace: ns,
+      uid: crypto.randomUUID(),
+      resourceVersion: String(++this.#rv),
+      creationTimestamp: now(),
+    });
+    const stored: Json = {
+      kind: "Event",
+      apiVersion: "v1",
+      metadata,
+      involvedObject: involved,
+      reason: ev.reason ?? "",
+      message: ev.message ?? "",
+      source: ev.source ?? {},
+      firstTimestamp: ev.firstTimestamp ?? null,
+      lastTimestamp: ev.lastTimestamp ?? null,
+    };
+    if (ev.count !== undefined) stored.count = ev.count;
+    Object.assign(stored, {
+      type: ev.type ?? "",
+      eventTime: ev.eventTime ?? null,
+      reportingComponent: ev.reportingComponent ?? "",
+      reportingInstance: ev.reportingInstance ?? "",
+    });
+    this.events.push(stored);
+    return stored;
+  }
+}
+
+function methodNotAllowed(): HttpError {
+  return new HttpError(
+    405,
+    statusBody(
+      405,
+      "MethodNotAllowed",
+      "the server does not allow this method on the requested resource",
+      {},
+    ),
+  );
+}
+
+/**
+ * Starts a stand-in kube-apiserver on `https://127.0.0.1:<ephemeral port>` with a fresh
+ * temp dir holding `ca.crt`, `client.crt`, `client.key` (certificates from
+ * {@link defaultCertSet}, needs the `openssl` CLI). Stop it with `stop()`.
+ *
+ * @param opts `clientCertAuth` (default true): request and accept client certificates.
+ * @returns the running stand-in.
+ * @throws Error when `openssl` is missing or the port cannot be bound.
+ */
+export async function startKubeApi(opts: StartKubeApiOptions = {}): Promise<KubeApiStandIn> {
+  const s = new StandIn(await defaultCertSet(), opts.clientCertAuth ?? true);
+  try {
+    await s.start();
+  } catch (err) {
+    await s.stop();
+    throw err;
+  }
+  return s;
+}
