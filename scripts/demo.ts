@@ -24,7 +24,11 @@ function step(title: string) {
   console.log(`\n\x1b[1m== ${title}\x1b[0m`);
 }
 
-async function run(cmd: string, args: string[], opts: { stdin?: string; env?: Record<string, string> } = {}) {
+async function run(
+  cmd: string,
+  args: string[],
+  opts: { stdin?: string; env?: Record<string, string> } = {},
+) {
   const child = new Deno.Command(cmd, {
     args,
     clearEnv: opts.env !== undefined,
@@ -64,7 +68,11 @@ async function manifold(command: string, netns: string, config: unknown) {
     },
   });
   const ms = (performance.now() - started).toFixed(1);
-  console.log(`$ CNI_COMMAND=${command} CNI_NETNS=${netns || '""'} scripts/manifold  → exit ${r.code} in ${ms} ms`);
+  console.log(
+    `$ CNI_COMMAND=${command} CNI_NETNS=${
+      netns || '""'
+    } scripts/manifold  → exit ${r.code} in ${ms} ms`,
+  );
   if (r.stdout.trim()) console.log(r.stdout.trim());
   if (r.code !== 0) {
     console.error(r.stderr);
@@ -163,7 +171,7 @@ spec:
   step("CHECK");
   await manifold("CHECK", `/var/run/netns/${podNs}`, conf);
 
-  step("DEL, then DEL again with CNI_NETNS=\"\" (as containerd tears a sandbox down)");
+  step('DEL, then DEL again with CNI_NETNS="" (as containerd tears a sandbox down)');
   await manifold("DEL", `/var/run/netns/${podNs}`, conf);
   await manifold("DEL", "", conf);
 

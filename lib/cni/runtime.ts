@@ -17,7 +17,7 @@ import { findPlugin, invokePlugin } from "./invoke.ts";
 import type { PluginExec } from "./invoke.ts";
 import { convertResult } from "./result.ts";
 import type { GcAttachment, NetworkConfigList } from "./types.ts";
-import { isPlainObject, validateNetworkName } from "./types.ts";
+import { assertPluginType, isPlainObject, validateNetworkName } from "./types.ts";
 import { CniErrorCode } from "./errors.ts";
 import { supportsCheck, supportsGcAndStatus } from "./version.ts";
 
@@ -47,6 +47,11 @@ export interface CniRuntimeOptions {
   /** Environment passed to every plugin besides the CNI variables, e.g. `{ PATH }`. */
   baseEnv?: Record<string, string>;
   logger?: Logger;
+  /**
+   * Resolves a plugin `type` to its binary path; default {@link findPlugin} (needs
+   * read permission). Tests inject a fake to stay permission-free.
+   */
+  findPlugin?: (type: string, dirs: string[]) => Promise<string>;
 }
 
 /** Default per-plugin timeout: 60 s. */
@@ -70,6 +75,7 @@ export class CniRuntime {
   #timeoutMs: number;
   #baseEnv: Record<string, string>;
   #logger: Logger;
+  #findPlugin: (type: string, dirs: string[]) => Promise<string>;
 
   /** @param opts plugin directories, exec, timeout, base environment and logger. */
   constructor(opts: CniRuntimeOptions) {
@@ -78,6 +84,7 @@ export class CniRuntime {
     this.#timeoutMs = opts.timeoutMs ?? DEFAULT_PLUGIN_TIMEOUT_MS;
     this.#baseEnv = { ...(opts.baseEnv ?? {}) };
     this.#logger = opts.logger ?? nullLogger;
+    this.#findPlugin = opts.findPlugin ?? findPlugin;
   }
 
   /**
@@ -297,7 +304,8 @@ export class CniRuntime {
   ): Promise<unknown | undefined> {
     const type = String(plugin.type);
     const log = this.#logger.with({ network: list.name, type, command });
-    const pluginPath = await findPlugin(type, this.#binDirs);
+    assertPluginType(type);
+    const pluginPath = await this.#findPlugin(type, this.#binDirs);
     log.debug("invoking plugin", { path: pluginPath });
     try {
       return await invokePlugin(this.#exec, pluginPath, conf, {

@@ -46,43 +46,48 @@ export interface InClusterOptions {
 /** The default service-account mount (`rest.InClusterConfig`). */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-const clusterSchema = z.looseObject({
-  server: z.string().optional(),
-  "certificate-authority": z.string().optional(),
-  "certificate-authority-data": z.string().optional(),
-  "insecure-skip-tls-verify": z.boolean().optional(),
-  "tls-server-name": z.string().optional(),
-});
+/** The kubeconfig schema, built on first use (zod construction costs a few ms at start-up). */
+function buildKubeconfigSchema() {
+  const clusterSchema = z.looseObject({
+    server: z.string().optional(),
+    "certificate-authority": z.string().optional(),
+    "certificate-authority-data": z.string().optional(),
+    "insecure-skip-tls-verify": z.boolean().optional(),
+    "tls-server-name": z.string().optional(),
+  });
 
-const userSchema = z.looseObject({
-  "client-certificate": z.string().optional(),
-  "client-certificate-data": z.string().optional(),
-  "client-key": z.string().optional(),
-  "client-key-data": z.string().optional(),
-  token: z.string().optional(),
-  tokenFile: z.string().optional(),
-  username: z.string().optional(),
-  exec: z.unknown().optional(),
-  "auth-provider": z.unknown().optional(),
-});
+  const userSchema = z.looseObject({
+    "client-certificate": z.string().optional(),
+    "client-certificate-data": z.string().optional(),
+    "client-key": z.string().optional(),
+    "client-key-data": z.string().optional(),
+    token: z.string().optional(),
+    tokenFile: z.string().optional(),
+    username: z.string().optional(),
+    exec: z.unknown().optional(),
+    "auth-provider": z.unknown().optional(),
+  });
 
-const contextSchema = z.looseObject({
-  cluster: z.string(),
-  user: z.string().optional(),
-  namespace: z.string().optional(),
-});
+  const contextSchema = z.looseObject({
+    cluster: z.string(),
+    user: z.string().optional(),
+    namespace: z.string().optional(),
+  });
 
-const kubeconfigSchema = z.looseObject({
-  "current-context": z.string().optional(),
-  clusters: z.array(z.looseObject({ name: z.string(), cluster: clusterSchema.nullish() }))
-    .nullish(),
-  users: z.array(z.looseObject({ name: z.string(), user: userSchema.nullish() })).nullish(),
-  contexts: z.array(z.looseObject({ name: z.string(), context: contextSchema.nullish() }))
-    .nullish(),
-});
+  const kubeconfigSchema = z.looseObject({
+    "current-context": z.string().optional(),
+    clusters: z.array(z.looseObject({ name: z.string(), cluster: clusterSchema.nullish() }))
+      .nullish(),
+    users: z.array(z.looseObject({ name: z.string(), user: userSchema.nullish() })).nullish(),
+    contexts: z.array(z.looseObject({ name: z.string(), context: contextSchema.nullish() }))
+      .nullish(),
+  });
+  return kubeconfigSchema;
+}
 
-type ClusterEntry = z.infer<typeof clusterSchema>;
-type UserEntry = z.infer<typeof userSchema>;
+type KubeconfigDoc = z.infer<ReturnType<typeof buildKubeconfigSchema>>;
+type ClusterEntry = NonNullable<NonNullable<KubeconfigDoc["clusters"]>[number]["cluster"]>;
+type UserEntry = NonNullable<NonNullable<KubeconfigDoc["users"]>[number]["user"]>;
 
 function configError(msg: string, details = ""): CniError {
   return new CniError(CniErrorCode.InvalidNetworkConfig, msg, details);
@@ -278,7 +283,7 @@ export async function loadKubeconfig(path: string): Promise<KubeConnection> {
   } catch (err) {
     throw configError(`Cannot read kubeconfig ${path}`, (err as Error).message);
   }
-  const parsed = kubeconfigSchema.safeParse(await parseText(path, text));
+  const parsed = buildKubeconfigSchema().safeParse(await parseText(path, text));
   if (!parsed.success) {
     throw configError(`Kubeconfig ${path} is malformed`, z.prettifyError(parsed.error));
   }

@@ -48,24 +48,35 @@ export interface NetworkAttachmentDefinition {
   raw?: Record<string, unknown>;
 }
 
-const objectMetaSchema = z.looseObject({
-  name: z.string().min(1),
-  namespace: z.string().min(1),
-  uid: z.string().optional(),
-  resourceVersion: z.string().optional(),
-  annotations: z.record(z.string(), z.string()).nullish(),
-});
+/**
+ * The schemas, built on first use: constructing zod schemas costs a few ms, which a
+ * CNI invocation that never talks to Kubernetes (VERSION, STATUS) should not pay.
+ */
+function buildSchemas() {
+  const objectMeta = z.looseObject({
+    name: z.string().min(1),
+    namespace: z.string().min(1),
+    uid: z.string().optional(),
+    resourceVersion: z.string().optional(),
+    annotations: z.record(z.string(), z.string()).nullish(),
+  });
+  return {
+    objectMeta,
+    pod: z.looseObject({ metadata: objectMeta }),
+    nad: z.looseObject({
+      metadata: objectMeta,
+      spec: z.looseObject({ config: z.string().optional() }).nullish(),
+    }),
+    list: z.looseObject({ items: z.array(z.unknown()).nullish() }),
+  };
+}
 
-const podSchema = z.looseObject({ metadata: objectMetaSchema });
+let cachedSchemas: ReturnType<typeof buildSchemas> | undefined;
+function schemas(): ReturnType<typeof buildSchemas> {
+  return cachedSchemas ??= buildSchemas();
+}
 
-const nadSchema = z.looseObject({
-  metadata: objectMetaSchema,
-  spec: z.looseObject({ config: z.string().optional() }).nullish(),
-});
-
-const listSchema = z.looseObject({ items: z.array(z.unknown()).nullish() });
-
-function toMeta(m: z.infer<typeof objectMetaSchema>): ObjectMeta {
+function toMeta(m: z.infer<ReturnType<typeof buildSchemas>["objectMeta"]>): ObjectMeta {
   const meta: ObjectMeta = { name: m.name, namespace: m.namespace };
   if (m.uid !== undefined) meta.uid = m.uid;
   if (m.resourceVersion !== undefined) meta.resourceVersion = m.resourceVersion;
@@ -87,7 +98,7 @@ function toMeta(m: z.infer<typeof objectMetaSchema>): ObjectMeta {
  * ```
  */
 export function parsePod(raw: unknown): Pod {
-  const r = podSchema.safeParse(raw);
+  const r = schemas().pod.safeParse(raw);
   if (!r.success) {
     throw new CniError(
       CniErrorCode.DecodingFailure,
@@ -116,7 +127,7 @@ export function parsePod(raw: unknown): Pod {
  * ```
  */
 export function parseNetworkAttachmentDefinition(raw: unknown): NetworkAttachmentDefinition {
-  const r = nadSchema.safeParse(raw);
+  const r = schemas().nad.safeParse(raw);
   if (!r.success) {
     throw new CniError(
       CniErrorCode.DecodingFailure,
@@ -139,7 +150,7 @@ export function parseNetworkAttachmentDefinition(raw: unknown): NetworkAttachmen
  *   (`msg` names the item index).
  */
 export function parseList<T>(raw: unknown, parseItem: (item: unknown) => T): T[] {
-  const r = listSchema.safeParse(raw);
+  const r = schemas().list.safeParse(raw);
   if (!r.success) {
     throw new CniError(
       CniErrorCode.DecodingFailure,

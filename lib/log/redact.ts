@@ -5,7 +5,8 @@
  * @module
  */
 
-const SECRET_KEY = /^(token|bearer|password|passwd|secret|client-key-data|client-certificate-data|key|keyData|kubeconfig|authorization|privateKey|private-key)$/i;
+const SECRET_KEY =
+  /^(token|bearer|password|passwd|secret|client-key-data|client-certificate-data|key|keyData|kubeconfig|authorization|privateKey|private-key)$/i;
 const BEARER = /\b(Bearer)\s+[A-Za-z0-9._~+/=-]{8,}/g;
 const JWT = /\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{5,}/g;
 
@@ -19,9 +20,13 @@ export const REDACTED = "[redacted]";
  */
 export function redact(value: unknown, depth = 0): unknown {
   if (depth > 32) return "[too deep]";
-  if (typeof value === "string") return value.replace(BEARER, `$1 ${REDACTED}`).replace(JWT, REDACTED);
+  if (typeof value === "string") {
+    return value.replace(BEARER, `$1 ${REDACTED}`).replace(JWT, REDACTED);
+  }
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
-  if (value instanceof Error) return redact({ name: value.name, message: value.message }, depth + 1);
+  if (value instanceof Error) {
+    return redact({ name: value.name, message: value.message }, depth + 1);
+  }
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {

@@ -10,7 +10,7 @@
 import { parseCniArgs } from "../cni/env.ts";
 import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
 import { parseNetworkConfig } from "../cni/types.ts";
-import { type CachedAttachment, CACHE_SCHEMA_VERSION, type CacheRecord } from "./cache.ts";
+import { CACHE_SCHEMA_VERSION, type CachedAttachment, type CacheRecord } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { detachAll } from "./detach.ts";
 import {
@@ -174,10 +174,17 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     await deps.status.publish(pod, env.containerId, statuses);
   } catch (e) {
     const err = toCniError(e);
-    log.error("ADD failed, rolling back", { error: err.message, attached: record.attachments.length });
+    log.error("ADD failed, rolling back", {
+      error: err.message,
+      attached: record.attachments.length,
+    });
     await rollback(deps, record, pod);
     if (pod) {
-      deps.events.emit(pod, { reason: "ErrorAddingNetwork", message: err.message, type: "Warning" });
+      deps.events.emit(pod, {
+        reason: "ErrorAddingNetwork",
+        message: err.message,
+        type: "Warning",
+      });
       await deps.events.flush();
     }
     throw err;

@@ -10,7 +10,7 @@
 
 import { parseCniArgs } from "../cni/env.ts";
 import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
-import { type CachedAttachment, CacheCorruptError, type CacheRecord } from "./cache.ts";
+import { CacheCorruptError, type CachedAttachment, type CacheRecord } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { aggregateDetachError, detachAll } from "./detach.ts";
 import { memoNadSource, resolveDefaultNetwork, resolveExtraDefaults } from "./networks.ts";
@@ -72,7 +72,12 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
       if (corrupt) {
         // Tear down what we could, then tell the runtime: a silent skip would leak.
         const failed = await detachAll(deps, attachments, { netns: env.netns, pod });
-        if (failed.length > 0) await cache.write({ ...base, attachments: failed.map((f) => f.attachment) });
+        if (failed.length > 0) {
+          await cache.write({
+            ...base,
+            attachments: failed.map((f) => f.attachment),
+          });
+        }
         throw new CniError(
           rebuilt.transient ? CniErrorCode.TryAgainLater : CniErrorCode.InvalidNetworkConfig,
           `cache ${corrupt.path} is ${corrupt.reason} and the attachments cannot all be rebuilt`,

@@ -14,7 +14,7 @@ import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
 import { parseNetworkConfig } from "../cni/types.ts";
 import { CacheCorruptError, type CacheRecord } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
-import { aggregateDetachError, type DetachFailure, detachAll } from "./detach.ts";
+import { aggregateDetachError, detachAll, type DetachFailure } from "./detach.ts";
 import { resolveDefaultNetwork, resolveExtraDefaults } from "./networks.ts";
 import { exists, waitForReadiness } from "./readiness.ts";
 
@@ -77,12 +77,14 @@ export async function cmdGc(deps: ManifoldDeps, config: Record<string, unknown>)
       await cache.remove(containerId);
       continue;
     }
-    // Stale: the runtime forgot this sandbox without a successful DEL.
+    // Stale: the runtime forgot this sandbox without a successful DEL. Its netns path is
+    // used while it still exists (netns paths are unique per sandbox), so links go too.
     total += record.attachments.length;
+    const netns = record.netns && await exists(record.netns) ? record.netns : "";
     const failed = await detachAll(
       { ...deps, env: { ...deps.env, containerId } },
       record.attachments,
-      { netns: "", pod: undefined },
+      { netns, pod: undefined },
     );
     if (failed.length === 0) await cache.remove(containerId);
     else await cache.write({ ...record, attachments: failed.map((f) => f.attachment) });
@@ -90,7 +92,10 @@ export async function cmdGc(deps: ManifoldDeps, config: Record<string, unknown>)
   }
 
   // Delegate GC per network, with the attachments Manifold knows to be valid on it.
-  const byNetwork = new Map<string, { conflist: Record<string, unknown>; valid: ValidAttachment[] }>();
+  const byNetwork = new Map<
+    string,
+    { conflist: Record<string, unknown>; valid: ValidAttachment[] }
+  >();
   const addNet = (conflist: Record<string, unknown>) => {
     const name = String(conflist.name ?? "");
     if (!byNetwork.has(name)) byNetwork.set(name, { conflist, valid: [] });
@@ -106,14 +111,21 @@ export async function cmdGc(deps: ManifoldDeps, config: Record<string, unknown>)
   const gcErrors: string[] = [];
   for (const [name, { conflist, valid }] of byNetwork) {
     try {
-      await deps.runtime.gcNetworkList(parseNetworkConfig(conflist, { source: `gc:${name}` }), valid);
+      await deps.runtime.gcNetworkList(
+        parseNetworkConfig(conflist, { source: `gc:${name}` }),
+        valid,
+      );
     } catch (e) {
       gcErrors.push(`${name}: ${toCniError(e).message}`);
     }
   }
   if (failures.length > 0) throw aggregateDetachError(failures, total);
   if (gcErrors.length > 0) {
-    throw new CniError(CniErrorCode.Internal, `GC failed for ${gcErrors.length} networks`, gcErrors.join("\n"));
+    throw new CniError(
+      CniErrorCode.Internal,
+      `GC failed for ${gcErrors.length} networks`,
+      gcErrors.join("\n"),
+    );
   }
 }
 

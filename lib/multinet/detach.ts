@@ -20,8 +20,14 @@ export interface DetachFailure {
 /**
  * Runs the delegate DEL of each attachment in reverse order, with the cached
  * config, runtimeConfig candidates, CNI_ARGS and prevResult (CNI SPEC "DEL").
+ *
+ * An attachment whose ADD never succeeded (state `"adding"`) is DELeted too, but its DEL
+ * failure is logged, not returned: a delegate that rejected its ADD (say, a macvlan whose
+ * master is missing) rejects its DEL the same way, and the ADD error already reached the
+ * runtime; keeping it would make every later DEL fail and wedge the pod's teardown.
  * @param netns CNI_NETNS to pass ("" when the sandbox is gone: delegates must still release IPAM).
- * @returns the failures (empty when every DEL succeeded); never throws for a delegate failure.
+ * @returns the failures of attachments that were added (empty when every such DEL succeeded);
+ *   never throws for a delegate failure.
  */
 export async function detachAll(
   deps: ManifoldDeps,
@@ -41,12 +47,17 @@ export async function detachAll(
       }, a.result);
     } catch (e) {
       const error = toCniError(e).withContext(attachmentContext(opts.pod, a.statusName));
-      deps.logger.error("delegate DEL failed", {
+      const fields = {
         containerId: deps.env.containerId,
         network: a.statusName,
         ifName: a.ifName,
         error: error.message,
-      });
+      };
+      if (a.state === "adding") {
+        deps.logger.warn("DEL of an attachment whose ADD failed also failed; dropped", fields);
+        continue;
+      }
+      deps.logger.error("delegate DEL failed", fields);
       failures.unshift({ attachment: a, error });
     }
   }

@@ -78,6 +78,9 @@ const MANIFEST_EXTENSIONS = [".yaml", ".yml", ".json"];
  * lexical order; the `yaml` package is imported only when a YAML file exists. A failed
  * load is not cached: the next call tries again.
  *
+ * Permissions: read on `dir`; YAML files also need env access to `LOG_TOKENS` and
+ * `LOG_STREAM`, which the `yaml` package reads while parsing.
+ *
  * @example
  * ```ts
  * const nads = new DirectoryNadSource("/etc/manifold/nads");
@@ -196,7 +199,8 @@ export interface ParseManifestOptions {
  * @param options file path and default namespace
  * @returns the NADs in document order (missing `spec` → `{}`)
  * @throws {CniError} code 7 naming the file (and document/item) when the text does not
- *   parse, a document is not an object, or a NAD is invalid (details = the validation error)
+ *   parse, a document is not an object, or a NAD is invalid (details = the validation error);
+ *   code 999 when YAML parsing lacks env access to `LOG_TOKENS`/`LOG_STREAM`
  * @example
  * ```ts
  * await parseManifest(
@@ -226,13 +230,21 @@ export async function parseManifest(
     }
   } else {
     const yaml = await import("yaml");
-    for (const doc of yaml.parseAllDocuments(text)) {
-      if (doc.errors.length > 0) fail("", "not valid YAML", doc.errors[0].message);
-      try {
+    try {
+      for (const doc of yaml.parseAllDocuments(text)) {
+        if (doc.errors.length > 0) fail("", "not valid YAML", doc.errors[0].message);
         documents.push(doc.toJS());
-      } catch (err) {
-        fail("", "not valid YAML", err instanceof Error ? err.message : String(err));
       }
+    } catch (err) {
+      if (err instanceof CniError) throw err;
+      if (err instanceof Deno.errors.NotCapable) {
+        throw new CniError(
+          CniErrorCode.Internal,
+          `reading YAML manifest ${path} needs --allow-env=LOG_TOKENS,LOG_STREAM (read by the yaml package)`,
+          err.message,
+        );
+      }
+      fail("", "not valid YAML", err instanceof Error ? err.message : String(err));
     }
   }
   const nads: NetworkAttachmentDefinition[] = [];

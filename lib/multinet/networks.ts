@@ -99,14 +99,16 @@ export async function resolveExtraDefaults(
     conf.delegates.slice(1).forEach((d, i) => out.push(delegateFromInline(d, i + 1, false)));
   }
   if (pod && conf.systemNamespaces.includes(pod.namespace)) return out;
-  const resolved = await Promise.all(conf.defaultNetworks.map((name) =>
-    resolveClusterNetwork(name, {
-      nads: nads ?? emptyNads,
-      confDir: conf.confDir,
-      multusNamespace: conf.multusNamespace,
-      isDefault: false,
-    })
-  ));
+  const resolved = await Promise.all(
+    conf.defaultNetworks.map((name) =>
+      resolveClusterNetwork(name, {
+        nads: nads ?? emptyNads,
+        confDir: conf.confDir,
+        multusNamespace: conf.multusNamespace,
+        isDefault: false,
+      })
+    ),
+  );
   return [...out, ...resolved];
 }
 

@@ -420,7 +420,7 @@ function parseElement(item: unknown, index: number, podNamespace: string): Netwo
   const result = elementSchema.safeParse(spec);
   if (!result.success) {
     const issue = result.error.issues[0];
-    const key = issue.code === "unrecognized_keys" ? [issue.keys[0]] : issue.path;
+    const key = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0]] : issue.path;
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
       `${elementLabel(index, spec.name)}: ${formatPath(key)}: ${issue.message}`,
@@ -435,7 +435,8 @@ function parseElement(item: unknown, index: number, podNamespace: string): Netwo
   if (e.interface !== undefined) out.interface = e.interface;
   if (e.ips !== undefined) out.ips = e.ips;
   if (e.mac !== undefined) out.mac = e.mac;
-  if (e["cni-args"] !== undefined) out["cni-args"] = e["cni-args"];
+  // The original object, not zod's rebuilt record (which would drop a "__proto__" key).
+  if (e["cni-args"] !== undefined) out["cni-args"] = spec["cni-args"] as Record<string, unknown>;
   if (e.portMappings !== undefined) out.portMappings = e.portMappings.map(toPortMapping);
   if (e.bandwidth !== undefined) out.bandwidth = e.bandwidth;
   if (e["default-route"] !== undefined) out["default-route"] = e["default-route"];

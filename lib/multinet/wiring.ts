@@ -59,7 +59,11 @@ export async function buildDeps(
   else connection = inClusterConnection(opts.processEnv);
   if (!connection) {
     logger.debug("no Kubernetes API configured: default network and delegates only");
-    return { ...base, status: new FileStatusSink(statusDir, logger), events: new LogEventSink(logger) };
+    return {
+      ...base,
+      status: new FileStatusSink(statusDir, logger),
+      events: new LogEventSink(logger),
+    };
   }
   const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
   const nads: NadSource = {

@@ -67,38 +67,46 @@ export class NetlinkWriter {
 
   /** Appends a u8. */
   u8(v: number): this {
-    this.#view.setUint8(this.#reserve(1), v);
+    const at = this.#reserve(1);
+    this.#view.setUint8(at, v);
     return this;
   }
 
   /** Appends a u16, host order. */
   u16(v: number): this {
-    this.#view.setUint16(this.#reserve(2), v, HOST_LITTLE_ENDIAN);
+    const at = this.#reserve(2);
+    this.#view.setUint16(at, v, HOST_LITTLE_ENDIAN);
     return this;
   }
 
   /** Appends a u32, host order. */
   u32(v: number): this {
-    this.#view.setUint32(this.#reserve(4), v >>> 0, HOST_LITTLE_ENDIAN);
+    const at = this.#reserve(4);
+    this.#view.setUint32(at, v >>> 0, HOST_LITTLE_ENDIAN);
     return this;
   }
 
   /** Appends an i32, host order. */
   i32(v: number): this {
-    this.#view.setInt32(this.#reserve(4), v, HOST_LITTLE_ENDIAN);
+    const at = this.#reserve(4);
+    this.#view.setInt32(at, v, HOST_LITTLE_ENDIAN);
     return this;
   }
 
   /** Appends raw bytes. */
   bytes(b: Uint8Array): this {
-    this.#buf.set(b, this.#reserve(b.length));
+    const at = this.#reserve(b.length);
+    this.#buf.set(b, at);
     return this;
   }
 
   /** Pads with zeros to the next 4-byte boundary. */
   pad(): this {
     const n = align(this.#len) - this.#len;
-    if (n) this.#buf.fill(0, this.#reserve(n), this.#len);
+    if (n) {
+      const at = this.#reserve(n);
+      this.#buf.fill(0, at, this.#len);
+    }
     return this;
   }
 

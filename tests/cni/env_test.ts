@@ -62,7 +62,10 @@ Deno.test("parseCniEnv: missing and invalid variables are aggregated", () => {
     CNI_PATH: "/opt/cni/bin",
   });
   assert.equal(err.code, 4);
-  assert.equal(err.msg, "invalid CNI environment variables [CNI_NETNS,CNI_CONTAINERID,CNI_IFNAME,CNI_ARGS]");
+  assert.equal(
+    err.msg,
+    "invalid CNI environment variables [CNI_NETNS,CNI_CONTAINERID,CNI_IFNAME,CNI_ARGS]",
+  );
   assert.equal(err.details.split("\n").length, 4);
 });
 

@@ -10,8 +10,8 @@ import { CniError } from "../../lib/cni/errors.ts";
 import {
   execResponse,
   findPlugin,
-  invokePlugin,
   type InvokeOptions,
+  invokePlugin,
   ProcessPluginExec,
   readExecRequest,
   RecordingPluginExec,
@@ -384,7 +384,12 @@ Deno.test({
     try {
       const loud = await writeScript(dir, "loud", `head -c 300000 /dev/zero`);
       const exec = new ProcessPluginExec({ maxOutputBytes: 1000 });
-      const res = await exec.exec({ path: loud, stdin: new Uint8Array(), env: {}, timeoutMs: 10_000 });
+      const res = await exec.exec({
+        path: loud,
+        stdin: new Uint8Array(),
+        env: {},
+        timeoutMs: 10_000,
+      });
       assert.equal(res.code, 0);
       assert.equal(res.stdout.length, 1000);
       assert.equal(res.truncated, true);

@@ -116,7 +116,9 @@ Deno.test("parseResult: bad shapes → code 6, unknown version → code 1", () =
     6,
   );
   assert.equal(
-    cniCode(() => parseResult({ cniVersion: "0.4.0", ips: [{ version: "5", address: "1.2.3.4/8" }] })),
+    cniCode(() =>
+      parseResult({ cniVersion: "0.4.0", ips: [{ version: "5", address: "1.2.3.4/8" }] })
+    ),
     6,
   );
   assert.equal(cniCode(() => parseResult({ cniVersion: "0.2.0", ip4: { ip: "nope" } })), 6);
@@ -190,7 +192,10 @@ Deno.test("convertResult: same family keeps unknown keys", () => {
     cniVersion: "1.0.0",
     interfaces: [{ name: "eth0", metadata: { k: "v" } }],
   }, "1.1.0");
-  assert.deepEqual(out, { cniVersion: "1.1.0", interfaces: [{ name: "eth0", metadata: { k: "v" } }] });
+  assert.deepEqual(out, {
+    cniVersion: "1.1.0",
+    interfaces: [{ name: "eth0", metadata: { k: "v" } }],
+  });
 });
 
 Deno.test("convertResult: impossible conversions → code 1", () => {

@@ -5,11 +5,7 @@
 
 import assert from "node:assert/strict";
 import { CniError } from "../../lib/cni/errors.ts";
-import {
-  assertPluginType,
-  parseNetworkConfig,
-  validateNetworkName,
-} from "../../lib/cni/types.ts";
+import { assertPluginType, parseNetworkConfig, validateNetworkName } from "../../lib/cni/types.ts";
 import { SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
 
 function cniCode(fn: () => unknown): number {

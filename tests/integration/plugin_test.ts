@@ -4,7 +4,7 @@
  * Needs root.
  */
 
-import { assert, assertEquals, assertMatch } from "node:assert/strict";
+import assert from "node:assert/strict";
 import { type KubeApiStandIn, startKubeApi } from "../support/kube_api.ts";
 import { ipJson, isRoot, linkNames, Scratch, sh } from "../support/netns.ts";
 import { k8sArgs, type PluginCall, runPlugin } from "../support/plugin.ts";
@@ -28,7 +28,11 @@ interface World {
 }
 
 async function world(
-  opts: { annotations?: Record<string, string>; conf?: Record<string, unknown>; cniVersion?: string } = {},
+  opts: {
+    annotations?: Record<string, string>;
+    conf?: Record<string, unknown>;
+    cniVersion?: string;
+  } = {},
 ): Promise<World> {
   const scratch = new Scratch();
   const api = await startKubeApi();
@@ -97,6 +101,7 @@ async function world(
     });
     api.addPod({ namespace: NS, name: POD, uid: UID, annotations: opts.annotations ?? {} });
     const kubeconfig = `${dirs.kube}/kubeconfig`;
+    await Deno.writeTextFile(`${dirs.kube}/token`, api.token);
     await api.writeKubeconfig(kubeconfig, { auth: "tokenFile", tokenFile: `${dirs.kube}/token` });
     const conf = {
       cniVersion: v,
@@ -158,12 +163,12 @@ async function done(w: World) {
 function podStatus(w: World): Record<string, unknown>[] {
   const pod = w.api.getPod(NS, POD) as { metadata: { annotations?: Record<string, string> } };
   const text = pod.metadata.annotations?.["k8s.v1.cni.cncf.io/network-status"];
-  assert(text, "network-status annotation written");
-  return JSON.parse(text);
+  assert.ok(text, "network-status annotation written");
+  return JSON.parse(text!);
 }
 
 function expectOk(r: Awaited<ReturnType<typeof runPlugin>>, what: string) {
-  assertEquals(r.code, 0, `${what} failed: ${r.stdout}\n${r.stderr.slice(-3000)}`);
+  assert.deepEqual(r.code, 0, `${what} failed: ${r.stdout}\n${r.stderr.slice(-3000)}`);
 }
 
 const JSON_SELECTION = JSON.stringify([
@@ -181,47 +186,57 @@ Deno.test({
     try {
       const add = await w.call("ADD");
       expectOk(add, "ADD");
-      assertEquals(add.json?.cniVersion, "1.0.0");
+      assert.deepEqual(add.json?.cniVersion, "1.0.0");
       // The kernel holds all three interfaces with the requested MAC and IP.
-      assertEquals(await linkNames(w.podNetns), ["data0", "eth0", "net1"]);
+      assert.deepEqual(await linkNames(w.podNetns), ["data0", "eth0", "net1"]);
       const links = await ipJson<{ ifname: string; address: string }[]>(w.podNetns, "link", "show");
-      assertEquals(links.find((l) => l.ifname === "data0")?.address, "02:00:00:0a:f0:07");
-      const addrs = await ipJson<{ ifname: string; addr_info: { local: string; prefixlen: number }[] }[]>(
+      assert.deepEqual(links.find((l) => l.ifname === "data0")?.address, "02:00:00:0a:f0:07");
+      const addrs = await ipJson<
+        { ifname: string; addr_info: { local: string; prefixlen: number }[] }[]
+      >(
         w.podNetns,
         "addr",
         "show",
       );
       const v4 = (n: string) =>
         addrs.find((a) => a.ifname === n)?.addr_info.map((i) => `${i.local}/${i.prefixlen}`) ?? [];
-      assertEquals(v4("data0").filter((a) => a.includes(".")), ["10.240.3.7/24"]);
-      assertMatch(v4("eth0").find((a) => a.includes("."))!, /^10\.240\.1\.\d+\/24$/);
-      assertMatch(v4("net1").find((a) => a.includes("."))!, /^10\.240\.2\.\d+\/24$/);
+      assert.deepEqual(v4("data0").filter((a) => a.includes(".")), ["10.240.3.7/24"]);
+      assert.match(v4("eth0").find((a) => a.includes("."))!, /^10\.240\.1\.\d+\/24$/);
+      assert.match(v4("net1").find((a) => a.includes("."))!, /^10\.240\.2\.\d+\/24$/);
 
       // network-status: default first, names, interfaces, IPs with prefix, MAC.
       const status = podStatus(w);
-      assertEquals(status.map((s) => [s.name, s.interface, s.default]), [
+      assert.deepEqual(status.map((s) => [s.name, s.interface, s.default]), [
         ["cbr0", "eth0", true],
         [`${NS}/bridge-net`, "net1", false],
         [`${NS}/macvlan-net`, "data0", false],
       ]);
-      assertEquals(status[2].ips, ["10.240.3.7/24"]);
-      assertEquals(status[2].mac, "02:00:00:0a:f0:07");
-      assertEquals(status[0].ips, v4("eth0").filter((a) => a.includes(".")));
+      assert.deepEqual(status[2].ips, ["10.240.3.7/24"]);
+      assert.deepEqual(status[2].mac, "02:00:00:0a:f0:07");
+      assert.deepEqual(status[0].ips, v4("eth0").filter((a) => a.includes(".")));
 
       // API use: 1 pod GET, 2 NAD GETs, 1 status PATCH (+ events).
-      const reqs = w.api.requests.filter((r) => !r.path.endsWith("/events") && r.path !== "/version");
-      assertEquals(reqs.filter((r) => r.method === "GET" && r.path.includes("/pods/")).length, 1);
-      assertEquals(reqs.filter((r) => r.path.includes("network-attachment-definitions")).length, 2);
-      assertEquals(reqs.filter((r) => r.method === "PATCH").length, 1);
-      assert(w.api.events.some((e) => (e as { reason: string }).reason === "AddedInterface"));
+      const reqs = w.api.requests.filter((r) =>
+        !r.path.endsWith("/events") && r.path !== "/version"
+      );
+      assert.deepEqual(
+        reqs.filter((r) => r.method === "GET" && r.path.includes("/pods/")).length,
+        1,
+      );
+      assert.deepEqual(
+        reqs.filter((r) => r.path.includes("network-attachment-definitions")).length,
+        2,
+      );
+      assert.deepEqual(reqs.filter((r) => r.method === "PATCH").length, 1);
+      assert.ok(w.api.events.some((e) => (e as { reason: string }).reason === "AddedInterface"));
 
       expectOk(await w.call("CHECK"), "CHECK");
 
       const before = w.api.requests.length;
       expectOk(await w.call("DEL"), "DEL");
-      assertEquals(w.api.requests.length, before, "DEL sends no API request");
-      assertEquals(await linkNames(w.podNetns), []);
-      assertEquals(await w.leases(), []);
+      assert.deepEqual(w.api.requests.length, before, "DEL sends no API request");
+      assert.deepEqual(await linkNames(w.podNetns), []);
+      assert.deepEqual(await w.leases(), []);
       // containerd's second DEL: no netns, no cached result.
       expectOk(await w.call("DEL", { netns: "" }), "second DEL");
     } finally {
@@ -247,17 +262,17 @@ Deno.test({
       };
       const add = await w.call("ADD", { config: conf });
       expectOk(add, "ADD");
-      assertEquals(await linkNames(w.podNetns), ["br9", "eth0", "net1"]);
+      assert.deepEqual(await linkNames(w.podNetns), ["br9", "eth0", "net1"]);
       const podGets = w.api.requests.filter((r) => r.method === "GET" && r.path.includes("/pods/"));
-      assertEquals(podGets.length, 0);
+      assert.deepEqual(podGets.length, 0);
       // The same NAD twice: two attachments, one NAD GET.
-      assertEquals(
+      assert.deepEqual(
         w.api.requests.filter((r) => r.path.includes("network-attachment-definitions")).length,
         1,
       );
-      assertEquals(podStatus(w).length, 3);
+      assert.deepEqual(podStatus(w).length, 3);
       expectOk(await w.call("DEL", { config: conf }), "DEL");
-      assertEquals(await w.leases(), []);
+      assert.deepEqual(await w.leases(), []);
     } finally {
       await done(w);
     }
@@ -285,11 +300,11 @@ Deno.test({
         }),
       });
       const add = await w.call("ADD");
-      assertEquals(add.code, 1);
+      assert.deepEqual(add.code, 1);
       const err = add.json as { code: number; msg: string };
-      assertMatch(err.msg, new RegExp(`\\[${NS}/${POD}:${NS}/broken\\]`));
-      assertEquals(await linkNames(w.podNetns), []);
-      assertEquals(await w.leases(), []);
+      assert.match(err.msg, new RegExp(`\\[${NS}/${POD}:${NS}/broken\\]`));
+      assert.deepEqual(await linkNames(w.podNetns), []);
+      assert.deepEqual(await w.leases(), []);
       // The runtime's DEL after a failed ADD succeeds.
       expectOk(await w.call("DEL"), "DEL after failed ADD");
     } finally {
@@ -299,23 +314,27 @@ Deno.test({
 });
 
 Deno.test({
-  name: "a requested capability no plugin declares fails the ADD with code 7 naming NAD and capability",
+  name:
+    "a requested capability no plugin declares fails the ADD with code 7 naming NAD and capability",
   ...root,
   async fn() {
     const w = await world({
       annotations: {
-        "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name: "bridge-net", ips: ["10.240.2.9/24"] }]),
+        "k8s.v1.cni.cncf.io/networks": JSON.stringify([{
+          name: "bridge-net",
+          ips: ["10.240.2.9/24"],
+        }]),
       },
     });
     try {
       const add = await w.call("ADD");
-      assertEquals(add.code, 1);
+      assert.deepEqual(add.code, 1);
       const err = add.json as { code: number; msg: string };
-      assertEquals(err.code, 7);
-      assertMatch(err.msg, /bridge-net/);
-      assertMatch(err.msg, /"ips"/);
-      assertEquals(await linkNames(w.podNetns), []);
-      assertEquals(await w.leases(), []);
+      assert.deepEqual(err.code, 7);
+      assert.match(err.msg, /bridge-net/);
+      assert.match(err.msg, /"ips"/);
+      assert.deepEqual(await linkNames(w.podNetns), []);
+      assert.deepEqual(await w.leases(), []);
     } finally {
       await done(w);
     }
@@ -328,9 +347,15 @@ Deno.test({
   async fn() {
     const cases: [string, RegExp][] = [
       [JSON.stringify([{ name: "bridge-net", mac: "02:00:00:00:00" }]), /\[0\].*"mac"/],
-      [JSON.stringify([{ name: "bridge-net" }, { name: "bridge-net", interface: "a/b" }]), /\[1\].*"interface"/],
       [
-        JSON.stringify([{ name: "bridge-net", interface: "x1" }, { name: "bridge-net", interface: "x1" }]),
+        JSON.stringify([{ name: "bridge-net" }, { name: "bridge-net", interface: "a/b" }]),
+        /\[1\].*"interface"/,
+      ],
+      [
+        JSON.stringify([{ name: "bridge-net", interface: "x1" }, {
+          name: "bridge-net",
+          interface: "x1",
+        }]),
         /x1/,
       ],
       ["[{", /./],
@@ -339,12 +364,12 @@ Deno.test({
       const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": annotation } });
       try {
         const add = await w.call("ADD");
-        assertEquals(add.code, 1, annotation);
+        assert.deepEqual(add.code, 1, annotation);
         const err = add.json as { code: number; msg: string };
-        assertEquals(err.code, 7, `${annotation}: ${add.stdout}`);
-        assertMatch(err.msg, re);
-        assertEquals(await linkNames(w.podNetns), []);
-        assertEquals(await w.leases(), []);
+        assert.deepEqual(err.code, 7, `${annotation}: ${add.stdout}`);
+        assert.match(err.msg, re);
+        assert.deepEqual(await linkNames(w.podNetns), []);
+        assert.deepEqual(await w.leases(), []);
       } finally {
         await done(w);
       }
@@ -361,12 +386,17 @@ Deno.test({
       conf: { namespaceIsolation: true },
     });
     try {
-      const nad = { cniVersion: "1.0.0", type: "bridge", bridge: w.br.sec, ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.5.0/24" } };
+      const nad = {
+        cniVersion: "1.0.0",
+        type: "bridge",
+        bridge: w.br.sec,
+        ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.5.0/24" },
+      };
       w.api.addNad({ namespace: "other", name: "bridge-net", config: JSON.stringify(nad) });
       const add = await w.call("ADD");
-      assertEquals((add.json as { code: number }).code, 7);
-      assertMatch((add.json as { msg: string }).msg + JSON.stringify(add.json), /other/);
-      assertEquals(await linkNames(w.podNetns), []);
+      assert.deepEqual((add.json as { code: number }).code, 7);
+      assert.match((add.json as { msg: string }).msg + JSON.stringify(add.json), /other/);
+      assert.deepEqual(await linkNames(w.podNetns), []);
       const ok = await w.call("ADD", { config: { ...w.conf, globalNamespaces: "other" } });
       expectOk(ok, "ADD with other as global namespace");
       expectOk(await w.call("DEL"), "DEL");
@@ -390,22 +420,31 @@ Deno.test({
         JSON.stringify({
           cniVersion: "1.0.0",
           name: "disk-net",
-          plugins: [{ type: "bridge", bridge: w.br.sec, ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.6.0/24" } }],
+          plugins: [{
+            type: "bridge",
+            bridge: w.br.sec,
+            ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.6.0/24" },
+          }],
         }),
       );
       w.api.addNad({
         namespace: NS,
         name: "noname-net",
-        config: JSON.stringify({ cniVersion: "1.0.0", type: "bridge", bridge: w.br.sec, ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.7.0/24" } }),
+        config: JSON.stringify({
+          cniVersion: "1.0.0",
+          type: "bridge",
+          bridge: w.br.sec,
+          ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.7.0/24" },
+        }),
       });
       expectOk(await w.call("ADD"), "ADD");
       const status = podStatus(w);
-      assertEquals(status.map((s) => s.name), ["cbr0", `${NS}/disk-net`, `${NS}/noname-net`]);
+      assert.deepEqual(status.map((s) => s.name), ["cbr0", `${NS}/disk-net`, `${NS}/noname-net`]);
       // host-local keys its store by network name: the injected name is "noname-net".
       const nets = [];
       for await (const e of Deno.readDir(w.dirs.ipam)) nets.push(e.name);
-      assert(nets.includes("noname-net"), `host-local networks: ${nets}`);
-      assert(nets.includes("disk-net"));
+      assert.ok(nets.includes("noname-net"), `host-local networks: ${nets}`);
+      assert.ok(nets.includes("disk-net"));
       expectOk(await w.call("DEL"), "DEL");
     } finally {
       await done(w);
@@ -425,8 +464,8 @@ Deno.test({
       w.api.down(true);
       const del = await w.call("DEL");
       expectOk(del, "DEL");
-      assert(del.ms < 3000, `DEL took ${del.ms} ms`);
-      assertEquals(await w.leases(), []);
+      assert.ok(del.ms < 3000, `DEL took ${del.ms} ms`);
+      assert.deepEqual(await w.leases(), []);
       expectOk(await w.call("DEL", { netns: "" }), "second DEL");
     } finally {
       await done(w);
@@ -438,18 +477,20 @@ Deno.test({
   name: "DEL with a corrupt cache rebuilds the attachments from the API and releases every lease",
   ...root,
   async fn() {
-    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name: "bridge-net" }]) } });
+    const w = await world({
+      annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify([{ name: "bridge-net" }]) },
+    });
     try {
       expectOk(await w.call("ADD"), "ADD");
-      assertEquals((await w.leases()).length, 2);
+      assert.deepEqual((await w.leases()).length, 2);
       for await (const e of Deno.readDir(w.dirs.cache)) {
         if (e.isFile && e.name.startsWith(w.containerId)) {
           await Deno.writeTextFile(`${w.dirs.cache}/${e.name}`, '{"schemaVersion":1,"contai');
         }
       }
       expectOk(await w.call("DEL"), "DEL");
-      assertEquals(await w.leases(), []);
-      assertEquals(await linkNames(w.podNetns), []);
+      assert.deepEqual(await w.leases(), []);
+      assert.deepEqual(await linkNames(w.podNetns), []);
     } finally {
       await done(w);
     }
@@ -462,14 +503,16 @@ Deno.test({
   async fn() {
     const w = await world();
     try {
-      const add = await w.call("ADD", { args: k8sArgs(NS, POD, w.containerId, "ffffffff-0000-4000-8000-000000000000") });
-      assertEquals(add.code, 1);
-      assertMatch((add.json as { msg: string }).msg, /UID/);
-      assertEquals(await linkNames(w.podNetns), []);
+      const add = await w.call("ADD", {
+        args: k8sArgs(NS, POD, w.containerId, "ffffffff-0000-4000-8000-000000000000"),
+      });
+      assert.deepEqual(add.code, 1);
+      assert.match((add.json as { msg: string }).msg, /UID/);
+      assert.deepEqual(await linkNames(w.podNetns), []);
       w.api.deletePod(NS, POD);
       const gone = await w.call("ADD");
-      assertEquals(gone.code, 1);
-      assertEquals(await linkNames(w.podNetns), []);
+      assert.deepEqual(gone.code, 1);
+      assert.deepEqual(await linkNames(w.podNetns), []);
     } finally {
       await done(w);
     }
@@ -488,10 +531,10 @@ Deno.test({
       expectOk(await w.call("DEL"), "DEL");
       w.api.fault({ method: "PATCH", status: 503, times: Infinity });
       const add = await w.call("ADD");
-      assertEquals(add.code, 1);
-      assertEquals((add.json as { code: number }).code, 11);
-      assertEquals(await linkNames(w.podNetns), []);
-      assertEquals(await w.leases(), []);
+      assert.deepEqual(add.code, 1);
+      assert.deepEqual((add.json as { code: number }).code, 11);
+      assert.deepEqual(await linkNames(w.podNetns), []);
+      assert.deepEqual(await w.leases(), []);
     } finally {
       await done(w);
     }
@@ -502,19 +545,25 @@ Deno.test({
   name: "GC tears down cached containers missing from cni.dev/valid-attachments",
   ...root,
   async fn() {
-    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net" }, cniVersion: "1.1.0" });
+    const w = await world({
+      annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net" },
+      cniVersion: "1.1.0",
+    });
     try {
       expectOk(await w.call("ADD"), "ADD");
-      assertEquals((await w.leases()).length, 2);
+      assert.deepEqual((await w.leases()).length, 2);
       const keep = await w.call("GC", {
-        config: { ...w.conf, "cni.dev/valid-attachments": [{ containerID: w.containerId, ifname: "eth0" }] },
+        config: {
+          ...w.conf,
+          "cni.dev/valid-attachments": [{ containerID: w.containerId, ifname: "eth0" }],
+        },
       });
       expectOk(keep, "GC keeping the container");
-      assertEquals((await w.leases()).length, 2);
+      assert.deepEqual((await w.leases()).length, 2);
       const gc = await w.call("GC", { config: { ...w.conf, "cni.dev/valid-attachments": [] } });
       expectOk(gc, "GC");
-      assertEquals(await w.leases(), []);
-      assertEquals(await linkNames(w.podNetns), []);
+      assert.deepEqual(await w.leases(), []);
+      assert.deepEqual(await linkNames(w.podNetns), []);
     } finally {
       await done(w);
     }
@@ -530,8 +579,8 @@ Deno.test({
       const file = `${w.dirs.conf}/ready`;
       const conf = { ...w.conf, readinessindicatorfile: file };
       const st = await w.call("STATUS", { config: conf });
-      assertEquals(st.code, 1);
-      assertEquals((st.json as { code: number }).code, 50);
+      assert.deepEqual(st.code, 1);
+      assert.deepEqual((st.json as { code: number }).code, 50);
       await Deno.writeTextFile(file, "");
       expectOk(await w.call("STATUS", { config: conf }), "STATUS");
     } finally {
@@ -546,7 +595,7 @@ Deno.test({
   async fn() {
     const v = await runPlugin({ command: "VERSION", config: { cniVersion: "1.1.0" } });
     expectOk(v, "VERSION");
-    assertEquals((v.json as { supportedVersions: string[] }).supportedVersions, [
+    assert.deepEqual((v.json as { supportedVersions: string[] }).supportedVersions, [
       "0.1.0",
       "0.2.0",
       "0.3.0",
@@ -560,11 +609,13 @@ Deno.test({
       config: { cniVersion: "1.0.0", type: "manifold", clusterNetwork: "x" },
       omit: ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"],
     });
-    assertEquals(bad.code, 1);
+    assert.deepEqual(bad.code, 1);
     const err = bad.json as { code: number; msg: string; details?: string };
-    assertEquals(err.code, 4);
+    assert.deepEqual(err.code, 4);
     const text = `${err.msg} ${err.details ?? ""}`;
-    for (const v of ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"]) assertMatch(text, new RegExp(v));
-    assertEquals(bad.stdout.trim().split("\n").length, 1, "only the error JSON on stdout");
+    for (const v of ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"]) {
+      assert.match(text, new RegExp(v));
+    }
+    assert.deepEqual(bad.stdout.trim().split("\n").length, 1, "only the error JSON on stdout");
   },
 });

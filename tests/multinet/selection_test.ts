@@ -265,7 +265,7 @@ const KEY_CASES: KeyCase[] = [
       ],
       [[{ hostPort: 80, containerPort: 80, protocol: 6 }], /"protocol": not a string/],
       [[{ hostPort: 80, containerPort: 80, hostIP: "x" }], /"hostIP": not an IPv4 or IPv6 address/],
-      [[{ hostPort: 80, containerPort: 80, hostport: 1 }], /"portMappings"\[0\]: unknown key/],
+      [[{ hostPort: 80, containerPort: 80, hostport: 1 }], /"portMappings"\[0\]\."hostport": unknown key/],
       [["80:80"], /"portMappings"\[0\]: not an object/],
     ],
   },
@@ -286,7 +286,7 @@ const KEY_CASES: KeyCase[] = [
       [{ egressRate: 1.5 }, /"egressRate": not a positive integer/],
       [{ egressRate: "1M" }, /"egressRate": not a positive integer/],
       [{ ingressRate: 1e300 }, /"ingressRate": not a positive integer/],
-      [{ ingressrate: 1 }, /"bandwidth": unknown key/],
+      [{ ingressrate: 1 }, /"bandwidth"\."ingressrate": unknown key/],
       [[{ ingressRate: 1 }], /"bandwidth": not an object/],
     ],
   },
@@ -624,6 +624,7 @@ function mutate(rand: () => number): string {
     const rounds = 1 + Math.floor(rand() * 4);
     for (let i = 0; i < rounds; i++) {
       const r = rand();
+      if (list.length === 0) list.push({});
       const el = pick(list);
       if (r < 0.6) el[pick(KEYS)] = pick(VALUES);
       else if (r < 0.75) delete el[pick(Object.keys(el))];
