@@ -241,6 +241,10 @@ export function execResponse(init: ExecResponseInit = {}): ExecResponse {
  * @param req a request from {@link RecordingPluginExec.calls}.
  * @returns the command and parsed config.
  * @throws {SyntaxError} when stdin is not JSON.
+ * @example
+ * ```ts
+ * const { command, config } = readExecRequest(exec.calls[0]); // "ADD", { name, type, ... }
+ * ```
  */
 export function readExecRequest(
   req: ExecRequest,

@@ -17,8 +17,7 @@
 import { z } from "zod";
 import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniDns, CniInterface, CniIpConfig, CniResult, CniRoute } from "./types.ts";
-import { isPlainObject } from "./types.ts";
-import { DEFAULT_CONFIG_VERSION } from "./types.ts";
+import { DEFAULT_CONFIG_VERSION, isPlainObject } from "./types.ts";
 import { isSupportedVersion, resultFamily, SUPPORTED_VERSIONS } from "./version.ts";
 
 type Family = ReturnType<typeof resultFamily>;

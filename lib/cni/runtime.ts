@@ -10,7 +10,7 @@
 
 import { nullLogger } from "../log/mod.ts";
 import type { Logger } from "../log/mod.ts";
-import { CniError, toCniError } from "./errors.ts";
+import { CniError, CniErrorCode, toCniError } from "./errors.ts";
 import { formatCniArgs, validateContainerId, validateInterfaceName } from "./env.ts";
 import type { CniCommand } from "./env.ts";
 import { findPlugin, invokePlugin } from "./invoke.ts";
@@ -18,7 +18,6 @@ import type { PluginExec } from "./invoke.ts";
 import { convertResult } from "./result.ts";
 import type { GcAttachment, NetworkConfigList } from "./types.ts";
 import { assertPluginType, isPlainObject, validateNetworkName } from "./types.ts";
-import { CniErrorCode } from "./errors.ts";
 import { supportsCheck, supportsGcAndStatus } from "./version.ts";
 
 /** The arguments of one invocation besides the network config (libcni `RuntimeConf`). */

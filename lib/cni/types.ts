@@ -349,7 +349,16 @@ function readBool(obj: Record<string, unknown>, key: string, src: string): boole
   );
 }
 
-/** True for a non-null, non-array object (a JSON object). */
+/**
+ * True for a non-null, non-array object (a JSON object).
+ * @param v any decoded JSON value.
+ * @returns whether `v` can be read as `Record<string, unknown>`.
+ * @example
+ * ```ts
+ * isPlainObject({ a: 1 }); // true
+ * isPlainObject([1]); // false
+ * ```
+ */
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -135,7 +135,7 @@ async function readPem(
   } catch (err) {
     throw configError(`Cannot read ${what} file ${file}`, (err as Error).message);
   }
-  if (!text.includes(marker)) throw configError(`${capitalise(what)} file ${file} is not PEM`);
+  if (!text.includes(marker)) throw configError(`Kubeconfig ${what} file ${file} is not PEM`);
   return text;
 }
 
@@ -145,14 +145,10 @@ function decodePem(data: string, what: string, marker: string): string {
     const bin = atob(data.replace(/\s+/g, ""));
     text = new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0)));
   } catch {
-    throw configError(`${capitalise(what)} is not valid base64`);
+    throw configError(`Kubeconfig ${what} is not valid base64`);
   }
-  if (!text.includes(marker)) throw configError(`${capitalise(what)} is not base64-encoded PEM`);
+  if (!text.includes(marker)) throw configError(`Kubeconfig ${what} is not base64-encoded PEM`);
   return text;
-}
-
-function capitalise(s: string): string {
-  return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
 /**
@@ -170,7 +166,8 @@ function normaliseServer(server: string, where: string): string {
   if (url.protocol !== "https:" && url.protocol !== "http:") {
     throw configError(`Server of ${where} must be an https or http URL`, server);
   }
-  return `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, "")}`;
+  if (url.search || url.hash) throw configError(`Server of ${where} must not have a query`, server);
+  return withScheme.replace(/\/+$/, "");
 }
 
 async function clusterConnection(

@@ -619,3 +619,41 @@ Deno.test({
     assert.deepEqual(bad.stdout.trim().split("\n").length, 1, "only the error JSON on stdout");
   },
 });
+
+for (const v of ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]) {
+  Deno.test({
+    name: `cniVersion ${v}: ADD → CHECK → DEL → DEL with delegates of that version`,
+    ...root,
+    async fn() {
+      const w = await world({
+        cniVersion: v,
+        annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net" },
+      });
+      try {
+        const add = await w.call("ADD");
+        expectOk(add, "ADD");
+        const result = add.json!;
+        assert.equal(result.cniVersion, v);
+        if (v === "0.1.0" || v === "0.2.0") {
+          assert.match((result.ip4 as { ip: string }).ip, /^10\.240\.1\.\d+\/24$/);
+        } else {
+          const ips = result.ips as { address: string }[];
+          assert.match(ips[0].address, /^10\.240\.1\.\d+\/24$/);
+        }
+        assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net1"]);
+        const status = podStatus(w);
+        assert.equal(status[0].interface, "eth0");
+        assert.match((status[1].ips as string[])[0], /^10\.240\.2\.\d+\/24$/);
+        const check = await w.call("CHECK");
+        if (v === "0.4.0" || v.startsWith("1.")) expectOk(check, "CHECK");
+        else assert.equal((check.json as { code: number }).code, 1, "CHECK needs ≥ 0.4.0");
+        expectOk(await w.call("DEL"), "DEL");
+        expectOk(await w.call("DEL", { netns: "" }), "second DEL");
+        assert.deepEqual(await linkNames(w.podNetns), []);
+        assert.deepEqual(await w.leases(), []);
+      } finally {
+        await done(w);
+      }
+    },
+  });
+}

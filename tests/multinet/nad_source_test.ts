@@ -186,3 +186,22 @@ Deno.test("StaticNadSource: get by namespace and name", async () => {
   assert.deepEqual((await nads.get("y", "a"))?.spec, { config: "{}" });
   assert.equal(await nads.get("z", "a"), undefined);
 });
+
+Deno.test({
+  name: "parseManifest: YAML without env access is a clear error, not a crash",
+  permissions: { read: true, env: false },
+  fn: async () => {
+    let caught: unknown;
+    try {
+      await parseManifest("kind: NetworkAttachmentDefinition\nmetadata: {name: a}\n", {
+        path: "a.yaml",
+        defaultNamespace: "default",
+      });
+    } catch (err) {
+      caught = err;
+    }
+    assert.ok(caught instanceof CniError, String(caught));
+    assert.equal(caught.code, CniErrorCode.Internal);
+    assert.match(caught.msg, /needs --allow-env=LOG_TOKENS,LOG_STREAM/);
+  },
+});

@@ -136,6 +136,8 @@ export interface KubeApiStandIn {
   requests: SeenRequest[];
   /** Client certificates rejected after the handshake, with the verification error. */
   tlsRejections: { subject: string; error: string }[];
+  /** TCP connections accepted so far (to check keep-alive reuse). */
+  readonly connectionCount: number;
   /** Injects a failure before normal handling; faults are matched in the order added. */
   fault(f: Fault): void;
   /** While down, connections are closed as soon as they are accepted (API unreachable). */
@@ -347,6 +349,7 @@ class StandIn implements KubeApiStandIn {
   #rv = 1000;
   #timers = new Set<{ id: ReturnType<typeof setTimeout> | undefined; resolve: () => void }>();
   #stopped = false;
+  #connections = 0;
 
   constructor(certs: CertSet, clientCertAuth: boolean) {
     this.#certs = certs;
@@ -382,6 +385,7 @@ class StandIn implements KubeApiStandIn {
         sock.destroy();
         return;
       }
+      this.#connections++;
       this.#sockets.add(sock);
       sock.on("close", () => this.#sockets.delete(sock));
     });
@@ -405,6 +409,10 @@ class StandIn implements KubeApiStandIn {
     const addr = server.address();
     if (!addr || typeof addr === "string") throw new Error("Stand-in has no TCP address");
     this.url = `https://127.0.0.1:${addr.port}`;
+  }
+
+  get connectionCount(): number {
+    return this.#connections;
   }
 
   async writeKubeconfig(path: string, opts: KubeconfigWriteOptions = {}): Promise<void> {

@@ -1,0 +1,303 @@
+import assert from "node:assert/strict";
+import { CniError } from "../../lib/cni/errors.ts";
+import { inClusterConnection, loadKubeconfig } from "../../lib/k8s/mod.ts";
+
+const CA = "-----BEGIN CERTIFICATE-----\nQ0FDRVJU\n-----END CERTIFICATE-----\n";
+const CERT = "-----BEGIN CERTIFICATE-----\nQ0xJRU5U\n-----END CERTIFICATE-----\n";
+const KEY = "-----BEGIN EC PRIVATE KEY-----\nU0VDUkVUS0VZ\n-----END EC PRIVATE KEY-----\n";
+const SECRET_TOKEN = "tok-3f9a-very-secret";
+
+type Doc = Record<string, unknown>;
+
+function kubeconfig(cluster: Doc, user: Doc | undefined, extra: Doc = {}): Doc {
+  return {
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name: "c1", cluster }],
+    users: user ? [{ name: "u1", user }] : [],
+    contexts: [{ name: "ctx", context: { cluster: "c1", ...(user ? { user: "u1" } : {}) } }],
+    "current-context": "ctx",
+    ...extra,
+  };
+}
+
+async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "manifold-kubeconfig-test-" });
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function rejects7(path: string, includes: string): Promise<CniError> {
+  let caught: unknown;
+  try {
+    await loadKubeconfig(path);
+  } catch (err) {
+    caught = err;
+  }
+  assert.ok(caught instanceof CniError, `expected a CniError, got ${caught}`);
+  assert.equal(caught.code, 7);
+  assert.ok(caught.message.includes(includes), `"${caught.message}" should include "${includes}"`);
+  return caught;
+}
+
+Deno.test("loadKubeconfig reads a JSON kubeconfig with a token and a CA file", async () => {
+  await withDir(async (dir) => {
+    await Deno.writeTextFile(`${dir}/ca.crt`, CA);
+    const path = `${dir}/kc.json`;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(kubeconfig(
+        { server: "https://10.96.0.1:443/", "certificate-authority": `${dir}/ca.crt` },
+        { token: SECRET_TOKEN },
+      )),
+    );
+    assert.deepEqual(await loadKubeconfig(path), {
+      server: "https://10.96.0.1:443",
+      caCertPem: CA,
+      insecureSkipTlsVerify: false,
+      token: SECRET_TOKEN,
+    });
+  });
+});
+
+Deno.test("loadKubeconfig resolves relative paths against the kubeconfig's directory", async () => {
+  await withDir(async (dir) => {
+    await Deno.mkdir(`${dir}/conf/pki`, { recursive: true });
+    await Deno.writeTextFile(`${dir}/conf/pki/ca.crt`, CA);
+    await Deno.writeTextFile(`${dir}/conf/pki/client.crt`, CERT);
+    await Deno.writeTextFile(`${dir}/conf/pki/client.key`, KEY);
+    const path = `${dir}/conf/kc.json`;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(kubeconfig(
+        { server: "https://api.example:6443", "certificate-authority": "pki/ca.crt" },
+        {
+          "client-certificate": "pki/client.crt",
+          "client-key": "pki/client.key",
+          tokenFile: "sa/token",
+        },
+      )),
+    );
+    const conn = await loadKubeconfig(path);
+    assert.deepEqual(conn.caCertPem, CA);
+    assert.deepEqual(conn.clientCertPem, CERT);
+    assert.deepEqual(conn.clientKeyPem, KEY);
+    assert.deepEqual(conn.tokenFile, `${dir}/conf/sa/token`);
+    assert.deepEqual(conn.token, undefined);
+  });
+});
+
+Deno.test("loadKubeconfig decodes certificate-authority-data and client-*-data", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/kc.json`;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(kubeconfig(
+        { server: "https://[fd00::1]:6443", "certificate-authority-data": btoa(CA) },
+        { "client-certificate-data": btoa(CERT), "client-key-data": btoa(KEY) },
+      )),
+    );
+    const conn = await loadKubeconfig(path);
+    assert.deepEqual(conn.server, "https://[fd00::1]:6443");
+    assert.deepEqual(conn.caCertPem, CA);
+    assert.deepEqual(conn.clientCertPem, CERT);
+    assert.deepEqual(conn.clientKeyPem, KEY);
+  });
+});
+
+Deno.test("loadKubeconfig reads YAML (loading the yaml package lazily)", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/kubeconfig`;
+    await Deno.writeTextFile(
+      path,
+      `apiVersion: v1
+kind: Config
+clusters:
+- name: c1
+  cluster:
+    server: https://127.0.0.1:6443
+    certificate-authority-data: ${btoa(CA)}
+users:
+- name: u1
+  user:
+    tokenFile: /var/run/secrets/token
+contexts:
+- name: ctx
+  context:
+    cluster: c1
+    user: u1
+    namespace: kube-system
+current-context: ctx
+`,
+    );
+    assert.deepEqual(await loadKubeconfig(path), {
+      server: "https://127.0.0.1:6443",
+      caCertPem: CA,
+      insecureSkipTlsVerify: false,
+      tokenFile: "/var/run/secrets/token",
+    });
+  });
+});
+
+Deno.test("loadKubeconfig adds https:// to a bare host:port and keeps a path prefix", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/kc.json`;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(kubeconfig({ server: "10.0.0.1:6443" }, undefined)),
+    );
+    assert.deepEqual((await loadKubeconfig(path)).server, "https://10.0.0.1:6443");
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(
+        kubeconfig({ server: "https://rancher.example/k8s/clusters/c-1/" }, undefined),
+      ),
+    );
+    assert.deepEqual(
+      (await loadKubeconfig(path)).server,
+      "https://rancher.example/k8s/clusters/c-1",
+    );
+  });
+});
+
+Deno.test("loadKubeconfig: insecure-skip-tls-verify alone is kept, with a CA it is refused", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/kc.json`;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(
+        kubeconfig({ server: "https://h:1", "insecure-skip-tls-verify": true }, undefined),
+      ),
+    );
+    assert.deepEqual((await loadKubeconfig(path)).insecureSkipTlsVerify, true);
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(kubeconfig({
+        server: "https://h:1",
+        "insecure-skip-tls-verify": true,
+        "certificate-authority-data": btoa(CA),
+      }, undefined)),
+    );
+    await rejects7(path, "both insecure-skip-tls-verify and a certificate authority");
+  });
+});
+
+Deno.test("loadKubeconfig names the problem with code 7", async (t) => {
+  await withDir(async (dir) => {
+    const path = `${dir}/kc.json`;
+    const write = (doc: unknown) =>
+      Deno.writeTextFile(path, typeof doc === "string" ? doc : JSON.stringify(doc));
+    const ok = { server: "https://h:1" };
+
+    await t.step("unreadable file", async () => {
+      await rejects7(`${dir}/missing.json`, `Cannot read kubeconfig ${dir}/missing.json`);
+    });
+    await t.step("missing current-context", async () => {
+      await write(kubeconfig(ok, undefined, { "current-context": undefined }));
+      await rejects7(path, "has no current-context");
+    });
+    await t.step("unknown context", async () => {
+      await write(kubeconfig(ok, undefined, { "current-context": "nope" }));
+      await rejects7(path, `no context named "nope"`);
+    });
+    await t.step("unknown cluster", async () => {
+      await write({ ...kubeconfig(ok, undefined), clusters: [] });
+      await rejects7(path, `no cluster named "c1"`);
+    });
+    await t.step("unknown user", async () => {
+      await write({ ...kubeconfig(ok, { token: "x" }), users: null });
+      await rejects7(path, `no user named "u1"`);
+    });
+    await t.step("no server", async () => {
+      await write(kubeconfig({}, undefined));
+      await rejects7(path, `cluster "c1" has no server`);
+    });
+    await t.step("exec credentials", async () => {
+      await write(kubeconfig(ok, { exec: { command: "aws" } }));
+      await rejects7(path, "uses exec authentication, which is not supported");
+    });
+    await t.step("certificate without key", async () => {
+      await write(kubeconfig(ok, { "client-certificate-data": btoa(CERT) }));
+      await rejects7(path, "certificate without a key");
+    });
+    await t.step("missing CA file", async () => {
+      await write(kubeconfig({ ...ok, "certificate-authority": "nope/ca.crt" }, undefined));
+      await rejects7(path, `${dir}/nope/ca.crt`);
+    });
+    await t.step("wrong type", async () => {
+      await write(kubeconfig({ server: 42 }, undefined));
+      await rejects7(path, "is malformed");
+    });
+  });
+});
+
+Deno.test("loadKubeconfig never echoes token or key contents in errors", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/kc.yaml`;
+    // Broken YAML right next to a token: the yaml library would quote the line.
+    await Deno.writeTextFile(
+      path,
+      `users:\n- name: u1\n  user:\n    token: ${SECRET_TOKEN}\n   bad: [unclosed\n`,
+    );
+    const e1 = await rejects7(path, "neither valid JSON nor valid YAML");
+    assert.ok(!e1.message.includes(SECRET_TOKEN));
+
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(kubeconfig({ server: "https://h:1" }, {
+        "client-certificate-data": btoa(CERT),
+        "client-key-data": `${SECRET_TOKEN}!!not-base64`,
+        token: SECRET_TOKEN,
+      })),
+    );
+    const e2 = await rejects7(path, 'client-key-data of user "u1" is not valid base64');
+    assert.ok(!e2.message.includes(SECRET_TOKEN));
+
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(kubeconfig({ server: "https://h:1" }, {
+        "client-certificate-data": btoa(CERT),
+        "client-key-data": btoa(SECRET_TOKEN),
+      })),
+    );
+    const e3 = await rejects7(path, "is not base64-encoded PEM");
+    assert.ok(!e3.message.includes(SECRET_TOKEN));
+  });
+});
+
+Deno.test("inClusterConnection uses the service account and brackets IPv6 hosts", async () => {
+  await withDir(async (dir) => {
+    assert.deepEqual(inClusterConnection({}, { saDir: dir }), undefined);
+    assert.deepEqual(
+      inClusterConnection({ KUBERNETES_SERVICE_HOST: "10.96.0.1" }, { saDir: dir }),
+      undefined,
+    );
+    const env = { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" };
+    assert.throws(
+      () => inClusterConnection(env, { saDir: dir }),
+      (err) => err instanceof CniError && err.code === 7 && err.message.includes(`${dir}/token`),
+    );
+
+    await Deno.writeTextFile(`${dir}/token`, SECRET_TOKEN);
+    assert.deepEqual(inClusterConnection(env, { saDir: dir }), {
+      server: "https://10.96.0.1:443",
+      tokenFile: `${dir}/token`,
+      insecureSkipTlsVerify: false,
+    });
+    await Deno.writeTextFile(`${dir}/ca.crt`, CA);
+    assert.deepEqual(
+      inClusterConnection({ KUBERNETES_SERVICE_HOST: "fd00::1", KUBERNETES_SERVICE_PORT: "6443" }, {
+        saDir: dir,
+      }),
+      {
+        server: "https://[fd00::1]:6443",
+        tokenFile: `${dir}/token`,
+        caCertPem: CA,
+        insecureSkipTlsVerify: false,
+      },
+    );
+  });
+});
