@@ -105,6 +105,8 @@ export class CniError extends Error {
  */
 export function toCniError(err: unknown): CniError {
   if (err instanceof CniError) return err;
-  if (err instanceof Error) return new CniError(CniErrorCode.Internal, err.message, err.stack ?? "");
+  if (err instanceof Error) {
+    return new CniError(CniErrorCode.Internal, err.message, err.stack ?? "");
+  }
   return new CniError(CniErrorCode.Internal, String(err));
 }

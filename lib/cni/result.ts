@@ -65,7 +65,8 @@ const interfaceSchema = z.looseObject({
 const v1IpSchema = z.looseObject({
   address: cidr,
   gateway: ip.nullish(),
-  interface: uint.nullish(),
+  // Index into `interfaces`; negative means "no interface" (NPWG v1.3 §5.3.3.1 rule 2).
+  interface: z.number().int().nullish(),
 });
 const currentIpSchema = v1IpSchema.extend({ version: z.enum(["4", "6"]).nullish() });
 const v1Schema = z.looseObject({

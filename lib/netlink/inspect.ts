@@ -8,7 +8,14 @@
 
 import type { Logger } from "../log/mod.ts";
 import { addressCidr } from "./address.ts";
-import { AF_INET, AF_INET6, RT_TABLE_MAIN, RTN_UNICAST } from "./constants.ts";
+import {
+  AF_INET,
+  AF_INET6,
+  RT_SCOPE_UNIVERSE,
+  RT_TABLE_MAIN,
+  RTN_UNICAST,
+  RTPROT_BOOT,
+} from "./constants.ts";
 import { NetlinkHandle } from "./handle.ts";
 import { formatIp, parseIp } from "./ip.ts";
 import { isDefaultRoute, type Route } from "./route.ts";
@@ -168,6 +175,8 @@ export function replaceDefaultRoutes(
     return { text: formatIp(ip.bytes), family: ip.family };
   });
   const families = new Set(gateways.length ? gateways.map((g) => g.family) : [AF_INET, AF_INET6]);
+  const relevant = (r: Route) => isDefaultRoute(r) && families.has(r.family);
+  const before = handle.routeList({ table: RT_TABLE_MAIN }).filter(relevant);
   const added: Route[] = [];
   for (const family of [AF_INET, AF_INET6]) {
     let metric = request.metric ?? (family === AF_INET6 ? 1024 : 0);
@@ -180,8 +189,8 @@ export function replaceDefaultRoutes(
         oif: link.index,
         priority: metric++,
         table: RT_TABLE_MAIN,
-        protocol: 3, // RTPROT_BOOT, as `ip route` sets
-        scope: 0,
+        protocol: RTPROT_BOOT,
+        scope: RT_SCOPE_UNIVERSE,
         type: RTN_UNICAST,
         flags: 0,
         tos: 0,
@@ -191,13 +200,20 @@ export function replaceDefaultRoutes(
     }
   }
   const removed: Route[] = [];
-  for (const r of handle.routeList({ table: RT_TABLE_MAIN })) {
-    if (!isDefaultRoute(r) || !families.has(r.family)) continue;
-    const onLink = routeOnLink(r, link.index);
-    const remove = gateways.length === 0 ? onLink : !added.some((a) => sameRoute(a, r));
+  const after = gateways.length ? handle.routeList({ table: RT_TABLE_MAIN }).filter(relevant) : before;
+  for (const r of after) {
+    const remove = gateways.length === 0
+      ? routeOnLink(r, link.index)
+      : !added.some((a) => sameRoute(a, r));
     if (!remove) continue;
     handle.routeDel(r);
     removed.push(r);
+  }
+  // IPv4 replace matches on (dst, tos, metric): a route of another interface with the same
+  // metric was replaced in place rather than deleted. Report it as removed too.
+  for (const r of before) {
+    if (gateways.length === 0 || added.some((a) => sameRoute(a, r))) continue;
+    if (!removed.some((x) => sameRoute(x, r))) removed.push(r);
   }
   return { ifName: request.ifName, ifindex: link.index, added, removed };
 }

@@ -29,7 +29,10 @@ function nad(
   return { metadata, spec: config === undefined ? {} : { config } };
 }
 
-function options(nads: NetworkAttachmentDefinition[], extra: Partial<ResolveOptions> = {}): ResolveOptions {
+function options(
+  nads: NetworkAttachmentDefinition[],
+  extra: Partial<ResolveOptions> = {},
+): ResolveOptions {
   return {
     nads: new StaticNadSource(nads),
     confDir: CONF_DIR,
@@ -57,10 +60,15 @@ async function rejects(
   return caught;
 }
 
-async function withDir(files: Record<string, string>, fn: (dir: string) => Promise<void>): Promise<void> {
+async function withDir(
+  files: Record<string, string>,
+  fn: (dir: string) => Promise<void>,
+): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "manifold-confdir-" });
   try {
-    for (const [name, text] of Object.entries(files)) await Deno.writeTextFile(`${dir}/${name}`, text);
+    for (const [name, text] of Object.entries(files)) {
+      await Deno.writeTextFile(`${dir}/${name}`, text);
+    }
     await fn(dir);
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -105,21 +113,28 @@ Deno.test("(3) a *.conf or *.json named after the NAD when there is no conflist"
     "20-b.json": '{"cniVersion":"0.4.0","name":"net-b","type":"ipvlan"}',
     "30-a.conf": '{"cniVersion":"1.0.0","name":"net-a","type":"bridge","bridge":"later"}',
   }, async (dir) => {
-    const a = await resolveNetwork({ namespace: "pod-ns", name: "net-a" }, options([nad("pod-ns", "net-a")], { confDir: dir }));
+    const a = await resolveNetwork(
+      { namespace: "pod-ns", name: "net-a" },
+      options([nad("pod-ns", "net-a")], { confDir: dir }),
+    );
     assert.equal(a.source, `file:${dir}/10-a.conf`, "lexically first wins");
     assert.deepEqual(a.conflist, {
       name: "net-a",
       cniVersion: "1.0.0",
       plugins: [{ cniVersion: "1.0.0", name: "net-a", type: "bridge", bridge: "br-a" }],
     });
-    const b = await resolveNetwork({ namespace: "pod-ns", name: "net-b" }, options([nad("pod-ns", "net-b")], { confDir: dir }));
+    const b = await resolveNetwork(
+      { namespace: "pod-ns", name: "net-b" },
+      options([nad("pod-ns", "net-b")], { confDir: dir }),
+    );
     assert.equal(b.source, `file:${dir}/20-b.json`);
   });
 });
 
 Deno.test("(4) nothing found: code 7 naming the NAD, with the files tried in details", async () => {
   const err = await rejects(
-    () => resolveNetwork({ namespace: "pod-ns", name: "nowhere" }, options([nad("pod-ns", "nowhere")])),
+    () =>
+      resolveNetwork({ namespace: "pod-ns", name: "nowhere" }, options([nad("pod-ns", "nowhere")])),
     CniErrorCode.InvalidNetworkConfig,
     /^network attachment definition "pod-ns\/nowhere" has no spec\.config and no CNI config named "nowhere" was found in .*confdir \(NPWG v1\.3 §3\.4\.1\)$/,
   );
@@ -139,7 +154,8 @@ Deno.test("a missing NAD fails by default, even if a file of that name exists", 
   );
   assert.equal(d.source, `file:${CONF_DIR}/20-from-file.conflist`);
   await rejects(
-    () => resolveNetwork({ namespace: "pod-ns", name: "nope" }, options([], { allowMissingNad: true })),
+    () =>
+      resolveNetwork({ namespace: "pod-ns", name: "nope" }, options([], { allowMissingNad: true })),
     CniErrorCode.InvalidNetworkConfig,
     /"pod-ns\/nope" does not exist and no CNI config named "nope"/,
   );
@@ -157,14 +173,21 @@ Deno.test("unparsable and unreadable files are skipped without a crash", async (
     "10-good.conf": '{"cniVersion":"1.0.0","name":"net-x","type":"bridge"}',
   }, async (dir) => {
     await Deno.mkdir(`${dir}/07-dir.conf`);
-    const d = await resolveNetwork({ namespace: "pod-ns", name: "net-x" }, options([nad("pod-ns", "net-x")], { confDir: dir }));
+    const d = await resolveNetwork(
+      { namespace: "pod-ns", name: "net-x" },
+      options([nad("pod-ns", "net-x")], { confDir: dir }),
+    );
     assert.equal(d.source, `file:${dir}/10-good.conf`);
   });
 });
 
 Deno.test("a missing confDir is like an empty one", async () => {
   const err = await rejects(
-    () => resolveNetwork({ namespace: "pod-ns", name: "a" }, options([nad("pod-ns", "a")], { confDir: EMPTY_DIR })),
+    () =>
+      resolveNetwork(
+        { namespace: "pod-ns", name: "a" },
+        options([nad("pod-ns", "a")], { confDir: EMPTY_DIR }),
+      ),
     CniErrorCode.InvalidNetworkConfig,
     /no CNI config named "a" was found/,
   );
@@ -179,13 +202,23 @@ Deno.test("§3.4.2: the NAD name is injected when spec.config omits name", async
     options([nad("pod-ns", "a-bridge-network", '{"cniVersion":"0.3.0","type":"awesome-plugin"}')]),
   );
   const plugin = (d.conflist.plugins as Record<string, unknown>[])[0];
-  assert.deepEqual(plugin, { cniVersion: "0.3.0", name: "a-bridge-network", type: "awesome-plugin" });
+  assert.deepEqual(plugin, {
+    cniVersion: "0.3.0",
+    name: "a-bridge-network",
+    type: "awesome-plugin",
+  });
   assert.deepEqual(Object.keys(plugin), ["cniVersion", "name", "type"], "spec example key order");
   assert.equal(d.conflist.name, "a-bridge-network");
 
   const list = await resolveNetwork(
     { namespace: "pod-ns", name: "lst" },
-    options([nad("pod-ns", "lst", '{"cniVersion":"1.0.0","name":"","plugins":[{"type":"bridge"},{"type":"tuning"}]}')]),
+    options([
+      nad(
+        "pod-ns",
+        "lst",
+        '{"cniVersion":"1.0.0","name":"","plugins":[{"type":"bridge"},{"type":"tuning"}]}',
+      ),
+    ]),
   );
   assert.equal(list.conflist.name, "lst");
   assert.equal((list.conflist.plugins as unknown[]).length, 2);
@@ -194,7 +227,9 @@ Deno.test("§3.4.2: the NAD name is injected when spec.config omits name", async
 Deno.test("a config name different from the NAD name is kept (§3.4.3); statusName is ns/nad", async () => {
   const d = await resolveNetwork(
     { namespace: "pod-ns", name: "nad-name" },
-    options([nad("pod-ns", "nad-name", '{"cniVersion":"1.0.0","name":"conf-name","type":"bridge"}')]),
+    options([
+      nad("pod-ns", "nad-name", '{"cniVersion":"1.0.0","name":"conf-name","type":"bridge"}'),
+    ]),
   );
   assert.equal(d.conflist.name, "conf-name");
   assert.equal(d.statusName, "pod-ns/nad-name");
@@ -233,14 +268,34 @@ Deno.test("an invalid spec.config fails with its code, naming the NAD", async ()
   const cases: [string, number, RegExp][] = [
     ["{not json", CniErrorCode.DecodingFailure, /"pod-ns\/bad": spec\.config is not valid JSON$/],
     ["[1]", CniErrorCode.DecodingFailure, /"pod-ns\/bad": network config must be a JSON object/],
-    ['{"cniVersion":"1.0.0"}', CniErrorCode.InvalidNetworkConfig, /"pod-ns\/bad": network config has neither plugins nor type/],
-    ['{"cniVersion":"1.0.0","plugins":[]}', CniErrorCode.InvalidNetworkConfig, /"pod-ns\/bad": no plugins in list/],
-    ['{"cniVersion":"1.0.0","type":"a/b"}', CniErrorCode.InvalidNetworkConfig, /must not contain "\/"/],
-    ['{"cniVersion":"7.0.0","type":"bridge"}', CniErrorCode.IncompatibleVersion, /"pod-ns\/bad": unsupported CNI version/],
+    [
+      '{"cniVersion":"1.0.0"}',
+      CniErrorCode.InvalidNetworkConfig,
+      /"pod-ns\/bad": network config has neither plugins nor type/,
+    ],
+    [
+      '{"cniVersion":"1.0.0","plugins":[]}',
+      CniErrorCode.InvalidNetworkConfig,
+      /"pod-ns\/bad": no plugins in list/,
+    ],
+    [
+      '{"cniVersion":"1.0.0","type":"a/b"}',
+      CniErrorCode.InvalidNetworkConfig,
+      /must not contain "\/"/,
+    ],
+    [
+      '{"cniVersion":"7.0.0","type":"bridge"}',
+      CniErrorCode.IncompatibleVersion,
+      /"pod-ns\/bad": unsupported CNI version/,
+    ],
   ];
   for (const [config, code, pattern] of cases) {
     await rejects(
-      () => resolveNetwork({ namespace: "pod-ns", name: "bad" }, options([nad("pod-ns", "bad", config)])),
+      () =>
+        resolveNetwork(
+          { namespace: "pod-ns", name: "bad" },
+          options([nad("pod-ns", "bad", config)]),
+        ),
       code,
       pattern,
     );
@@ -251,7 +306,12 @@ Deno.test("an invalid spec.config fails with its code, naming the NAD", async ()
 
 Deno.test("namespace isolation: own namespace and globalNamespaces only", async () => {
   const config = '{"cniVersion":"1.0.0","type":"bridge"}';
-  const nads = [nad("pod-ns", "a", config), nad("default", "a", config), nad("shared", "a", config), nad("other", "a", config)];
+  const nads = [
+    nad("pod-ns", "a", config),
+    nad("default", "a", config),
+    nad("shared", "a", config),
+    nad("other", "a", config),
+  ];
   const opts = options(nads, { namespaceIsolation: true, globalNamespaces: ["default", "shared"] });
   for (const ns of ["pod-ns", "default", "shared"]) {
     assert.equal((await resolveNetwork({ namespace: ns, name: "a" }, opts)).statusName, `${ns}/a`);
@@ -326,7 +386,10 @@ Deno.test("clusterNetwork by name: NAD in multusNamespace first", async () => {
   assert.equal(d.source, "nad:kube-system/from-file");
   assert.equal(d.isDefault, true);
   // A NAD of that name elsewhere does not count.
-  const file = await resolveClusterNetwork("from-file", clusterOpts([nad("default", "from-file", "{}")]));
+  const file = await resolveClusterNetwork(
+    "from-file",
+    clusterOpts([nad("default", "from-file", "{}")]),
+  );
   assert.equal(file.source, `file:${CONF_DIR}/20-from-file.conflist`);
 });
 
@@ -336,10 +399,13 @@ Deno.test("clusterNetwork by name: then a config in confDir with that name (stat
   assert.equal(d.source, `file:${CONF_DIR}/30-other.json`);
   assert.equal(d.isDefault, false);
   // Conf names that are not Kubernetes names skip the NAD lookup.
-  await withDir({ "a.conf": '{"cniVersion":"1.0.0","name":"Calico_Net","type":"calico"}' }, async (dir) => {
-    const c = await resolveClusterNetwork("Calico_Net", clusterOpts([], dir));
-    assert.equal(c.statusName, "Calico_Net");
-  });
+  await withDir(
+    { "a.conf": '{"cniVersion":"1.0.0","name":"Calico_Net","type":"calico"}' },
+    async (dir) => {
+      const c = await resolveClusterNetwork("Calico_Net", clusterOpts([], dir));
+      assert.equal(c.statusName, "Calico_Net");
+    },
+  );
 });
 
 Deno.test("clusterNetwork by name: not found is code 7 listing what was tried", async () => {
@@ -349,13 +415,18 @@ Deno.test("clusterNetwork by name: not found is code 7 listing what was tried", 
     /^cluster network "nowhere" not found: no network attachment definition "kube-system\/nowhere" and no CNI config with that name in /,
   );
   assert.match(err.details, /kube-system\/nowhere": not found/);
-  await rejects(() => resolveClusterNetwork("  ", clusterOpts([])), CniErrorCode.InvalidNetworkConfig, /empty/);
+  await rejects(
+    () => resolveClusterNetwork("  ", clusterOpts([])),
+    CniErrorCode.InvalidNetworkConfig,
+    /empty/,
+  );
 });
 
 Deno.test("clusterNetwork as a directory: lexically first config that parses", async () => {
   await withDir({
     "00-broken.conf": "{",
-    "10-flannel.conflist": '{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"flannel"},{"type":"portmap","capabilities":{"portMappings":true}}]}',
+    "10-flannel.conflist":
+      '{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"flannel"},{"type":"portmap","capabilities":{"portMappings":true}}]}',
     "20-other.conf": '{"cniVersion":"1.0.0","name":"zzz","type":"bridge"}',
     "05-ignored.txt": "{}",
   }, async (dir) => {
@@ -365,7 +436,11 @@ Deno.test("clusterNetwork as a directory: lexically first config that parses", a
     assert.equal(d.isDefault, true);
   });
   await withDir({ "a.conf": "{" }, async (dir) => {
-    await rejects(() => resolveClusterNetwork(dir, clusterOpts([])), CniErrorCode.InvalidNetworkConfig, /no valid \*\.conf/);
+    await rejects(
+      () => resolveClusterNetwork(dir, clusterOpts([])),
+      CniErrorCode.InvalidNetworkConfig,
+      /no valid \*\.conf/,
+    );
   });
 });
 
@@ -373,7 +448,12 @@ Deno.test("clusterNetwork as a file path", async () => {
   const d = await resolveClusterNetwork(`${CONF_DIR}/10-bridge.conf`, clusterOpts([]));
   assert.equal(d.statusName, "from-file");
   assert.equal(d.source, `file:${CONF_DIR}/10-bridge.conf`);
-  assert.deepEqual(d.conflist.plugins, [{ cniVersion: "1.0.0", name: "from-file", type: "bridge", bridge: "cni-conf" }]);
+  assert.deepEqual(d.conflist.plugins, [{
+    cniVersion: "1.0.0",
+    name: "from-file",
+    type: "bridge",
+    bridge: "cni-conf",
+  }]);
   await rejects(
     () => resolveClusterNetwork(`${CONF_DIR}/missing.conf`, clusterOpts([])),
     CniErrorCode.InvalidNetworkConfig,
@@ -393,9 +473,21 @@ Deno.test("clusterNetwork as ns/name: that NAD, no @interface", async () => {
   );
   assert.equal(d.statusName, "net-ns/flannel");
   assert.equal(d.isDefault, true);
-  await rejects(() => resolveClusterNetwork("net-ns/missing", clusterOpts([])), CniErrorCode.InvalidNetworkConfig, /"net-ns\/missing" not found/);
-  await rejects(() => resolveClusterNetwork("net-ns/flannel@eth0", clusterOpts([])), CniErrorCode.InvalidNetworkConfig, /"@interface" suffix/);
-  await rejects(() => resolveClusterNetwork("a/b/c", clusterOpts([])), CniErrorCode.InvalidNetworkConfig, /invalid network reference/);
+  await rejects(
+    () => resolveClusterNetwork("net-ns/missing", clusterOpts([])),
+    CniErrorCode.InvalidNetworkConfig,
+    /"net-ns\/missing" not found/,
+  );
+  await rejects(
+    () => resolveClusterNetwork("net-ns/flannel@eth0", clusterOpts([])),
+    CniErrorCode.InvalidNetworkConfig,
+    /"@interface" suffix/,
+  );
+  await rejects(
+    () => resolveClusterNetwork("a/b/c", clusterOpts([])),
+    CniErrorCode.InvalidNetworkConfig,
+    /invalid network reference/,
+  );
 });
 
 // ---------------------------------------------------------------- delegates[i]
@@ -422,5 +514,6 @@ Deno.test("delegateFromInline: conf and conflist, copies, errors naming delegate
   }
   assert.ok(caught instanceof CniError);
   assert.equal(caught.code, CniErrorCode.InvalidNetworkConfig);
-  assert.match(caught.msg, /^delegates\[3\]: missing network name$/);
+  assert.match(caught.msg, /^delegates\[3\]: /);
+  assert.match(caught.details, /name/);
 });
