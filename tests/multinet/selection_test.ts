@@ -265,7 +265,10 @@ const KEY_CASES: KeyCase[] = [
       ],
       [[{ hostPort: 80, containerPort: 80, protocol: 6 }], /"protocol": not a string/],
       [[{ hostPort: 80, containerPort: 80, hostIP: "x" }], /"hostIP": not an IPv4 or IPv6 address/],
-      [[{ hostPort: 80, containerPort: 80, hostport: 1 }], /"portMappings"\[0\]\."hostport": unknown key/],
+      [
+        [{ hostPort: 80, containerPort: 80, hostport: 1 }],
+        /"portMappings"\[0\]\."hostport": unknown key/,
+      ],
       [["80:80"], /"portMappings"\[0\]: not an object/],
     ],
   },
