@@ -47,6 +47,29 @@ export function memoNadSource(src: NadSource): NadSource {
   };
 }
 
+/**
+ * Parses the `v1.multus-cni.io/default-network` annotation as Multus does: a plain reference
+ * (`name`, `ns/name`) or a one-element selection (JSON or comma form).
+ * @throws {CniError} 7 when invalid or when it names more than one network.
+ */
+export function defaultNetworkReference(
+  value: string,
+  defaultNamespace: string,
+): { namespace: string; name: string } {
+  if (/^[\[{]/.test(value) || value.includes(",")) {
+    const elements = parseNetworkSelection(value, defaultNamespace);
+    if (elements.length !== 1) {
+      throw new CniError(
+        CniErrorCode.InvalidNetworkConfig,
+        `${DEFAULT_NETWORK_ANNOTATION} must name exactly one network`,
+        value,
+      );
+    }
+    return { namespace: elements[0].namespace, name: elements[0].name };
+  }
+  return parseNetworkReference(value, defaultNamespace);
+}
+
 const emptyNads: NadSource = { get: () => Promise.resolve(undefined) };
 
 /**
@@ -63,7 +86,7 @@ export async function resolveDefaultNetwork(
 ): Promise<Delegate> {
   const override = annotations[DEFAULT_NETWORK_ANNOTATION]?.trim();
   if (override && pod) {
-    const ref = parseNetworkReference(override, conf.multusNamespace);
+    const ref = defaultNetworkReference(override, conf.multusNamespace);
     const d = await resolveNetwork(ref, {
       nads: nads ?? emptyNads,
       confDir: conf.confDir,

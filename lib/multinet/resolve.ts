@@ -267,7 +267,13 @@ async function delegateFromPath(path: string, isDefault: boolean): Promise<Deleg
     );
   }
   const { configs, tried } = await readConfDir(path);
-  const first = configs[0];
+  // Never pick Manifold's (or Multus's) own config as the cluster default network: that would
+  // make the plugin delegate to itself (the boot race of Multus #1499).
+  const first = configs.find((c) => {
+    const own = c.list.plugins.some((p) => DELEGATING_TYPES.has(String(p.type)));
+    if (own) tried.push(`${c.path}: skipped (a delegating plugin's own config)`);
+    return !own;
+  });
   if (first) return toDelegate(first.list, first.path);
   throw new CniError(
     CniErrorCode.InvalidNetworkConfig,
@@ -275,6 +281,9 @@ async function delegateFromPath(path: string, isDefault: boolean): Promise<Deleg
     tried.join("\n"),
   );
 }
+
+/** Plugin types that are delegating plugins themselves, never a cluster default network. */
+const DELEGATING_TYPES = new Set(["manifold", "multus", "multus-shim"]);
 
 /** A parsed on-disk CNI config. */
 interface ConfFile {

@@ -99,7 +99,7 @@ export interface NetnsOptions {
 
 /**
  * Inspects a network namespace: opens one socket in it (setns in, open, setns back), takes a
- * {@link takeSnapshot snapshot}, closes the socket. Synchronous; about 0.3 ms for a pod.
+ * {@link takeSnapshot snapshot}, closes the socket. Synchronous; about 0.4 ms (median) for a pod with 3 attachments.
  *
  * @param netnsPath `CNI_NETNS`-style path (`/var/run/netns/x`, `/proc/<pid>/ns/net`) or name
  * @param options logger
@@ -155,7 +155,9 @@ function sameRoute(a: Route, b: Route): boolean {
  * `gateways`, adds (`RTM_NEWROUTE` replace) one default route per gateway on `ifName` with
  * increasing metric in list order, then deletes every other default route of that family in
  * the main table — on other interfaces (the cluster default network's included) and stale ones
- * on `ifName`. Adding first means the namespace is never left without a default route.
+ * on `ifName`. Adding first means the namespace is never left without a default route. An
+ * IPv4 route of another interface with the same metric is replaced in place by the kernel
+ * (replace matches dst, tos and metric); it is reported in `removed` all the same.
  * With `gateways: []` only the default routes of `ifName` (both families) are deleted.
  *
  * @param handle a handle in the sandbox's namespace
@@ -200,7 +202,9 @@ export function replaceDefaultRoutes(
     }
   }
   const removed: Route[] = [];
-  const after = gateways.length ? handle.routeList({ table: RT_TABLE_MAIN }).filter(relevant) : before;
+  const after = gateways.length
+    ? handle.routeList({ table: RT_TABLE_MAIN }).filter(relevant)
+    : before;
   for (const r of after) {
     const remove = gateways.length === 0
       ? routeOnLink(r, link.index)

@@ -58,7 +58,10 @@ Deno.test("nlmsghdr round trips and nlmsg_len covers the padded body", () => {
 
 Deno.test("a datagram with several messages splits at aligned boundaries", () => {
   const a = encodeMessage({ type: 16, flags: NLM_F_MULTI, seq: 1, pid: 2 }, (w) => w.u8(1));
-  const b = encodeMessage({ type: NLMSG_DONE, flags: NLM_F_MULTI, seq: 1, pid: 2 }, (w) => w.i32(0));
+  const b = encodeMessage(
+    { type: NLMSG_DONE, flags: NLM_F_MULTI, seq: 1, pid: 2 },
+    (w) => w.i32(0),
+  );
   const d = new Uint8Array([...a, ...b]);
   const msgs = parseMessages(d);
   assert.deepEqual(msgs.map((m) => m.header.type), [16, NLMSG_DONE]);
@@ -97,7 +100,15 @@ Deno.test("link round trip: every decoded field", () => {
 });
 
 Deno.test("link without address or kind (e.g. a tunnel with no hardware address)", () => {
-  const link: Link = { index: 1, name: "t", type: 65534, flags: 0, mac: "", mtu: 1480, operState: "DOWN" };
+  const link: Link = {
+    index: 1,
+    name: "t",
+    type: 65534,
+    flags: 0,
+    mac: "",
+    mtu: 1480,
+    operState: "DOWN",
+  };
   assert.deepEqual(decodeLink(one(RTM_NEWLINK, (w) => writeLink(w, link))), link);
 });
 
@@ -132,16 +143,34 @@ Deno.test("address round trip: IPv4 with label, IPv6, flags above 8 bits", () =>
       label: "net1",
     },
     { family: 10, prefixlen: 64, flags: 0x280, scope: 253, ifindex: 3, address: "fe80::1" },
-    { family: 2, prefixlen: 32, flags: 0, scope: 0, ifindex: 9, address: "10.0.0.2", local: "10.0.0.1" },
+    {
+      family: 2,
+      prefixlen: 32,
+      flags: 0,
+      scope: 0,
+      ifindex: 9,
+      address: "10.0.0.2",
+      local: "10.0.0.1",
+    },
   ];
-  for (const a of cases) assert.deepEqual(decodeAddress(one(RTM_NEWADDR, (w) => writeAddress(w, a))), a);
+  for (const a of cases) {
+    assert.deepEqual(decodeAddress(one(RTM_NEWADDR, (w) => writeAddress(w, a))), a);
+  }
 });
 
 Deno.test("route round trip: default, prefix, table > 255, v6, multipath", () => {
   const base = { tos: 0, flags: 0, protocol: 3, scope: 0, type: 1 };
   const cases: Route[] = [
     { ...base, family: 2, dst: "0.0.0.0/0", gateway: "10.0.0.1", oif: 2, priority: 0, table: 254 },
-    { ...base, family: 2, dst: "10.20.0.0/16", gateway: "10.0.0.1", oif: 2, priority: 7, table: 1000 },
+    {
+      ...base,
+      family: 2,
+      dst: "10.20.0.0/16",
+      gateway: "10.0.0.1",
+      oif: 2,
+      priority: 7,
+      table: 1000,
+    },
     { ...base, family: 10, dst: "::/0", gateway: "fd00::1", oif: 4, priority: 1024, table: 254 },
     {
       ...base,
@@ -157,7 +186,9 @@ Deno.test("route round trip: default, prefix, table > 255, v6, multipath", () =>
     },
     { ...base, family: 2, dst: "10.0.0.0/8", src: "10.1.0.0/16", iif: 5, priority: 0, table: 254 },
   ];
-  for (const r of cases) assert.deepEqual(decodeRoute(one(RTM_NEWROUTE, (w) => writeRoute(w, r))), r);
+  for (const r of cases) {
+    assert.deepEqual(decodeRoute(one(RTM_NEWROUTE, (w) => writeRoute(w, r))), r);
+  }
 });
 
 Deno.test("writeRoute refuses a gateway of the other family", () => {
@@ -176,8 +207,16 @@ Deno.test("writeRoute refuses a gateway of the other family", () => {
   assert.throws(() => writeRoute(new NetlinkWriter(), r), TypeError);
 });
 
-function errorMessage(flags: number, error: number, tlvs: (w: NetlinkWriter) => void, fullCopy = false) {
-  const request = encodeMessage({ type: 24, flags: 5, seq: 3, pid: 0 }, (w) => w.u32(0xabcdef).u32(1));
+function errorMessage(
+  flags: number,
+  error: number,
+  tlvs: (w: NetlinkWriter) => void,
+  fullCopy = false,
+) {
+  const request = encodeMessage(
+    { type: 24, flags: 5, seq: 3, pid: 0 },
+    (w) => w.u32(0xabcdef).u32(1),
+  );
   return one(NLMSG_ERROR, (w) => {
     w.i32(error);
     w.bytes(fullCopy ? request : request.subarray(0, 16));

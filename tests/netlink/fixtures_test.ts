@@ -78,7 +78,8 @@ Deno.test("fixture: route dump decodes to what ip -j route show table all showed
   const names = new Map(links.map((l) => [l.index, l.name]));
   const routes = messages("route_dump.hex", RTM_NEWROUTE)
     .filter((m) => m.payload[0] === 2 || m.payload[0] === 10).map(decodeRoute);
-  const want = [...comparableIpRoutes(2, view.route4), ...comparableIpRoutes(10, view.route6)].sort();
+  const want = [...comparableIpRoutes(2, view.route4), ...comparableIpRoutes(10, view.route6)]
+    .sort();
   assert.deepEqual(comparableRoutes(routes, names), want);
   assert.ok(routes.some((r) => r.dst === "0.0.0.0/0" && r.gateway === "10.9.0.254"));
   assert.ok(routes.some((r) => r.dst === "::/0" && r.gateway === "fd09::fe"));

@@ -86,7 +86,10 @@ const LINK: Link = {
 };
 
 const SAMPLES = [
-  encodeMessage({ type: RTM_NEWLINK, flags: NLM_F_MULTI, seq: 1, pid: 1 }, (w) => writeLink(w, LINK)),
+  encodeMessage(
+    { type: RTM_NEWLINK, flags: NLM_F_MULTI, seq: 1, pid: 1 },
+    (w) => writeLink(w, LINK),
+  ),
   encodeMessage({ type: RTM_NEWROUTE, flags: NLM_F_MULTI, seq: 1, pid: 1 }, (w) =>
     writeRoute(
       w,
@@ -103,7 +106,9 @@ Deno.test("random bytes: decoders give NetlinkDecodeError or a clean decode", ()
     const len = Math.floor(r() * 160);
     const b = new Uint8Array(len).map(() => Math.floor(r() * 256));
     // Half the time make the first header's length plausible so decoders get exercised.
-    if (len >= 16 && r() < 0.5) new DataView(b.buffer).setUint32(0, len - Math.floor(r() * 4), true);
+    if (len >= 16 && r() < 0.5) {
+      new DataView(b.buffer).setUint32(0, len - Math.floor(r() * 4), true);
+    }
     typedOrClean(() => decodeAll(b), `random #${i}`);
   }
 });
@@ -120,7 +125,9 @@ Deno.test("mutated and truncated valid messages: typed error or clean decode", (
     for (let i = 0; i < 5000; i++) {
       const b = sample.slice();
       const flips = 1 + Math.floor(r() * 4);
-      for (let j = 0; j < flips; j++) b[16 + Math.floor(r() * (b.length - 16))] = Math.floor(r() * 256);
+      for (let j = 0; j < flips; j++) {
+        b[16 + Math.floor(r() * (b.length - 16))] = Math.floor(r() * 256);
+      }
       typedOrClean(() => decodeAll(b), `mutation #${i}`);
     }
   }
@@ -149,11 +156,15 @@ Deno.test("random replies through the API: typed error, never a hang", () => {
           if (r() < 0.8) v.setUint32(8, seq, true);
           if (r() < 0.9) v.setUint32(12, pid, true);
           const flips = Math.floor(r() * 3);
-          for (let j = 0; j < flips; j++) base[Math.floor(r() * base.length)] = Math.floor(r() * 256);
+          for (let j = 0; j < flips; j++) {
+            base[Math.floor(r() * base.length)] = Math.floor(r() * 256);
+          }
           out.push(base);
         }
         if (r() < 0.5) {
-          out.push(encodeMessage({ type: NLMSG_DONE, flags: NLM_F_MULTI, seq, pid }, (w) => w.i32(0)));
+          out.push(
+            encodeMessage({ type: NLMSG_DONE, flags: NLM_F_MULTI, seq, pid }, (w) => w.i32(0)),
+          );
         }
         return out;
       },

@@ -48,23 +48,27 @@ Deno.test("linkByName / linkByIndex; a missing link is LinkNotFoundError", () =>
   using h = new NetlinkHandle(k.transport);
   assert.equal(h.linkByName("net1").index, 3);
   assert.equal(h.linkByIndex(4).name, "net2");
-  assert.throws(() => h.linkByName("nope"), (e) => e instanceof LinkNotFoundError && e.link === "nope");
+  assert.throws(
+    () => h.linkByName("nope"),
+    (e) => e instanceof LinkNotFoundError && e.link === "nope",
+  );
   assert.throws(() => h.linkByIndex(99), LinkNotFoundError);
 });
 
 Deno.test("kernel errors carry errno and the extended-ack message", () => {
   const k = new FakeKernel({ links: LINKS });
   using h = new NetlinkHandle(k.transport);
-  const err = assert.throws(
+  assert.throws(
     () => h.routeReplace({ dst: "0.0.0.0/0", gateway: "203.0.113.1", oif: 2 }),
     (e) =>
       e instanceof NetlinkError && e.errno === 101 &&
       e.extAckMessage === "Nexthop has invalid gateway" &&
       e.message === "RTM_NEWROUTE failed with ENETUNREACH: Nexthop has invalid gateway",
   );
-  void err;
-  assert.throws(() => h.routeDel(testRoute(2, "10.0.0.0/8", { oif: 2 })), (e) =>
-    e instanceof NetlinkError && e.errno === 3);
+  assert.throws(
+    () => h.routeDel(testRoute(2, "10.0.0.0/8", { oif: 2 })),
+    (e) => e instanceof NetlinkError && e.errno === 3,
+  );
 });
 
 Deno.test("routeReplace sends NLM_F_CREATE|NLM_F_REPLACE and a fresh seq each time", () => {
@@ -90,7 +94,10 @@ Deno.test("NLM_F_DUMP_INTR: retried, then NetlinkDumpInterruptedError", () => {
 
   const always = new FakeKernel({ links: LINKS }, { interruptDumps: 100 });
   using h2 = new NetlinkHandle(always.transport, { dumpAttempts: 3 });
-  assert.throws(() => h2.linkList(), (e) => e instanceof NetlinkDumpInterruptedError && e.attempts === 3);
+  assert.throws(
+    () => h2.linkList(),
+    (e) => e instanceof NetlinkDumpInterruptedError && e.attempts === 3,
+  );
   assert.equal(always.requests.length, 3);
 });
 
@@ -102,8 +109,14 @@ function replyingWith(make: (seq: number, pid: number) => Uint8Array[]): FakeTra
 
 Deno.test("replies with a stale sequence number are skipped", () => {
   const t = replyingWith((seq, pid) => [
-    encodeMessage({ type: RTM_NEWLINK, flags: NLM_F_MULTI, seq: seq - 1, pid }, (w) => writeLink(w, LINKS[1])),
-    encodeMessage({ type: RTM_NEWLINK, flags: NLM_F_MULTI, seq, pid }, (w) => writeLink(w, LINKS[2])),
+    encodeMessage(
+      { type: RTM_NEWLINK, flags: NLM_F_MULTI, seq: seq - 1, pid },
+      (w) => writeLink(w, LINKS[1]),
+    ),
+    encodeMessage(
+      { type: RTM_NEWLINK, flags: NLM_F_MULTI, seq, pid },
+      (w) => writeLink(w, LINKS[2]),
+    ),
     encodeMessage({ type: NLMSG_DONE, flags: NLM_F_MULTI, seq, pid }, (w) => w.i32(0)),
   ]);
   using h = new NetlinkHandle(t);
@@ -112,7 +125,10 @@ Deno.test("replies with a stale sequence number are skipped", () => {
 
 Deno.test("a reply with another port id is a protocol error", () => {
   const t = replyingWith((seq, pid) => [
-    encodeMessage({ type: RTM_NEWLINK, flags: NLM_F_MULTI, seq, pid: pid + 1 }, (w) => writeLink(w, LINKS[1])),
+    encodeMessage(
+      { type: RTM_NEWLINK, flags: NLM_F_MULTI, seq, pid: pid + 1 },
+      (w) => writeLink(w, LINKS[1]),
+    ),
   ]);
   using h = new NetlinkHandle(t);
   assert.throws(() => h.linkList(), NetlinkProtocolError);
@@ -120,7 +136,10 @@ Deno.test("a reply with another port id is a protocol error", () => {
 
 Deno.test("a dump that never ends is a typed error, not a hang", () => {
   const t = replyingWith((seq, pid) => [
-    encodeMessage({ type: RTM_NEWLINK, flags: NLM_F_MULTI, seq, pid }, (w) => writeLink(w, LINKS[1])),
+    encodeMessage(
+      { type: RTM_NEWLINK, flags: NLM_F_MULTI, seq, pid },
+      (w) => writeLink(w, LINKS[1]),
+    ),
   ]);
   using h = new NetlinkHandle(t);
   assert.throws(() => h.linkList(), (e) => e instanceof NetlinkError && e.errno === 11);
@@ -148,9 +167,25 @@ Deno.test("takeSnapshot joins addresses to interfaces and keeps main-table route
   const k = new FakeKernel({
     links: LINKS,
     addrs: [
-      { family: 2, prefixlen: 24, flags: 0, scope: 0, ifindex: 3, local: "10.1.0.5", address: "10.1.0.5" },
+      {
+        family: 2,
+        prefixlen: 24,
+        flags: 0,
+        scope: 0,
+        ifindex: 3,
+        local: "10.1.0.5",
+        address: "10.1.0.5",
+      },
       { family: 10, prefixlen: 64, flags: 0, scope: 0, ifindex: 3, address: "fd01::5" },
-      { family: 2, prefixlen: 8, flags: 0, scope: 254, ifindex: 1, local: "127.0.0.1", address: "127.0.0.1" },
+      {
+        family: 2,
+        prefixlen: 8,
+        flags: 0,
+        scope: 254,
+        ifindex: 1,
+        local: "127.0.0.1",
+        address: "127.0.0.1",
+      },
     ],
     routes: [
       testRoute(2, "0.0.0.0/0", { gateway: "10.1.0.1", oif: 3 }),
@@ -171,12 +206,17 @@ Deno.test("takeSnapshot joins addresses to interfaces and keeps main-table route
     kind: "macvlan",
     addresses: ["10.1.0.5/24", "fd01::5/64"],
   });
-  assert.equal(snap.interfaces.find((i) => i.name === "ib0")!.infinibandGuid, "0c:42:a1:03:00:4b:12:34");
+  assert.equal(
+    snap.interfaces.find((i) => i.name === "ib0")!.infinibandGuid,
+    "0c:42:a1:03:00:4b:12:34",
+  );
   assert.deepEqual(snap.routes.map((r) => r.dst), ["0.0.0.0/0"]);
 });
 
 function defaultsOf(k: FakeKernel) {
-  return k.routes.filter((r) => r.dst.endsWith("/0")).map((r) => `${r.oif} ${r.gateway} ${r.priority}`)
+  return k.routes.filter((r) => r.dst.endsWith("/0")).map((r) =>
+    `${r.oif} ${r.gateway} ${r.priority}`
+  )
     .sort();
 }
 
@@ -192,7 +232,10 @@ Deno.test("default-route: moves IPv4 default to the attachment, keeps IPv6 elsew
   using h = new NetlinkHandle(k.transport);
   const change = replaceDefaultRoutes(h, { ifName: "net1", gateways: ["10.1.0.1", "10.1.0.2"] });
   assert.deepEqual(defaultsOf(k), ["2 fd00::1 1024", "3 10.1.0.1 0", "3 10.1.0.2 1"]);
-  assert.deepEqual(change.added.map((r) => [r.gateway, r.priority]), [["10.1.0.1", 0], ["10.1.0.2", 1]]);
+  assert.deepEqual(change.added.map((r) => [r.gateway, r.priority]), [["10.1.0.1", 0], [
+    "10.1.0.2",
+    1,
+  ]]);
   assert.deepEqual(change.removed.map((r) => r.gateway), ["10.0.0.1"]);
   assert.equal(change.ifindex, 3);
 });
@@ -227,5 +270,8 @@ Deno.test("default-route: unknown interface and bad gateway are typed errors", (
   const k = new FakeKernel({ links: LINKS });
   using h = new NetlinkHandle(k.transport);
   assert.throws(() => replaceDefaultRoutes(h, { ifName: "nope", gateways: [] }), LinkNotFoundError);
-  assert.throws(() => replaceDefaultRoutes(h, { ifName: "net1", gateways: ["10.1.0.300"] }), TypeError);
+  assert.throws(
+    () => replaceDefaultRoutes(h, { ifName: "net1", gateways: ["10.1.0.300"] }),
+    TypeError,
+  );
 });

@@ -42,7 +42,10 @@ Deno.test({
     buildTopology(ns);
     using h = new NetlinkHandle(openNetlinkSocket({ netns: ns.path }));
     const links = h.linkList();
-    assert.deepEqual(comparableLinks(links), comparableIpLinks(ns.json<IpLink[]>("-d", "link", "show")));
+    assert.deepEqual(
+      comparableLinks(links),
+      comparableIpLinks(ns.json<IpLink[]>("-d", "link", "show")),
+    );
     const byName = new Map(links.map((l) => [l.name, l]));
     assert.equal(byName.get("v0")!.mtu, 1450);
     assert.equal(byName.get("v0")!.mac, "02:aa:00:00:00:01");
@@ -52,7 +55,10 @@ Deno.test({
     assert.equal(byName.get("v1")!.masterIndex, byName.get("br0")!.index);
     assert.equal(byName.get("vx0")!.mac, "02:dd:00:00:00:01");
 
-    assert.deepEqual(comparableAddrs(h.addrList()), comparableIpAddrs(ns.json<IpAddrLink[]>("addr", "show")));
+    assert.deepEqual(
+      comparableAddrs(h.addrList()),
+      comparableIpAddrs(ns.json<IpAddrLink[]>("addr", "show")),
+    );
 
     const names = new Map(links.map((l) => [l.index, l.name]));
     const want = [
@@ -100,7 +106,10 @@ Deno.test({
     using h = new NetlinkHandle(openNetlinkSocket({ netns: ns.path }));
     const before = h.linkByName("mv0");
     ns.ip("link", "del", "mv0");
-    assert.throws(() => h.linkByName("mv0"), (e) => e instanceof LinkNotFoundError && e.link === "mv0");
+    assert.throws(
+      () => h.linkByName("mv0"),
+      (e) => e instanceof LinkNotFoundError && e.link === "mv0",
+    );
     assert.throws(() => h.linkByIndex(before.index), LinkNotFoundError);
     assert.ok(!h.linkList().some((l) => l.name === "mv0"));
     assert.ok(!inspectNetns(ns.path).interfaces.some((i) => i.name === "mv0"));
@@ -134,7 +143,10 @@ Deno.test({
       () => openNetlinkSocket({ netns: "/var/run/netns/mfnl-does-not-exist" }),
       (e) => e instanceof NetnsError && e.errno === 2,
     );
-    assert.throws(() => openNetlinkSocket({ netns: "/etc/hostname" }), (e) => e instanceof NetnsError && e.errno === 22);
+    assert.throws(
+      () => openNetlinkSocket({ netns: "/etc/hostname" }),
+      (e) => e instanceof NetnsError && e.errno === 22,
+    );
     assert.equal(netnsId(), home);
   },
 });
@@ -189,7 +201,11 @@ Deno.test({
     assert.deepEqual(viaLibc.linkList(), viaMnl.linkList());
     assert.deepEqual(viaLibc.addrList(), viaMnl.addrList());
     assert.deepEqual(viaLibc.routeList(), viaMnl.routeList());
-    viaLibc.routeReplace({ dst: "10.77.0.0/16", gateway: "10.9.0.254", oif: viaMnl.linkByName("v0").index });
+    viaLibc.routeReplace({
+      dst: "10.77.0.0/16",
+      gateway: "10.9.0.254",
+      oif: viaMnl.linkByName("v0").index,
+    });
     assert.ok(viaMnl.routeList().some((r) => r.dst === "10.77.0.0/16"));
   },
 });
@@ -203,6 +219,9 @@ Deno.test({
     using h = new NetlinkHandle(openNetlinkSocket({ netns: ns.path }));
     const links = h.linkList();
     assert.equal(links.length, 301);
-    assert.deepEqual(comparableLinks(links), comparableIpLinks(ns.json<IpLink[]>("-d", "link", "show")));
+    assert.deepEqual(
+      comparableLinks(links),
+      comparableIpLinks(ns.json<IpLink[]>("-d", "link", "show")),
+    );
   },
 });

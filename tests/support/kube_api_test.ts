@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { parse as parseYaml } from "yaml";
+import { createCa, defaultCertSet, issueCert } from "./certs.ts";
 import { type KubeApiStandIn, mergePatch, startKubeApi } from "./kube_api.ts";
 
 /**
@@ -25,7 +26,11 @@ const CAPTURED: Record<string, unknown> = {
     status: "Failure",
     message: 'network-attachment-definitions.k8s.cni.cncf.io "no-such-nad" not found',
     reason: "NotFound",
-    details: { name: "no-such-nad", group: "k8s.cni.cncf.io", kind: "network-attachment-definitions" },
+    details: {
+      name: "no-such-nad",
+      group: "k8s.cni.cncf.io",
+      kind: "network-attachment-definitions",
+    },
     code: 404,
   },
   "06-patch-wrong-content-type.http": {
@@ -163,7 +168,11 @@ Deno.test("stand-in answers errors exactly like kube-apiserver", async () => {
     assert.equal(r404.headers.get("content-type"), "application/json");
     assert.deepEqual(r404.json, CAPTURED["02-get-pod-404.http"]);
 
-    const nad404 = await call(api, http, `${NAD_BASE}/namespaces/default/network-attachment-definitions/no-such-nad`);
+    const nad404 = await call(
+      api,
+      http,
+      `${NAD_BASE}/namespaces/default/network-attachment-definitions/no-such-nad`,
+    );
     assert.deepEqual(nad404.json, CAPTURED["04-get-nad-404.http"]);
 
     const r415 = await call(api, http, `${POD_PATH}/status`, {
@@ -173,8 +182,21 @@ Deno.test("stand-in answers errors exactly like kube-apiserver", async () => {
     });
     assert.equal(r415.status, 415);
     assert.deepEqual(r415.json, CAPTURED["06-patch-wrong-content-type.http"]);
-    for (const ct of ["application/strategic-merge-patch+json", "application/json-patch+json", "text/plain"]) {
-      assert.equal((await call(api, http, `${POD_PATH}/status`, { method: "PATCH", contentType: ct, body: "{}" })).status, 415);
+    for (
+      const ct of [
+        "application/strategic-merge-patch+json",
+        "application/json-patch+json",
+        "text/plain",
+      ]
+    ) {
+      assert.equal(
+        (await call(api, http, `${POD_PATH}/status`, {
+          method: "PATCH",
+          contentType: ct,
+          body: "{}",
+        })).status,
+        415,
+      );
     }
 
     const r400 = await call(api, http, `${POD_PATH}/status`, {
@@ -208,20 +230,33 @@ Deno.test("stand-in: stale resourceVersion → 409, writes bump resourceVersion,
     assert.equal(r409.status, 409);
     assert.deepEqual(r409.json, CAPTURED["10-patch-stale-resourceversion-409.http"]);
 
-    const rv0 = Number((api.getPod("default", "api-sample")!.metadata as { resourceVersion: string }).resourceVersion);
-    const r1 = await patch({ metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": "[]", a: null } } });
+    const rv0 = Number(
+      (api.getPod("default", "api-sample")!.metadata as { resourceVersion: string })
+        .resourceVersion,
+    );
+    const r1 = await patch({
+      metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": "[]", a: null } },
+    });
     assert.equal(r1.status, 200);
-    const m1 = (r1.json as { metadata: { resourceVersion: string; annotations: unknown } }).metadata;
+    const m1 =
+      (r1.json as { metadata: { resourceVersion: string; annotations: unknown } }).metadata;
     assert.deepEqual(m1.annotations, { "k8s.v1.cni.cncf.io/network-status": "[]" });
-    assert.equal(Number(m1.resourceVersion), rv0 + 1);
+    // One global counter, like etcd's revision: greater, not necessarily rv0 + 1.
+    assert.ok(Number(m1.resourceVersion) > rv0);
 
     // Current resourceVersion is accepted; a no-op does not bump it.
     const r2 = await patch({ metadata: { resourceVersion: m1.resourceVersion } });
-    assert.equal((r2.json as { metadata: { resourceVersion: string } }).metadata.resourceVersion, m1.resourceVersion);
+    assert.equal(
+      (r2.json as { metadata: { resourceVersion: string } }).metadata.resourceVersion,
+      m1.resourceVersion,
+    );
 
     // Status subresource ignores spec; main resource ignores status.
     await patch({ spec: { restartPolicy: "Never" }, status: { phase: "Running" } });
-    let pod = api.getPod("default", "api-sample") as { spec: { restartPolicy: string }; status: { phase: string } };
+    let pod = api.getPod("default", "api-sample") as {
+      spec: { restartPolicy: string };
+      status: { phase: string };
+    };
     assert.equal(pod.spec.restartPolicy, "Always");
     assert.equal(pod.status.phase, "Running");
     await patch({ spec: { restartPolicy: "Never" }, status: { phase: "Failed" } }, "");
@@ -231,7 +266,10 @@ Deno.test("stand-in: stale resourceVersion → 409, writes bump resourceVersion,
 
     // Deleting the last annotation drops the map, as the API server's omitempty does.
     await patch({ metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": null } } });
-    assert.equal((api.getPod("default", "api-sample")!.metadata as Record<string, unknown>).annotations, undefined);
+    assert.equal(
+      (api.getPod("default", "api-sample")!.metadata as Record<string, unknown>).annotations,
+      undefined,
+    );
 
     const missing = await call(api, http, "/api/v1/namespaces/default/pods/nope/status", {
       method: "PATCH",
@@ -274,7 +312,11 @@ Deno.test("stand-in: GET pod and NADs, lists, /version, anonymous and unknown pa
     assert.equal((await call(api, http, `${POD_PATH}/status`)).status, 200);
 
     api.addNad({ namespace: "kube-system", name: "b", config: "{}" });
-    const nad = await call(api, http, `${NAD_BASE}/namespaces/default/network-attachment-definitions/macvlan-conf`);
+    const nad = await call(
+      api,
+      http,
+      `${NAD_BASE}/namespaces/default/network-attachment-definitions/macvlan-conf`,
+    );
     assert.deepEqual((nad.json as { spec: unknown }).spec, { config: '{"type":"macvlan"}' });
     const all = await call(api, http, `${NAD_BASE}/network-attachment-definitions`);
     assert.equal((all.json as { kind: string }).kind, "NetworkAttachmentDefinitionList");
@@ -283,18 +325,33 @@ Deno.test("stand-in: GET pod and NADs, lists, /version, anonymous and unknown pa
       ["macvlan-conf", "b"],
     );
     api.deleteNad("default", "macvlan-conf");
-    const ns = await call(api, http, `${NAD_BASE}/namespaces/default/network-attachment-definitions`);
+    const ns = await call(
+      api,
+      http,
+      `${NAD_BASE}/namespaces/default/network-attachment-definitions`,
+    );
     assert.deepEqual((ns.json as { items: unknown[] }).items, []);
 
     api.addPod({ namespace: "default", name: "zz" });
     const page1 = await call(api, http, "/api/v1/namespaces/default/pods?limit=1");
-    const l1 = page1.json as { kind: string; metadata: { continue: string; remainingItemCount: number }; items: Json[] };
+    const l1 = page1.json as {
+      kind: string;
+      metadata: { continue: string; remainingItemCount: number };
+      items: Json[];
+    };
     assert.equal(l1.kind, "PodList");
     assert.equal(l1.items.length, 1);
     assert.equal(l1.items[0].kind, undefined, "list items carry no kind, as captured");
     assert.equal(l1.metadata.remainingItemCount, 1);
-    const page2 = await call(api, http, `/api/v1/namespaces/default/pods?limit=1&continue=${l1.metadata.continue}`);
-    assert.equal(((page2.json as { items: { metadata: { name: string } }[] }).items)[0].metadata.name, "zz");
+    const page2 = await call(
+      api,
+      http,
+      `/api/v1/namespaces/default/pods?limit=1&continue=${l1.metadata.continue}`,
+    );
+    assert.equal(
+      (page2.json as { items: { metadata: { name: string } }[] }).items[0].metadata.name,
+      "zz",
+    );
 
     const version = await call(api, http, "/version", { token: null });
     assert.equal(version.status, 200);
@@ -410,13 +467,30 @@ Deno.test("stand-in: client certificates are verified (CA, clientAuth usage)", a
     } finally {
       client.close();
     }
-    // A server certificate (serverAuth only) signed by the same CA is not a client cert.
-    const serverAsClient = Deno.createHttpClient({
-      caCerts: [api.caCertPem],
-      cert: await Deno.readTextFile(`${api.dir}/server.crt`),
-      key: await Deno.readTextFile(api.clientKeyPath),
-    });
-    serverAsClient.close();
+    // Signed by the right CA but without the clientAuth usage, or by another CA: the
+    // connection is closed before any request is read.
+    const pki = await defaultCertSet();
+    const bad = [
+      await issueCert(pki.ca, { cn: "server-only", usage: "serverAuth" }),
+      await issueCert(await createCa("rogue"), { cn: "rogue-user", usage: "clientAuth" }),
+    ];
+    for (const kp of bad) {
+      const c = Deno.createHttpClient({
+        caCerts: [api.caCertPem],
+        cert: kp.certPem,
+        key: kp.keyPem,
+      });
+      try {
+        await assert.rejects(call(api, http, POD_PATH, { client: c }));
+      } finally {
+        c.close();
+      }
+    }
+    assert.deepEqual(api.tlsRejections.map((r) => JSON.parse(r.subject).CN), [
+      "server-only",
+      "rogue-user",
+    ]);
+    assert.equal(api.requests.length, 1);
   });
 });
 
@@ -456,7 +530,10 @@ Deno.test("stand-in: writeKubeconfig writes JSON or YAML for each auth", async (
 
     await api.writeKubeconfig(path, { auth: "clientCert", inline: true });
     const inline = JSON.parse(await Deno.readTextFile(path));
-    assert.equal(atob(inline.users[0].user["client-certificate-data"]), await Deno.readTextFile(api.clientCertPath));
+    assert.equal(
+      atob(inline.users[0].user["client-certificate-data"]),
+      await Deno.readTextFile(api.clientCertPath),
+    );
     assert.equal(atob(inline.clusters[0].cluster["certificate-authority-data"]), api.caCertPem);
   });
 });
