@@ -24,6 +24,8 @@ export const CniErrorCode = {
   DecodingFailure: 6,
   /** Invalid network config: some validation failed. */
   InvalidNetworkConfig: 7,
+  /** The network namespace is invalid or cannot be entered (libcni `types.ErrInvalidNetNS`). */
+  InvalidNetns: 8,
   /** Try again later: a transient condition (API unreachable, resource busy). */
   TryAgainLater: 11,
   /** STATUS: the plugin is not available, no new ADD should be attempted. */

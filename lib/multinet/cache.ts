@@ -74,6 +74,15 @@ export interface CacheRecord {
    * unknown container, and GC removes the file once the runtime no longer lists the container.
    */
   deletedAt?: string;
+  /**
+   * The `default-route` change Manifold made in the sandbox (NPWG v1.3 §4.1.2.1.9), so CHECK
+   * and `manifold inspect` understand why other attachments lack their default routes.
+   */
+  defaultRouteChange?: {
+    ifName: string;
+    added: { dst: string; gateway?: string; metric: number }[];
+    removed: { dst: string; gateway?: string; ifName: string }[];
+  };
 }
 
 /** Why a cache file could not be used. */
@@ -144,6 +153,15 @@ const recordSchema = z.looseObject({
   attachments: z.array(attachmentSchema),
   networkStatus: networkStatusListSchema.optional(),
   deletedAt: z.iso.datetime({ offset: true }).optional(),
+  defaultRouteChange: z.looseObject({
+    ifName: z.string(),
+    added: z.array(
+      z.looseObject({ dst: z.string(), gateway: z.string().optional(), metric: z.number() }),
+    ),
+    removed: z.array(
+      z.looseObject({ dst: z.string(), gateway: z.string().optional(), ifName: z.string() }),
+    ),
+  }).optional(),
 });
 
 /**

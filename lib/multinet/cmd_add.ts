@@ -29,6 +29,7 @@ import {
   runtimePodAnnotations,
 } from "./pod.ts";
 import { waitForReadiness } from "./readiness.ts";
+import { applyDefaultRoute, claimsSandboxInterface, reconcileStatus } from "./kernel.ts";
 import { buildNetworkStatus } from "./status.ts";
 import type { AttachmentPlan, NetworkStatus } from "./types.ts";
 
@@ -160,6 +161,15 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     const plans = planAttachments({ ...planInput, defaultNetworks: extraDefaults, selections });
     for (const plan of plans.slice(1)) await attach(plan);
 
+    if (record.attachments.some((a) => a.defaultRoute !== undefined)) {
+      if (!deps.kernel) {
+        throw new CniError(
+          CniErrorCode.Internal,
+          "default-route needs netlink access to the sandbox",
+        );
+      }
+      await applyDefaultRoute(deps.kernel, env.netns, record);
+    }
     statuses = record.attachments.map((a) =>
       buildNetworkStatus({
         statusName: a.statusName,
@@ -169,6 +179,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
         defaultRoute: a.defaultRoute,
       })
     );
+    statuses = await verifyWithKernel(deps, record, statuses, pod);
     record.networkStatus = statuses;
     await cache.write(record);
     await deps.status.publish(pod, env.containerId, statuses);
@@ -201,6 +212,48 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     await deps.events.flush();
   }
   return (record.attachments[0].result ?? {}) as Record<string, unknown>;
+}
+
+/**
+ * Replaces delegate claims in the statuses with what the sandbox really holds (one netlink
+ * snapshot for all attachments); every disagreement is logged and becomes a Warning event
+ * naming the attachment. A sandbox that cannot be read leaves the statuses as built from the
+ * results (logged): verification must never cost a pod its network.
+ */
+async function verifyWithKernel(
+  deps: ManifoldDeps,
+  record: CacheRecord,
+  statuses: NetworkStatus[],
+  pod: PodRef | undefined,
+): Promise<NetworkStatus[]> {
+  if (!deps.kernel || !deps.env.netns) return statuses;
+  let snapshot;
+  try {
+    snapshot = await deps.kernel.inspect(deps.env.netns);
+  } catch (e) {
+    deps.logger.warn("cannot read the sandbox over netlink; status taken from delegate results", {
+      containerId: deps.env.containerId,
+      error: toCniError(e).message,
+    });
+    return statuses;
+  }
+  return statuses.map((status, i) => {
+    const a = record.attachments[i];
+    const { entry, problems } = reconcileStatus(
+      status,
+      snapshot,
+      claimsSandboxInterface(a.result, a.ifName),
+    );
+    for (const problem of problems) {
+      const message = `${attachmentContext(pod, a.statusName)} ${problem}`;
+      deps.logger.warn("delegate result disagrees with the kernel", {
+        containerId: deps.env.containerId,
+        problem: message,
+      });
+      if (pod) deps.events.emit(pod, { reason: "InterfaceMismatch", message, type: "Warning" });
+    }
+    return entry;
+  });
 }
 
 /**

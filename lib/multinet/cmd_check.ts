@@ -11,6 +11,7 @@ import { supportsCheck } from "../cni/version.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { attachmentContext, podRefFromArgs } from "./pod.ts";
 import { parseCniArgs } from "../cni/env.ts";
+import { claimsSandboxInterface } from "./kernel.ts";
 
 /**
  * Runs CHECK for one sandbox.
@@ -53,6 +54,29 @@ export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
       }, a.result);
     } catch (e) {
       throw toCniError(e).withContext(attachmentContext(pod, a.statusName));
+    }
+  }
+  if (!deps.kernel || !env.netns) return;
+  // Kernel truth: every interface a delegate created must still be there, with the MAC published.
+  const snapshot = await deps.kernel.inspect(env.netns);
+  for (const [i, a] of record.attachments.entries()) {
+    if (!claimsSandboxInterface(a.result, a.ifName)) continue;
+    const iface = snapshot.interfaces.find((x) => x.name === a.ifName);
+    if (!iface) {
+      throw new CniError(
+        CniErrorCode.Internal,
+        `${attachmentContext(pod, a.statusName)} interface ${a.ifName} is missing from the sandbox`,
+        `netns ${env.netns} holds: ${snapshot.interfaces.map((x) => x.name).join(", ")}`,
+      );
+    }
+    const published = record.networkStatus?.[i]?.mac;
+    if (published && iface.mac && published.toLowerCase() !== iface.mac.toLowerCase()) {
+      throw new CniError(
+        CniErrorCode.Internal,
+        `${
+          attachmentContext(pod, a.statusName)
+        } interface ${a.ifName} has MAC ${iface.mac}, published ${published}`,
+      );
     }
   }
 }

@@ -8,6 +8,7 @@
 
 import type { CniEnv } from "../cni/env.ts";
 import type { CniRuntime } from "../cni/runtime.ts";
+import type { KernelAccess } from "./kernel.ts";
 import type { Logger } from "../log/mod.ts";
 import type { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
@@ -66,4 +67,6 @@ export interface ManifoldDeps {
   status: StatusSink;
   events: EventSink;
   logger: Logger;
+  /** The sandbox as the kernel sees it (netlink); undefined disables verification. */
+  kernel?: KernelAccess;
 }

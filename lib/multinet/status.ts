@@ -117,6 +117,7 @@ const KEY_ORDER = [
   "interface",
   "ips",
   "mac",
+  "infiniband-guid",
   "mtu",
   "default",
   "dns",

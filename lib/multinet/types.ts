@@ -110,6 +110,8 @@ export interface NetworkStatus {
   default: boolean;
   dns?: { nameservers?: string[]; domain?: string; search?: string[]; options?: string[] };
   "device-info"?: DeviceInfo;
+  /** IPoIB GUID, the last 8 bytes of the 20-byte hardware address (§4.1.2.1.10), from the kernel. */
+  "infiniband-guid"?: string;
   /** Gateways when the attachment had `default-route` (§5.3.7.4). */
   "default-route"?: string[];
   /** Same list under the key Multus consumers read. */

@@ -16,6 +16,7 @@ import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
 import type { ManifoldDeps, PodSource } from "./deps.ts";
+import { netlinkKernel } from "./kernel.ts";
 import { DirectoryNadSource, type NadSource } from "./nad_source.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
@@ -43,7 +44,7 @@ export async function buildDeps(
     logger,
   });
   const cache = new AttachmentCache(conf.cniDir);
-  const base = { conf, env, runtime, cache, logger };
+  const base = { conf, env, runtime, cache, logger, kernel: netlinkKernel(logger) };
   const statusDir = `${conf.cniDir}/network-status`;
 
   if (conf.nadDir) {

@@ -1,0 +1,184 @@
+/**
+ * Kernel truth for the delegating plugin: what the sandbox's network namespace really
+ * holds, read over rtnetlink (lib/netlink, FFI to libmnl), reconciled with what each
+ * delegate claimed, and the NPWG `default-route` applied with netlink (§4.1.2.1.9).
+ * The netlink module is loaded on first use, so calls that never touch the kernel
+ * (DEL, VERSION) pay nothing for it.
+ *
+ * @module
+ */
+
+import { CniError, CniErrorCode } from "../cni/errors.ts";
+import type { Logger } from "../log/mod.ts";
+import type { DefaultRouteChange, DefaultRouteRequest, NetnsSnapshot } from "../netlink/inspect.ts";
+import { parseResult } from "../cni/result.ts";
+import type { CachedAttachment, CacheRecord } from "./cache.ts";
+import type { NetworkStatus } from "./types.ts";
+
+/** Kernel access the commands need (injected; tests may pass a fake). */
+export interface KernelAccess {
+  /**
+   * Snapshot of a network namespace (links, addresses, main-table routes).
+   * @throws {NetnsError} (CNI code 8) when the namespace cannot be entered; NetlinkError.
+   */
+  inspect(netnsPath: string): Promise<NetnsSnapshot>;
+  /**
+   * Applies a default-route request inside the namespace.
+   * @throws {LinkNotFoundError} when the interface is missing; NetlinkError when the kernel refuses.
+   */
+  setDefaultRoute(netnsPath: string, request: DefaultRouteRequest): Promise<DefaultRouteChange>;
+}
+
+/**
+ * The real kernel access over lib/netlink (imported lazily). Errors become CNI errors:
+ * a namespace that cannot be entered is code 8 (libcni `types.ErrInvalidNetNS`); anything
+ * else keeps its message with code 999.
+ */
+export function netlinkKernel(logger: Logger): KernelAccess {
+  const mod = () => import("../netlink/mod.ts");
+  const wrap = async <T>(netnsPath: string, fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (e) {
+      if (e instanceof CniError) throw e;
+      const name = e instanceof Error ? e.name : "";
+      const msg = e instanceof Error ? e.message : String(e);
+      if (name === "NetnsError") {
+        throw new CniError(
+          CniErrorCode.InvalidNetns,
+          `cannot enter network namespace ${netnsPath}`,
+          msg,
+        );
+      }
+      throw new CniError(CniErrorCode.Internal, msg, `netlink in ${netnsPath}`);
+    }
+  };
+  return {
+    inspect: (netnsPath) =>
+      wrap(netnsPath, async () => (await mod()).inspectNetns(netnsPath, { logger })),
+    setDefaultRoute: (netnsPath, request) =>
+      wrap(netnsPath, async () => (await mod()).setDefaultRoute(netnsPath, request, { logger })),
+  };
+}
+
+/** True when the delegate's result names `ifName` as an interface inside the sandbox. */
+export function claimsSandboxInterface(result: unknown, ifName: string): boolean {
+  if (result === undefined) return false;
+  try {
+    return (parseResult(result).interfaces ?? []).some((i) => !!i.sandbox && i.name === ifName);
+  } catch {
+    return false;
+  }
+}
+
+function isLinkLocal(cidr: string): boolean {
+  return /^fe[89ab][0-9a-f]:/i.test(cidr) || cidr.startsWith("169.254.");
+}
+
+/**
+ * Replaces what a status entry says about its interface with what the kernel holds
+ * (NPWG v1.3 §5.3.2–§5.3.5): MAC, MTU, IPoIB GUID and the interface's addresses (link-local
+ * ones left out), and lists every disagreement with the delegate's claim.
+ * @param entry the entry built from the delegate's result.
+ * @param snapshot the sandbox as the kernel sees it.
+ * @param claimed whether the delegate's result names the interface as a sandbox interface;
+ *   a missing interface is a problem only then (userspace attachments have no netdev).
+ * @returns the corrected entry and human-readable problems (empty when they agree).
+ */
+export function reconcileStatus(
+  entry: NetworkStatus,
+  snapshot: NetnsSnapshot,
+  claimed: boolean,
+): { entry: NetworkStatus; problems: string[] } {
+  const problems: string[] = [];
+  const iface = snapshot.interfaces.find((i) => i.name === entry.interface);
+  if (!iface) {
+    if (!claimed) return { entry, problems };
+    problems.push(
+      `interface ${entry.interface} reported by the delegate is missing from the sandbox`,
+    );
+    const { mac: _m, mtu: _t, ips: _i, ...rest } = entry;
+    return { entry: rest, problems };
+  }
+  const out: NetworkStatus = { ...entry, mtu: iface.mtu };
+  if (iface.infinibandGuid) {
+    out["infiniband-guid"] = iface.infinibandGuid;
+  } else if (iface.mac) {
+    if (entry.mac && entry.mac.toLowerCase() !== iface.mac.toLowerCase()) {
+      problems.push(`MAC of ${iface.name} is ${iface.mac}, the delegate reported ${entry.mac}`);
+    }
+    out.mac = iface.mac;
+  }
+  const kernelIps = iface.addresses.filter((a) => !isLinkLocal(a));
+  const have = new Set(kernelIps.map((a) => a.toLowerCase()));
+  for (const ip of entry.ips ?? []) {
+    const want = ip.includes("/") ? ip.toLowerCase() : undefined;
+    const present = want ? have.has(want) : kernelIps.some((a) => a.split("/")[0] === ip);
+    if (!present) problems.push(`address ${ip} reported by the delegate is not on ${iface.name}`);
+  }
+  if (kernelIps.length > 0 || entry.ips) out.ips = kernelIps;
+  return { entry: out, problems };
+}
+
+const DEFAULT_DST = new Set(["0.0.0.0/0", "::/0"]);
+
+/** Removes default routes of the given families (4 and/or 6) from a raw CNI result (any version). */
+function stripDefaultRoutes(result: unknown, families: Set<4 | 6>): unknown {
+  if (!result || typeof result !== "object") return result;
+  const keep = (r: unknown) => {
+    const dst = (r as { dst?: string }).dst ?? "";
+    if (!DEFAULT_DST.has(dst)) return true;
+    return !families.has(dst.includes(":") ? 6 : 4);
+  };
+  const out = { ...(result as Record<string, unknown>) };
+  if (Array.isArray(out.routes)) out.routes = out.routes.filter(keep);
+  for (const k of ["ip4", "ip6"]) {
+    const legacy = out[k] as { routes?: unknown[] } | undefined;
+    if (legacy && Array.isArray(legacy.routes)) {
+      out[k] = { ...legacy, routes: legacy.routes.filter(keep) };
+    }
+  }
+  return out;
+}
+
+/**
+ * Applies the pod's `default-route` request (at most one attachment carries it, §4.1.2.1.9):
+ * default routes of the same family leave every other interface (the cluster default network's
+ * too), the gateways go on the chosen interface with increasing metric; `[]` removes that
+ * interface's default routes. The cached results of interfaces that lost default routes are
+ * edited to match, so their delegates' CHECK does not expect routes Manifold removed; the change
+ * is recorded in the cache record.
+ * @returns true when a change was requested and made.
+ * @throws whatever {@link KernelAccess.setDefaultRoute} throws (the ADD then rolls back).
+ */
+export async function applyDefaultRoute(
+  kernel: KernelAccess,
+  netns: string,
+  record: CacheRecord,
+): Promise<boolean> {
+  const chosen = record.attachments.find((a) => a.defaultRoute !== undefined);
+  if (!chosen || !netns) return false;
+  const change = await kernel.setDefaultRoute(netns, {
+    ifName: chosen.ifName,
+    gateways: chosen.defaultRoute!,
+  });
+  const snapshot = await kernel.inspect(netns);
+  const nameOf = (index?: number) => snapshot.interfaces.find((i) => i.index === index)?.name ?? "";
+  const lost = new Map<string, Set<4 | 6>>();
+  for (const r of change.removed) {
+    const ifName = nameOf(r.oif);
+    if (!lost.has(ifName)) lost.set(ifName, new Set());
+    lost.get(ifName)!.add(r.dst.includes(":") ? 6 : 4);
+  }
+  const byIf = (a: CachedAttachment) => lost.get(a.ifName);
+  for (const a of record.attachments) {
+    const families = byIf(a);
+    if (families && a.result !== undefined) a.result = stripDefaultRoutes(a.result, families);
+  }
+  record.defaultRouteChange = {
+    ifName: chosen.ifName,
+    added: change.added.map((r) => ({ dst: r.dst, gateway: r.gateway, metric: r.priority })),
+    removed: change.removed.map((r) => ({ dst: r.dst, gateway: r.gateway, ifName: nameOf(r.oif) })),
+  };
+  return true;
+}

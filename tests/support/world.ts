@@ -1,0 +1,176 @@
+/**
+ * A scratch "node" for plugin integration tests: a pod netns, host bridges, temp dirs,
+ * a default network conflist (bridge + host-local), two NADs in the API stand-in
+ * (`bridge-net`: bridge + host-local; `macvlan-net`: macvlan + static IPAM + tuning, with
+ * `ips`/`mac` capabilities), a pod, a tokenFile kubeconfig, and Manifold's config.
+ * Needs root. Always `done(w)` in `finally`.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { type KubeApiStandIn, startKubeApi } from "./kube_api.ts";
+import { Scratch } from "./netns.ts";
+import { k8sArgs, type PluginCall, type PluginOutcome, runPlugin } from "./plugin.ts";
+
+export const NS = "tenant-a";
+export const POD = "web-0";
+export const UID = "0f3a2f4c-1111-4222-8333-444455556666";
+
+export interface World {
+  scratch: Scratch;
+  api: KubeApiStandIn;
+  podNetns: string;
+  netnsPath: string;
+  dirs: { conf: string; cache: string; ipam: string; kube: string; bin: string };
+  conf: Record<string, unknown>;
+  containerId: string;
+  /** Host bridge names used by the NADs. */
+  br: { def: string; sec: string; master: string };
+  call(command: PluginCall["command"], extra?: Partial<PluginCall>): ReturnType<typeof runPlugin>;
+  leases(): Promise<string[]>;
+}
+
+export async function world(
+  opts: {
+    annotations?: Record<string, string>;
+    conf?: Record<string, unknown>;
+    cniVersion?: string;
+  } = {},
+): Promise<World> {
+  const scratch = new Scratch();
+  const api = await startKubeApi();
+  try {
+    const podNetns = await scratch.netns("pod");
+    const base = await scratch.dir();
+    const dirs = {
+      conf: `${base}/net.d`,
+      cache: `${base}/cache`,
+      ipam: `${base}/ipam`,
+      kube: `${base}/kube`,
+      bin: `${base}/bin`,
+    };
+    for (const d of Object.values(dirs)) await Deno.mkdir(d, { recursive: true });
+    const br = {
+      def: scratch.trackLink(`mfd${scratch.id}`),
+      sec: scratch.trackLink(`mfs${scratch.id}`),
+      master: await scratch.bridge("m"),
+    };
+    const v = opts.cniVersion ?? "1.0.0";
+    const delegateVersion = v === "1.1.0" ? "1.0.0" : v;
+    await Deno.writeTextFile(
+      `${dirs.conf}/10-default.conflist`,
+      JSON.stringify({
+        cniVersion: delegateVersion,
+        name: "cbr0",
+        plugins: [{
+          type: "bridge",
+          bridge: br.def,
+          ipam: {
+            type: "host-local",
+            dataDir: dirs.ipam,
+            ranges: [[{ subnet: "10.240.1.0/24" }]],
+            routes: [{ dst: "0.0.0.0/0" }],
+          },
+        }],
+      }),
+    );
+    api.addNad({
+      namespace: NS,
+      name: "bridge-net",
+      config: JSON.stringify({
+        cniVersion: delegateVersion,
+        type: "bridge",
+        bridge: br.sec,
+        ipam: { type: "host-local", dataDir: dirs.ipam, subnet: "10.240.2.0/24" },
+      }),
+    });
+    api.addNad({
+      namespace: NS,
+      name: "macvlan-net",
+      config: JSON.stringify({
+        cniVersion: delegateVersion,
+        name: "macvlan-net",
+        plugins: [
+          {
+            type: "macvlan",
+            master: br.master,
+            mode: "bridge",
+            ipam: { type: "static" },
+            capabilities: { ips: true },
+          },
+          { type: "tuning", capabilities: { mac: true } },
+        ],
+      }),
+    });
+    api.addPod({ namespace: NS, name: POD, uid: UID, annotations: opts.annotations ?? {} });
+    const kubeconfig = `${dirs.kube}/kubeconfig`;
+    await Deno.writeTextFile(`${dirs.kube}/token`, api.token);
+    await api.writeKubeconfig(kubeconfig, { auth: "tokenFile", tokenFile: `${dirs.kube}/token` });
+    const conf = {
+      cniVersion: v,
+      name: "manifold-net",
+      type: "manifold",
+      clusterNetwork: `${dirs.conf}/10-default.conflist`,
+      kubeconfig,
+      confDir: dirs.conf,
+      cniDir: dirs.cache,
+      binDir: dirs.bin,
+      logLevel: "debug",
+      logToStderr: true,
+      ...opts.conf,
+    };
+    const containerId = `c${scratch.id}${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+    const netnsPath = `/var/run/netns/${podNetns}`;
+    return {
+      scratch,
+      api,
+      podNetns,
+      netnsPath,
+      dirs,
+      conf,
+      containerId,
+      br,
+      call: (command, extra = {}) =>
+        runPlugin({
+          command,
+          config: conf,
+          containerId,
+          netns: netnsPath,
+          ifName: "eth0",
+          args: k8sArgs(NS, POD, containerId, UID),
+          path: "/usr/lib/cni",
+          ...extra,
+        }),
+      async leases() {
+        const out: string[] = [];
+        for await (const n of Deno.readDir(dirs.ipam)) {
+          for await (const f of Deno.readDir(`${dirs.ipam}/${n.name}`)) {
+            if (/^[0-9a-f.:]+$/.test(f.name)) out.push(`${n.name}/${f.name}`);
+          }
+        }
+        return out;
+      },
+    };
+  } catch (e) {
+    await api.stop();
+    await scratch.cleanup();
+    throw e;
+  }
+}
+
+export async function done(w: World) {
+  await w.api.stop();
+  await w.scratch.cleanup();
+}
+
+export function podStatus(w: World): Record<string, unknown>[] {
+  const pod = w.api.getPod(NS, POD) as { metadata: { annotations?: Record<string, string> } };
+  const text = pod.metadata.annotations?.["k8s.v1.cni.cncf.io/network-status"];
+  assert.ok(text, "network-status annotation written");
+  return JSON.parse(text!);
+}
+
+export function expectOk(r: PluginOutcome, what: string) {
+  assert.deepEqual(r.code, 0, `${what} failed: ${r.stdout}\n${r.stderr.slice(-3000)}`);
+}
