@@ -51,12 +51,14 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
   });
 
   await waitForReadiness(conf.readinessindicatorfile, conf.readinessTimeoutMs);
-  deps.status.warm?.();
+  deps.kernel?.prefetch?.();
 
   // Pod annotations: from the runtime when it passes them (no API read), else from the API.
   let annotations = runtimePodAnnotations(conf.capabilities, conf.runtimeConfig);
   if (annotations) {
     log.debug("pod annotations from runtimeConfig");
+    // No API read before the status patch: open the TLS connection while delegates run.
+    deps.status.warm?.();
   } else if (pod && deps.pods) {
     const info = await deps.pods.get(pod.namespace, pod.name);
     if (!info) {

@@ -27,6 +27,8 @@ export interface KernelAccess {
    * @throws {LinkNotFoundError} when the interface is missing; NetlinkError when the kernel refuses.
    */
   setDefaultRoute(netnsPath: string, request: DefaultRouteRequest): Promise<DefaultRouteChange>;
+  /** Starts loading what `inspect` needs (while delegates run); never throws. */
+  prefetch?(): void;
 }
 
 /**
@@ -35,7 +37,8 @@ export interface KernelAccess {
  * else keeps its message with code 999.
  */
 export function netlinkKernel(logger: Logger): KernelAccess {
-  const mod = () => import("../netlink/mod.ts");
+  let loading: Promise<typeof import("../netlink/mod.ts")> | undefined;
+  const mod = () => loading ??= import("../netlink/mod.ts");
   const wrap = async <T>(netnsPath: string, fn: () => Promise<T>): Promise<T> => {
     try {
       return await fn();
@@ -54,6 +57,7 @@ export function netlinkKernel(logger: Logger): KernelAccess {
     }
   };
   return {
+    prefetch: () => void mod().catch(() => {}),
     inspect: (netnsPath) =>
       wrap(netnsPath, async () => (await mod()).inspectNetns(netnsPath, { logger })),
     setDefaultRoute: (netnsPath, request) =>

@@ -27,6 +27,8 @@ export interface World {
   containerId: string;
   /** Host bridge names used by the NADs. */
   br: { def: string; sec: string; master: string };
+  /** The NAD configs put in the API stand-in, by NAD name (as JSON text). */
+  nadConfigs: Record<string, string>;
   call(command: PluginCall["command"], extra?: Partial<PluginCall>): ReturnType<typeof runPlugin>;
   leases(): Promise<string[]>;
 }
@@ -75,34 +77,30 @@ export async function world(
         }],
       }),
     );
-    api.addNad({
-      namespace: NS,
-      name: "bridge-net",
-      config: JSON.stringify({
-        cniVersion: delegateVersion,
-        type: "bridge",
-        bridge: br.sec,
-        ipam: { type: "host-local", dataDir: dirs.ipam, subnet: "10.240.2.0/24" },
-      }),
+    const nadConfigs: Record<string, string> = {};
+    nadConfigs["bridge-net"] = JSON.stringify({
+      cniVersion: delegateVersion,
+      type: "bridge",
+      bridge: br.sec,
+      ipam: { type: "host-local", dataDir: dirs.ipam, subnet: "10.240.2.0/24" },
     });
-    api.addNad({
-      namespace: NS,
+    nadConfigs["macvlan-net"] = JSON.stringify({
+      cniVersion: delegateVersion,
       name: "macvlan-net",
-      config: JSON.stringify({
-        cniVersion: delegateVersion,
-        name: "macvlan-net",
-        plugins: [
-          {
-            type: "macvlan",
-            master: br.master,
-            mode: "bridge",
-            ipam: { type: "static" },
-            capabilities: { ips: true },
-          },
-          { type: "tuning", capabilities: { mac: true } },
-        ],
-      }),
+      plugins: [
+        {
+          type: "macvlan",
+          master: br.master,
+          mode: "bridge",
+          ipam: { type: "static" },
+          capabilities: { ips: true },
+        },
+        { type: "tuning", capabilities: { mac: true } },
+      ],
     });
+    for (const [name, config] of Object.entries(nadConfigs)) {
+      api.addNad({ namespace: NS, name, config });
+    }
     api.addPod({ namespace: NS, name: POD, uid: UID, annotations: opts.annotations ?? {} });
     const kubeconfig = `${dirs.kube}/kubeconfig`;
     await Deno.writeTextFile(`${dirs.kube}/token`, api.token);
@@ -131,6 +129,7 @@ export async function world(
       conf,
       containerId,
       br,
+      nadConfigs,
       call: (command, extra = {}) =>
         runPlugin({
           command,
