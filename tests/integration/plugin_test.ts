@@ -495,3 +495,54 @@ for (const v of ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"])
     },
   });
 }
+
+Deno.test({
+  name: "client-certificate kubeconfig (YAML) works end to end",
+  ...root,
+  async fn() {
+    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net" } });
+    try {
+      const kubeconfig = `${w.dirs.kube}/cert.kubeconfig`;
+      await w.api.writeKubeconfig(kubeconfig, { auth: "clientCert", yaml: true });
+      const conf = { ...w.conf, kubeconfig };
+      expectOk(await w.call("ADD", { config: conf }), "ADD with a client certificate");
+      assert.equal(podStatus(w).length, 2);
+      assert.ok(w.api.requests.some((r) => r.method === "PATCH" && r.status === 200));
+      expectOk(await w.call("DEL", { config: conf }), "DEL");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: "malformed stdin configs get typed CNI errors and touch nothing",
+  ...root,
+  async fn() {
+    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net" } });
+    try {
+      const cases: [string | Record<string, unknown>, number][] = [
+        ["{not json", 6],
+        [{ ...w.conf, cniVersion: "9.9.9" }, 1],
+        [{ ...w.conf, clusterNetwork: undefined }, 7],
+        [{ ...w.conf, clusterNetwork: `${w.dirs.conf}/missing.conflist` }, 7],
+        [{ ...w.conf, namespaceIsolation: "yes" }, 7],
+        [{ ...w.conf, kubeconfig: `${w.dirs.kube}/nope` }, 7],
+        ["x".repeat(1024 * 1024 + 10), 7],
+      ];
+      for (const [config, code] of cases) {
+        const r = await w.call("ADD", { config });
+        assert.equal(r.code, 1, `${String(config).slice(0, 60)}: ${r.stdout}`);
+        const err = r.json as { code: number; msg: string };
+        assert.equal(err.code, code, `${JSON.stringify(config).slice(0, 80)} → ${r.stdout}`);
+        assert.ok(err.msg.length > 0);
+        assert.equal(r.stdout.trim().split("\n").length, 1);
+      }
+      assert.deepEqual(await linkNames(w.podNetns), []);
+      assert.deepEqual(await w.leases(), []);
+      assert.equal(w.api.requests.filter((r) => r.method === "PATCH").length, 0);
+    } finally {
+      await done(w);
+    }
+  },
+});
