@@ -75,7 +75,11 @@ export function claimsSandboxInterface(result: unknown, ifName: string): boolean
   }
 }
 
-function isLinkLocal(cidr: string): boolean {
+/**
+ * True for link-local addresses (`fe80::/10`, `169.254.0.0/16`), which network-status leaves out.
+ * @example isLinkLocal("fe80::1/64") // true
+ */
+export function isLinkLocal(cidr: string): boolean {
   return /^fe[89ab][0-9a-f]:/i.test(cidr) || cidr.startsWith("169.254.");
 }
 

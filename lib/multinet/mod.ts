@@ -18,5 +18,6 @@ export * from "./cmd_add.ts";
 export * from "./cmd_del.ts";
 export * from "./cmd_check.ts";
 export * from "./cmd_gc.ts";
+export * from "./kernel.ts";
 export * from "./plugin.ts";
 export * from "./wiring.ts";
