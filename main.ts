@@ -2,13 +2,14 @@
  * Manifold: a Kubernetes multi-network CNI delegating plugin (NPWG v1.3).
  *
  * Called by a container runtime with CNI_* variables and a config on stdin, it is a CNI
- * plugin. With a first argument it is a tool: `manifold --version`.
+ * plugin. With a first argument it is a tool: `manifold --version`, `manifold inspect …`.
+ *
+ * Wiring only. The process runs once per pod operation, so start-up is part of every ADD
+ * and DEL: nothing is imported statically, and each mode loads only its own modules
+ * (`--version` loads none; the plugin loads the dispatcher, then the command's module).
  *
  * @module
  */
-
-import { denoSkelIO, dispatch } from "./lib/cni/skel.ts";
-import { manifoldHandlers, realDeps } from "./lib/multinet/plugin.ts";
 
 /** Manifold's release version. */
 export const VERSION = "0.1.0";
@@ -19,6 +20,14 @@ if (import.meta.main) {
     console.log(`manifold ${VERSION} (CNI 0.1.0 … 1.1.0)`);
     Deno.exit(0);
   }
+  if (first === "inspect") {
+    const { runInspect } = await import("./lib/cli/inspect.ts");
+    Deno.exit(await runInspect(Deno.args.slice(1)));
+  }
+  const [{ denoSkelIO, dispatch }, { manifoldHandlers, realDeps }] = await Promise.all([
+    import("./lib/cni/skel.ts"),
+    import("./lib/multinet/plugin.ts"),
+  ]);
   const code = await dispatch(manifoldHandlers(realDeps(Deno.env.toObject())), denoSkelIO());
   Deno.exit(code);
 }

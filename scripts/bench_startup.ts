@@ -4,8 +4,9 @@
  * milliseconds) the calls that do the least real work, so what is left is start-up:
  *
  * - `deno run` of an empty file and of `import { z } from "zod"` (the floors);
- * - `scripts/manifold --version`, and the same with the V8 code cache disabled
- *   (`--no-code-cache`, how the compiled binary runs);
+ * - `scripts/manifold --version` (the runtime's view: includes the wrapper's few ms of
+ *   `sh`), `deno run main.ts --version` directly, and the same with the V8 code cache
+ *   disabled (`--no-code-cache`, how the compiled binary runs);
  * - CNI VERSION (`{"cniVersion":"1.1.0"}` on stdin);
  * - CNI DEL that finds a tombstone in the cache (config parse + cache read, no delegate);
  * - with `--modules`: `import "<module>"` for each lib module, to see what start-up still
@@ -126,6 +127,7 @@ async function prepare(): Promise<Case[]> {
     { name: "deno run (empty file)", command: denoRun(empty) },
     { name: `deno run import "zod"`, command: denoRun(zod) },
     { name: "manifold --version", command: `${q(manifold)} --version` },
+    { name: "deno run main.ts --version", command: denoRun(`${root}/main.ts`) + " --version" },
     {
       name: "manifold --version (--no-code-cache)",
       command: denoRun(`${root}/main.ts`, "--no-code-cache") + " --version",
@@ -185,9 +187,11 @@ async function measure(cases: Case[]): Promise<Row[]> {
   const args = ["--runs", String(RUNS), "--warmup", String(WARMUP), "--style", "none"];
   args.push("--export-json", out);
   for (const c of cases) args.push("--command-name", c.name, c.command);
-  const run = await new Deno.Command("hyperfine", { args, stdout: "null", stderr: "inherit" })
+  const run = await new Deno.Command("hyperfine", { args, stdout: "null", stderr: "piped" })
     .output();
-  if (!run.success) throw new Error(`hyperfine failed (exit ${run.code})`);
+  if (!run.success) {
+    throw new Error(`hyperfine failed (exit ${run.code}): ${new TextDecoder().decode(run.stderr)}`);
+  }
   const report = JSON.parse(await Deno.readTextFile(out)) as {
     results: { command: string; mean: number; median: number; stddev: number; min: number }[];
   };
@@ -222,11 +226,16 @@ try {
   if (values.modules) {
     const floor = rows[0].median;
     moduleRows = (await measure(await moduleCases())).sort((a, b) => b.median - a.median);
-    console.log(`\nimport cost per module (inclusive of its imports; empty run = ${floor.toFixed(1)} ms)\n`);
+    console.log(
+      `\nimport cost per module (inclusive of its imports; empty run = ${floor.toFixed(1)} ms)\n`,
+    );
     console.log(table(moduleRows, floor));
   }
   if (values.json) {
-    await Deno.writeTextFile(values.json, JSON.stringify({ runs: RUNS, rows, moduleRows }, null, 2));
+    await Deno.writeTextFile(
+      values.json,
+      JSON.stringify({ runs: RUNS, rows, moduleRows }, null, 2),
+    );
   }
 } finally {
   await Deno.remove(work, { recursive: true });

@@ -22,60 +22,87 @@ import { isSupportedVersion, resultFamily, SUPPORTED_VERSIONS } from "./version.
 
 type Family = ReturnType<typeof resultFamily>;
 
-const cidr = z.union([z.cidrv4(), z.cidrv6()], { error: "expected an address with prefix" });
-const ip = z.union([z.ipv4(), z.ipv6()], { error: "expected an IP address" });
-const uint = z.number().int().nonnegative();
+/**
+ * Memoizes a schema builder. Result schemas are built on first use, one family at a time,
+ * never at module load: building zod schemas costs milliseconds, and a
+ * call that decodes only 1.x results should not pay for the 0.x families.
+ */
+function lazy<T>(build: () => T): () => T {
+  let built: T | undefined;
+  return () => built ??= build();
+}
 
-const dnsSchema = z.looseObject({
-  nameservers: z.array(z.string()).nullish(),
-  domain: z.string().nullish(),
-  search: z.array(z.string()).nullish(),
-  options: z.array(z.string()).nullish(),
+/** Pieces shared by every family. */
+const parts = lazy(() => ({
+  cidr: z.union([z.cidrv4(), z.cidrv6()], { error: "expected an address with prefix" }),
+  ip: z.union([z.ipv4(), z.ipv6()], { error: "expected an IP address" }),
+  uint: z.number().int().nonnegative(),
+  dns: z.looseObject({
+    nameservers: z.array(z.string()).nullish(),
+    domain: z.string().nullish(),
+    search: z.array(z.string()).nullish(),
+    options: z.array(z.string()).nullish(),
+  }),
+}));
+
+/** 0.1.0/0.2.0 (`ip4` / `ip6`). */
+const legacySchema = lazy(() => {
+  const { cidr, ip, dns } = parts();
+  const legacyRouteSchema = z.looseObject({ dst: cidr, gw: ip.nullish() });
+  const legacyIpSchema = z.looseObject({
+    ip: cidr,
+    gateway: ip.nullish(),
+    routes: z.array(legacyRouteSchema).nullish(),
+  });
+  return z.looseObject({
+    ip4: legacyIpSchema.nullish(),
+    ip6: legacyIpSchema.nullish(),
+    dns: dns.nullish(),
+  });
 });
 
-const legacyRouteSchema = z.looseObject({ dst: cidr, gw: ip.nullish() });
-const legacyIpSchema = z.looseObject({
-  ip: cidr,
-  gateway: ip.nullish(),
-  routes: z.array(legacyRouteSchema).nullish(),
+/** 1.0.0/1.1.0, and the IP config that 0.3.x/0.4.0 extend. */
+const v1Schemas = lazy(() => {
+  const { cidr, ip, uint, dns } = parts();
+  const routeSchema = z.looseObject({
+    dst: cidr,
+    gw: ip.nullish(),
+    mtu: uint.nullish(),
+    advmss: uint.nullish(),
+    priority: uint.nullish(),
+    table: uint.nullish(),
+    scope: uint.nullish(),
+  });
+  const interfaceSchema = z.looseObject({
+    name: z.string(),
+    mac: z.string().nullish(),
+    mtu: uint.nullish(),
+    sandbox: z.string().nullish(),
+    socketPath: z.string().nullish(),
+    pciID: z.string().nullish(),
+  });
+  const v1IpSchema = z.looseObject({
+    address: cidr,
+    gateway: ip.nullish(),
+    // Index into `interfaces`; negative means "no interface" (NPWG v1.3 §5.3.3.1 rule 2).
+    interface: z.number().int().nullish(),
+  });
+  const v1Schema = z.looseObject({
+    interfaces: z.array(interfaceSchema).nullish(),
+    ips: z.array(v1IpSchema).nullish(),
+    routes: z.array(routeSchema).nullish(),
+    dns: dns.nullish(),
+  });
+  return { ip: v1IpSchema, result: v1Schema };
 });
-const legacySchema = z.looseObject({
-  ip4: legacyIpSchema.nullish(),
-  ip6: legacyIpSchema.nullish(),
-  dns: dnsSchema.nullish(),
-});
+const v1Schema = () => v1Schemas().result;
 
-const routeSchema = z.looseObject({
-  dst: cidr,
-  gw: ip.nullish(),
-  mtu: uint.nullish(),
-  advmss: uint.nullish(),
-  priority: uint.nullish(),
-  table: uint.nullish(),
-  scope: uint.nullish(),
+/** 0.3.0/0.3.1/0.4.0: 1.x plus `ips[].version`. */
+const currentSchema = lazy(() => {
+  const { ip, result } = v1Schemas();
+  const currentIpSchema = ip.extend({ version: z.enum(["4", "6"]).nullish() });
+  return result.extend({ ips: z.array(currentIpSchema).nullish() });
 });
-const interfaceSchema = z.looseObject({
-  name: z.string(),
-  mac: z.string().nullish(),
-  mtu: uint.nullish(),
-  sandbox: z.string().nullish(),
-  socketPath: z.string().nullish(),
-  pciID: z.string().nullish(),
-});
-const v1IpSchema = z.looseObject({
-  address: cidr,
-  gateway: ip.nullish(),
-  // Index into `interfaces`; negative means "no interface" (NPWG v1.3 §5.3.3.1 rule 2).
-  interface: z.number().int().nullish(),
-});
-const currentIpSchema = v1IpSchema.extend({ version: z.enum(["4", "6"]).nullish() });
-const v1Schema = z.looseObject({
-  interfaces: z.array(interfaceSchema).nullish(),
-  ips: z.array(v1IpSchema).nullish(),
-  routes: z.array(routeSchema).nullish(),
-  dns: dnsSchema.nullish(),
-});
-const currentSchema = v1Schema.extend({ ips: z.array(currentIpSchema).nullish() });
 
 /** Decodes one family's raw JSON into the normalized shape / encodes it back. */
 interface ResultCodec {
@@ -195,7 +222,7 @@ function validate<T>(schema: z.ZodType<T>, raw: unknown, version: string): T {
 /* ---------- decoders ---------- */
 
 function decodeLegacy(raw: Record<string, unknown>, version: string): CniResult {
-  const r = validate(legacySchema, raw, version);
+  const r = validate(legacySchema(), raw, version);
   const ips: CniIpConfig[] = [];
   const routes: CniRoute[] = [];
   for (const fam of [r.ip4, r.ip6]) {
@@ -209,7 +236,7 @@ function decodeLegacy(raw: Record<string, unknown>, version: string): CniResult 
 }
 
 function decodeCurrent(raw: Record<string, unknown>, version: string): CniResult {
-  const r = validate(currentSchema, raw, version);
+  const r = validate(currentSchema(), raw, version);
   return assemble(
     version,
     r.interfaces?.map(pickInterface),
@@ -220,7 +247,7 @@ function decodeCurrent(raw: Record<string, unknown>, version: string): CniResult
 }
 
 function decodeV1(raw: Record<string, unknown>, version: string): CniResult {
-  const r = validate(v1Schema, raw, version);
+  const r = validate(v1Schema(), raw, version);
   return assemble(
     version,
     r.interfaces?.map(pickInterface),

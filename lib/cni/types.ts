@@ -115,21 +115,35 @@ export const DEFAULT_CONFIG_VERSION = "0.1.0";
 
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
 
-const boolish = z.union([z.boolean(), z.string()]);
+/**
+ * The zod schemas of a configuration list and of one plugin configuration, built on first
+ * use (`getSchemas`), never at module load: building zod schemas costs milliseconds, and a
+ * process that parses no network config (VERSION, a DEL answered from the cache) should not
+ * pay for it.
+ */
+function buildSchemas() {
+  const boolish = z.union([z.boolean(), z.string()]);
 
-const pluginSchema = z.looseObject({
-  type: z.string({ error: "plugin type must be a string" }),
-  capabilities: z.record(z.string(), z.unknown()).optional(),
-});
+  const plugin = z.looseObject({
+    type: z.string({ error: "plugin type must be a string" }),
+    capabilities: z.record(z.string(), z.unknown()).optional(),
+  });
 
-const listSchema = z.looseObject({
-  name: z.string({ error: "name must be a string" }).min(1, "name must not be empty"),
-  cniVersion: z.string().optional(),
-  cniVersions: z.array(z.string()).optional(),
-  disableCheck: boolish.optional(),
-  disableGC: boolish.optional(),
-  plugins: z.array(z.unknown()).optional(),
-});
+  const list = z.looseObject({
+    name: z.string({ error: "name must be a string" }).min(1, "name must not be empty"),
+    cniVersion: z.string().optional(),
+    cniVersions: z.array(z.string()).optional(),
+    disableCheck: boolish.optional(),
+    disableGC: boolish.optional(),
+    plugins: z.array(z.unknown()).optional(),
+  });
+  return { plugin, list };
+}
+
+let schemas: ReturnType<typeof buildSchemas> | undefined;
+function getSchemas(): ReturnType<typeof buildSchemas> {
+  return schemas ??= buildSchemas();
+}
 
 /**
  * Throws unless `type` is a safe plugin binary name: non-empty, without "/", "..",
@@ -225,7 +239,7 @@ export function parseNetworkConfig(
       `got ${describe(decoded)}${src}`,
     );
   }
-  const parsed = listSchema.safeParse(decoded);
+  const parsed = getSchemas().list.safeParse(decoded);
   if (!parsed.success) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
@@ -277,7 +291,7 @@ function checkPlugin(p: unknown, where: string, src: string): Record<string, unk
       `${where}: got ${describe(p)}${src}`,
     );
   }
-  const r = pluginSchema.safeParse(p);
+  const r = getSchemas().plugin.safeParse(p);
   if (!r.success) {
     const missing = !("type" in p);
     throw new CniError(

@@ -127,42 +127,54 @@ const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$/;
 const RECORD_SUFFIX = ".json";
 const TEMP_MARK = ".json.tmp-";
 
-// Structure only: a conf without "name" gives an empty statusName (Multus #656), and a
-// record must still be writable then.
-const attachmentSchema = z.looseObject({
-  statusName: z.string(),
-  isDefault: z.boolean(),
-  ifName: z.string(),
-  conflist: z.record(z.string(), z.unknown()),
-  capabilityArgs: z.record(z.string(), z.unknown()),
-  cniArgs: z.array(z.tuple([z.string(), z.string()])),
-  state: z.enum(["adding", "added"]),
-  result: z.unknown().optional(),
-  deviceInfoFile: z.string().optional(),
-  defaultRoute: z.array(z.string()).optional(),
-});
-
-const recordSchema = z.looseObject({
-  schemaVersion: z.literal(CACHE_SCHEMA_VERSION),
-  containerId: z.string().regex(CONTAINER_ID),
-  netns: z.string(),
-  ifName: z.string(),
-  pod: z.looseObject({ namespace: z.string(), name: z.string(), uid: z.string() }),
-  cniVersion: z.string(),
-  createdAt: z.iso.datetime({ offset: true }),
-  attachments: z.array(attachmentSchema),
-  networkStatus: networkStatusListSchema.optional(),
-  deletedAt: z.iso.datetime({ offset: true }).optional(),
-  defaultRouteChange: z.looseObject({
+/**
+ * The zod schema of a {@link CacheRecord}, built on first use (`recordSchema`), never at
+ * module load: building zod schemas costs milliseconds, and only the
+ * commands that read or write the cache should pay for it.
+ */
+function buildRecordSchema() {
+  // Structure only: a conf without "name" gives an empty statusName (Multus #656), and a
+  // record must still be writable then.
+  const attachmentSchema = z.looseObject({
+    statusName: z.string(),
+    isDefault: z.boolean(),
     ifName: z.string(),
-    added: z.array(
-      z.looseObject({ dst: z.string(), gateway: z.string().optional(), metric: z.number() }),
-    ),
-    removed: z.array(
-      z.looseObject({ dst: z.string(), gateway: z.string().optional(), ifName: z.string() }),
-    ),
-  }).optional(),
-});
+    conflist: z.record(z.string(), z.unknown()),
+    capabilityArgs: z.record(z.string(), z.unknown()),
+    cniArgs: z.array(z.tuple([z.string(), z.string()])),
+    state: z.enum(["adding", "added"]),
+    result: z.unknown().optional(),
+    deviceInfoFile: z.string().optional(),
+    defaultRoute: z.array(z.string()).optional(),
+  });
+
+  return z.looseObject({
+    schemaVersion: z.literal(CACHE_SCHEMA_VERSION),
+    containerId: z.string().regex(CONTAINER_ID),
+    netns: z.string(),
+    ifName: z.string(),
+    pod: z.looseObject({ namespace: z.string(), name: z.string(), uid: z.string() }),
+    cniVersion: z.string(),
+    createdAt: z.iso.datetime({ offset: true }),
+    attachments: z.array(attachmentSchema),
+    networkStatus: networkStatusListSchema().optional(),
+    deletedAt: z.iso.datetime({ offset: true }).optional(),
+    defaultRouteChange: z.looseObject({
+      ifName: z.string(),
+      added: z.array(
+        z.looseObject({ dst: z.string(), gateway: z.string().optional(), metric: z.number() }),
+      ),
+      removed: z.array(
+        z.looseObject({ dst: z.string(), gateway: z.string().optional(), ifName: z.string() }),
+      ),
+    }).optional(),
+  });
+}
+
+let builtRecordSchema: ReturnType<typeof buildRecordSchema> | undefined;
+function recordSchema(): ReturnType<typeof buildRecordSchema> {
+  return builtRecordSchema ??= buildRecordSchema();
+}
 
 /**
  * Reads and writes {@link CacheRecord}s under one directory, e.g. "/var/lib/cni/manifold".
@@ -236,7 +248,7 @@ export class AttachmentCache {
    */
   async write(record: CacheRecord): Promise<void> {
     const path = this.path(record.containerId);
-    const checked = recordSchema.safeParse(record);
+    const checked = recordSchema().safeParse(record);
     if (!checked.success) {
       throw new TypeError(
         `cache record does not match its schema: ${z.prettifyError(checked.error)}`,
@@ -367,7 +379,7 @@ function decodeRecord(path: string, text: string): CacheRecord {
       `schemaVersion ${version}, this build reads ${CACHE_SCHEMA_VERSION}`,
     );
   }
-  const parsed = recordSchema.safeParse(raw);
+  const parsed = recordSchema().safeParse(raw);
   if (!parsed.success) {
     throw new CacheCorruptError(path, "schema", z.prettifyError(parsed.error));
   }

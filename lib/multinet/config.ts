@@ -66,38 +66,49 @@ export interface ManifoldConf {
   raw: Record<string, unknown>;
 }
 
-const stringList = z.union([
-  z.array(z.string()),
-  z.string().transform((s) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")),
-]);
+/**
+ * The zod schema of Manifold's configuration, built on first use (`getSchema`), never at
+ * module load: `manifold --version` and CNI VERSION never parse a configuration.
+ */
+function buildSchema() {
+  const stringList = z.union([
+    z.array(z.string()),
+    z.string().transform((s) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")),
+  ]);
 
-const schema = z.looseObject({
-  cniVersion: z.string(),
-  name: z.string().default("manifold-cni-network"),
-  type: z.string(),
-  clusterNetwork: z.string().optional(),
-  defaultNetworks: stringList.default([]),
-  delegates: z.array(z.looseObject({})).optional(),
-  kubeconfig: z.string().optional(),
-  confDir: z.string().min(1).default(DEFAULT_CONF_DIR),
-  cniDir: z.string().min(1).default(DEFAULT_CNI_DIR),
-  binDir: z.string().min(1).default(DEFAULT_BIN_DIR),
-  namespaceIsolation: z.boolean().default(false),
-  globalNamespaces: stringList.default([]),
-  systemNamespaces: stringList.default(["kube-system"]),
-  multusNamespace: z.string().min(1).default("kube-system"),
-  readinessindicatorfile: z.string().optional(),
-  logLevel: z.string().default("panic"),
-  logFile: z.string().optional(),
-  logToStderr: z.boolean().default(true),
-  capabilities: z.record(z.string(), z.boolean()).default({}),
-  runtimeConfig: z.record(z.string(), z.unknown()).default({}),
-  retryDeleteOnError: z.boolean().default(false),
-  nadDir: z.string().optional(),
-  delegateTimeoutMs: z.number().int().positive().max(600_000).default(60_000),
-  apiTimeoutMs: z.number().int().positive().max(120_000).default(5_000),
-  readinessTimeoutMs: z.number().int().nonnegative().max(600_000).default(45_000),
-});
+  return z.looseObject({
+    cniVersion: z.string(),
+    name: z.string().default("manifold-cni-network"),
+    type: z.string(),
+    clusterNetwork: z.string().optional(),
+    defaultNetworks: stringList.default([]),
+    delegates: z.array(z.looseObject({})).optional(),
+    kubeconfig: z.string().optional(),
+    confDir: z.string().min(1).default(DEFAULT_CONF_DIR),
+    cniDir: z.string().min(1).default(DEFAULT_CNI_DIR),
+    binDir: z.string().min(1).default(DEFAULT_BIN_DIR),
+    namespaceIsolation: z.boolean().default(false),
+    globalNamespaces: stringList.default([]),
+    systemNamespaces: stringList.default(["kube-system"]),
+    multusNamespace: z.string().min(1).default("kube-system"),
+    readinessindicatorfile: z.string().optional(),
+    logLevel: z.string().default("panic"),
+    logFile: z.string().optional(),
+    logToStderr: z.boolean().default(true),
+    capabilities: z.record(z.string(), z.boolean()).default({}),
+    runtimeConfig: z.record(z.string(), z.unknown()).default({}),
+    retryDeleteOnError: z.boolean().default(false),
+    nadDir: z.string().optional(),
+    delegateTimeoutMs: z.number().int().positive().max(600_000).default(60_000),
+    apiTimeoutMs: z.number().int().positive().max(120_000).default(5_000),
+    readinessTimeoutMs: z.number().int().nonnegative().max(600_000).default(45_000),
+  });
+}
+
+let schema: ReturnType<typeof buildSchema> | undefined;
+function getSchema(): ReturnType<typeof buildSchema> {
+  return schema ??= buildSchema();
+}
 
 /**
  * Validates Manifold's stdin configuration and applies defaults.
@@ -113,7 +124,7 @@ const schema = z.looseObject({
  * ```
  */
 export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
-  const parsed = schema.safeParse(raw);
+  const parsed = getSchema().safeParse(raw);
   if (!parsed.success) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,

@@ -2,18 +2,15 @@
  * The CNI handlers of the `manifold` plugin: each parses Manifold's configuration,
  * sets up logging and dependencies, and runs its command.
  *
+ * Everything is imported on demand: the process handles one command, so it loads that
+ * command's module and the dependencies it builds — never the other commands, and nothing
+ * at all for VERSION (which the dispatcher answers alone).
+ *
  * @module
  */
 
 import type { SkelContext, SkelHandlers } from "../cni/skel.ts";
-import { createLogger } from "../log/mod.ts";
-import { cmdAdd } from "./cmd_add.ts";
-import { cmdCheck } from "./cmd_check.ts";
-import { cmdDel } from "./cmd_del.ts";
-import { cmdGc, cmdStatus } from "./cmd_gc.ts";
-import { parseManifoldConf } from "./config.ts";
 import type { ManifoldDeps } from "./deps.ts";
-import { buildDeps } from "./wiring.ts";
 
 /** Builds dependencies for a call; swapped in tests. */
 export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
@@ -24,6 +21,11 @@ export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
  */
 export function realDeps(processEnv: Record<string, string>): DepsFactory {
   return async (ctx) => {
+    const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
+      import("./config.ts"),
+      import("../log/mod.ts"),
+      import("./wiring.ts"),
+    ]);
     const conf = parseManifoldConf(ctx.config);
     const logger = createLogger({
       level: conf.logLevel,
@@ -36,6 +38,7 @@ export function realDeps(processEnv: Record<string, string>): DepsFactory {
 
 /**
  * The skel handlers of Manifold (ADD, DEL, CHECK, GC, STATUS; VERSION is the dispatcher's).
+ * Each loads its command module while the dependencies are built.
  * @example
  * ```ts
  * const code = await dispatch(manifoldHandlers(realDeps(Deno.env.toObject())), denoSkelIO());
@@ -43,10 +46,25 @@ export function realDeps(processEnv: Record<string, string>): DepsFactory {
  */
 export function manifoldHandlers(makeDeps: DepsFactory): SkelHandlers {
   return {
-    add: async (ctx) => await cmdAdd(await makeDeps(ctx)),
-    del: async (ctx) => await cmdDel(await makeDeps(ctx)),
-    check: async (ctx) => await cmdCheck(await makeDeps(ctx)),
-    gc: async (ctx) => await cmdGc(await makeDeps(ctx), ctx.config),
-    status: async (ctx) => await cmdStatus(await makeDeps(ctx)),
+    add: async (ctx) => {
+      const [{ cmdAdd }, deps] = await Promise.all([import("./cmd_add.ts"), makeDeps(ctx)]);
+      return await cmdAdd(deps);
+    },
+    del: async (ctx) => {
+      const [{ cmdDel }, deps] = await Promise.all([import("./cmd_del.ts"), makeDeps(ctx)]);
+      await cmdDel(deps);
+    },
+    check: async (ctx) => {
+      const [{ cmdCheck }, deps] = await Promise.all([import("./cmd_check.ts"), makeDeps(ctx)]);
+      await cmdCheck(deps);
+    },
+    gc: async (ctx) => {
+      const [{ cmdGc }, deps] = await Promise.all([import("./cmd_gc.ts"), makeDeps(ctx)]);
+      await cmdGc(deps, ctx.config);
+    },
+    status: async (ctx) => {
+      const [{ cmdStatus }, deps] = await Promise.all([import("./cmd_gc.ts"), makeDeps(ctx)]);
+      await cmdStatus(deps);
+    },
   };
 }

@@ -39,77 +39,107 @@ export interface StatusInput {
   defaultRoute?: string[];
 }
 
-/** "a.b.c.d/nn" or an IPv6 address with prefix, host bits allowed (CNI SPEC "Result" `ips[].address`). */
-const cidrSchema = z.union([z.cidrv4(), z.cidrv6()]);
-/** A bare IPv4/IPv6 address or a CIDR; Multus writes bare addresses in `ips`. */
-const ipOrCidrSchema = z.union([z.ipv4(), z.ipv6(), z.cidrv4(), z.cidrv6()]);
+/**
+ * The zod schema of a delegate result in every version at once, built on first use
+ * (`anyResultSchema`), never at module load: building zod schemas costs milliseconds, and
+ * reading network-status (the cache on DEL) never needs this one.
+ */
+function buildAnyResultSchema() {
+  /** "a.b.c.d/nn" or an IPv6 address with prefix, host bits allowed (CNI SPEC "Result" `ips[].address`). */
+  const cidrSchema = z.union([z.cidrv4(), z.cidrv6()]);
 
-const dnsSchema = z.looseObject({
-  nameservers: z.array(z.string()).nullish(),
-  domain: z.string().nullish(),
-  search: z.array(z.string()).nullish(),
-  options: z.array(z.string()).nullish(),
-});
+  const dnsSchema = z.looseObject({
+    nameservers: z.array(z.string()).nullish(),
+    domain: z.string().nullish(),
+    search: z.array(z.string()).nullish(),
+    options: z.array(z.string()).nullish(),
+  });
 
-/** IP config of a 0.1.0/0.2.0 result (`ip4` / `ip6`, CNI SPEC 0.2.0 "Result"). */
-const legacyIpSchema = z.looseObject({
-  ip: cidrSchema,
-  gateway: z.string().nullish(),
-});
+  /** IP config of a 0.1.0/0.2.0 result (`ip4` / `ip6`, CNI SPEC 0.2.0 "Result"). */
+  const legacyIpSchema = z.looseObject({
+    ip: cidrSchema,
+    gateway: z.string().nullish(),
+  });
+
+  /**
+   * Every result version at once: 0.3.0+ `interfaces`/`ips` (the 0.3.x `version` key is ignored)
+   * and 0.1.0/0.2.0 `ip4`/`ip6`. Loose: unknown keys (routes, socketPath, pciID…) are fine.
+   */
+  return z.looseObject({
+    cniVersion: z.string().nullish(),
+    interfaces: z.array(z.looseObject({
+      name: z.string(),
+      mac: z.string().nullish(),
+      mtu: z.number().int().nonnegative().nullish(),
+      sandbox: z.string().nullish(),
+    })).nullish(),
+    ips: z.array(z.looseObject({
+      address: cidrSchema,
+      gateway: z.string().nullish(),
+      interface: z.number().int().nullish(),
+    })).nullish(),
+    ip4: legacyIpSchema.nullish(),
+    ip6: legacyIpSchema.nullish(),
+    dns: dnsSchema.nullish(),
+  });
+}
+
+let builtAnyResultSchema: ReturnType<typeof buildAnyResultSchema> | undefined;
+function anyResultSchema(): ReturnType<typeof buildAnyResultSchema> {
+  return builtAnyResultSchema ??= buildAnyResultSchema();
+}
+
+type AnyResult = z.infer<ReturnType<typeof buildAnyResultSchema>>;
 
 /**
- * Every result version at once: 0.3.0+ `interfaces`/`ips` (the 0.3.x `version` key is ignored)
- * and 0.1.0/0.2.0 `ip4`/`ip6`. Loose: unknown keys (routes, socketPath, pciID…) are fine.
+ * Builds the schema of {@link networkStatusListSchema}: a list of network-status entries
+ * (NPWG v1.3 §5.3); reverse-DNS extension keys of an entry are kept.
  */
-const anyResultSchema = z.looseObject({
-  cniVersion: z.string().nullish(),
-  interfaces: z.array(z.looseObject({
+function buildNetworkStatusListSchema(): z.ZodType<NetworkStatus[], unknown> {
+  /** A bare IPv4/IPv6 address or a CIDR; Multus writes bare addresses in `ips`. */
+  const ipOrCidrSchema = z.union([z.ipv4(), z.ipv6(), z.cidrv4(), z.cidrv6()]);
+
+  const networkStatusEntrySchema = z.looseObject({
+    // Required (§5.3.1); Multus writes "" for a default conf without "name" (#656): accepted.
     name: z.string(),
-    mac: z.string().nullish(),
-    mtu: z.number().int().nonnegative().nullish(),
-    sandbox: z.string().nullish(),
-  })).nullish(),
-  ips: z.array(z.looseObject({
-    address: cidrSchema,
-    gateway: z.string().nullish(),
-    interface: z.number().int().nullish(),
-  })).nullish(),
-  ip4: legacyIpSchema.nullish(),
-  ip6: legacyIpSchema.nullish(),
-  dns: dnsSchema.nullish(),
-});
+    interface: z.string().optional(),
+    ips: z.array(ipOrCidrSchema).optional(),
+    mac: z.string().optional(),
+    mtu: z.number().int().nonnegative().optional(),
+    // Required by §5.3.6, but Multus omits it on non-default entries: absent = false.
+    default: z.boolean().optional().default(false),
+    dns: z.looseObject({
+      nameservers: z.array(z.string()).optional(),
+      domain: z.string().optional(),
+      search: z.array(z.string()).optional(),
+      options: z.array(z.string()).optional(),
+    }).optional(),
+    "device-info": z.looseObject({ type: z.string(), version: z.string() }).optional(),
+    "default-route": z.array(z.string()).optional(),
+    gateway: z.array(z.string()).optional(),
+  });
+  return z.array(networkStatusEntrySchema);
+}
 
-type AnyResult = z.infer<typeof anyResultSchema>;
-
-/** Zod schema of one network-status entry (NPWG v1.3 §5.3); reverse-DNS extension keys are kept. */
-const networkStatusEntrySchema = z.looseObject({
-  // Required (§5.3.1); Multus writes "" for a default conf without "name" (#656): accepted.
-  name: z.string(),
-  interface: z.string().optional(),
-  ips: z.array(ipOrCidrSchema).optional(),
-  mac: z.string().optional(),
-  mtu: z.number().int().nonnegative().optional(),
-  // Required by §5.3.6, but Multus omits it on non-default entries: absent = false.
-  default: z.boolean().optional().default(false),
-  dns: z.looseObject({
-    nameservers: z.array(z.string()).optional(),
-    domain: z.string().optional(),
-    search: z.array(z.string()).optional(),
-    options: z.array(z.string()).optional(),
-  }).optional(),
-  "device-info": z.looseObject({ type: z.string(), version: z.string() }).optional(),
-  "default-route": z.array(z.string()).optional(),
-  gateway: z.array(z.string()).optional(),
-});
+let builtNetworkStatusListSchema: z.ZodType<NetworkStatus[], unknown> | undefined;
 
 /**
  * Zod schema of the whole `k8s.v1.cni.cncf.io/network-status` value: a list of entries
  * (NPWG v1.3 §5). Used by {@link parseNetworkStatus} and by the attachment cache.
  * Tolerates Multus's output (bare IPs, missing `default` on non-default entries).
+ *
+ * Built on the first call and then shared (building zod schemas costs milliseconds, and most
+ * processes never read a network-status).
+ *
+ * @returns the schema; the same object on every call.
+ * @example
+ * ```ts
+ * networkStatusListSchema().safeParse([{ name: "ns/net1", interface: "net1" }]).success; // true
+ * ```
  */
-export const networkStatusListSchema: z.ZodType<NetworkStatus[], unknown> = z.array(
-  networkStatusEntrySchema,
-);
+export function networkStatusListSchema(): z.ZodType<NetworkStatus[], unknown> {
+  return builtNetworkStatusListSchema ??= buildNetworkStatusListSchema();
+}
 
 /** Key order of an entry, as Multus writes it (spec keys first, then `gateway`). */
 const KEY_ORDER = [
@@ -249,7 +279,7 @@ export function parseNetworkStatus(text: string): NetworkStatus[] {
       err instanceof Error ? err.message : String(err),
     );
   }
-  const parsed = networkStatusListSchema.safeParse(raw);
+  const parsed = networkStatusListSchema().safeParse(raw);
   if (!parsed.success) {
     throw new CniError(
       CniErrorCode.DecodingFailure,
@@ -262,7 +292,7 @@ export function parseNetworkStatus(text: string): NetworkStatus[] {
 
 /** Validates a delegate result of any version; CniError 6 when it is not one. */
 function decodeResult(raw: unknown): AnyResult {
-  const parsed = anyResultSchema.safeParse(raw);
+  const parsed = anyResultSchema().safeParse(raw);
   if (!parsed.success) {
     throw new CniError(
       CniErrorCode.DecodingFailure,

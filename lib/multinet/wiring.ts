@@ -3,21 +3,23 @@
  * and the CNI environment: process-backed delegates, the on-disk cache, and either the
  * Kubernetes API (kubeconfig or in-cluster) or standalone sources (`nadDir`, status files).
  *
+ * Modules a mode does not use are never loaded: the Kubernetes client only with an API
+ * connection, the NAD directory reader only in standalone mode, netlink only when the
+ * kernel is first asked (see `kernel.ts`).
+ *
  * @module
  */
 
 import type { CniEnv } from "../cni/env.ts";
 import { ProcessPluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
-import { KubeClient } from "../k8s/client.ts";
-import { isNotFound } from "../k8s/client.ts";
-import { inClusterConnection, type KubeConnection, loadKubeconfig } from "../k8s/kubeconfig.ts";
+import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
 import type { ManifoldDeps, PodSource } from "./deps.ts";
 import { netlinkKernel } from "./kernel.ts";
-import { DirectoryNadSource, type NadSource } from "./nad_source.ts";
+import type { NadSource } from "./nad_source.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
 /** Test and benchmark hooks read from the environment (never needed in production). */
@@ -48,6 +50,7 @@ export async function buildDeps(
   const statusDir = `${conf.cniDir}/network-status`;
 
   if (conf.nadDir) {
+    const { DirectoryNadSource } = await import("./nad_source.ts");
     return {
       ...base,
       nads: new DirectoryNadSource(conf.nadDir),
@@ -55,6 +58,7 @@ export async function buildDeps(
       events: new LogEventSink(logger),
     };
   }
+  const { inClusterConnection, loadKubeconfig } = await import("../k8s/kubeconfig.ts");
   let connection: KubeConnection | undefined;
   if (conf.kubeconfig) connection = await loadKubeconfig(conf.kubeconfig);
   else connection = inClusterConnection(opts.processEnv);
@@ -66,6 +70,7 @@ export async function buildDeps(
       events: new LogEventSink(logger),
     };
   }
+  const { isNotFound, KubeClient } = await import("../k8s/client.ts");
   const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
   const nads: NadSource = {
     async get(namespace, name) {
