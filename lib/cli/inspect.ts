@@ -6,7 +6,9 @@
  * - `--pod ns/name [--cni-dir DIR]`: the newest live (non-tombstone) cache record of the pod
  *   gives the sandbox's netns and its attachments, in ADD order; each shows the kernel's
  *   MAC/GUID, MTU, oper state, kind and addresses, and what the delegate claimed but the
- *   kernel does not hold ({@link reconcileStatus}, NPWG v1.3 §5.3.2–§5.3.5).
+ *   kernel does not hold ({@link reconcileStatus}, NPWG v1.3 §5.3.2–§5.3.5), and the
+ *   device-info ADD reported for it (NPWG v1.3 §5.3.8: a DEVICE column when some attachment
+ *   has one; JSON `deviceInfo`).
  *
  * Both show the main table's default routes (`0.0.0.0/0`, `::/0`) and, with `--pod`, the
  * recorded `default-route` change (NPWG v1.3 §4.1.2.1.9). Link-local addresses
@@ -27,6 +29,7 @@ import {
   type CacheRecord,
   claimsSandboxInterface,
   DEFAULT_CNI_DIR,
+  type DeviceInfo,
   isLinkLocal,
   type NetworkStatus,
   reconcileStatus,
@@ -94,6 +97,12 @@ export interface InspectInterface {
   linkLocalAddresses: string[];
   /** What the delegate's cached result claimed for this interface (`--pod` only). */
   claimed?: { mac?: string; mtu?: number; ips?: string[] };
+  /**
+   * The attachment's device-info as ADD reported it in network-status (NPWG v1.3 §5.3.8;
+   * Device Information Spec v1.1: `type` pci | vdpa | vhost-user | memif, `version`, the map
+   * of that type); `--pod` only, absent when the attachment has none.
+   */
+  deviceInfo?: DeviceInfo;
   /** Disagreements between the delegate's claim and the kernel, sentence case; `[]` when none. */
   problems: string[];
 }
@@ -205,7 +214,7 @@ export function buildInspectReport(
     netns: record.netns,
   };
   report.otherSandboxes = sortSandboxes(options.otherSandboxes ?? []);
-  report.interfaces = record.attachments.map((a) => {
+  report.interfaces = record.attachments.map((a, index) => {
     const problems: string[] = [];
     let status: NetworkStatus;
     try {
@@ -229,12 +238,14 @@ export function buildInspectReport(
     );
     problems.push(...reconciled.problems);
     const iface = snapshot.interfaces.find((i) => i.name === ifName);
+    const deviceInfo = a.deviceInfo ?? record.networkStatus?.[index]?.["device-info"];
     return {
       network: a.statusName,
       isDefault: a.isDefault,
       state: a.state,
       ...kernelView(ifName, iface),
       claimed,
+      ...(deviceInfo ? { deviceInfo: structuredClone(deviceInfo) } : {}),
       problems,
     };
   });
@@ -277,6 +288,8 @@ export function formatInspectTable(report: InspectReport): string {
   out.push(`Network namespace ${report.netns}`, "");
 
   const podMode = report.pod !== undefined;
+  // The DEVICE column appears only when some attachment has device-info.
+  const withDevices = report.interfaces.some((i) => i.deviceInfo !== undefined);
   if (report.interfaces.length === 0) {
     out.push(podMode ? "No attachments." : "No interfaces.");
   } else {
@@ -290,6 +303,7 @@ export function formatInspectTable(report: InspectReport): string {
         "STATE",
         "KIND",
         "ADDRESSES",
+        ...(withDevices ? ["DEVICE"] : []),
         "PROBLEMS",
       ]
       : ["INDEX", "IFNAME", "MAC/GUID", "MTU", "STATE", "KIND", "ADDRESSES"];
@@ -309,6 +323,7 @@ export function formatInspectTable(report: InspectReport): string {
           i.ifName,
           i.isDefault ? "yes" : "no",
           ...kernel,
+          ...(withDevices ? [i.deviceInfo ? describeDeviceInfo(i.deviceInfo) : ""] : []),
           i.problems.length ? String(i.problems.length) : "",
         ]
         : [String(i.index ?? ""), i.ifName, ...kernel];
@@ -633,6 +648,55 @@ function defaultRouteChangeProblems(
     }
   }
   return problems;
+}
+
+/**
+ * One-cell summary of device-info for the table, e.g. `pci 0000:18:02.5 pf=0000:18:00.0
+ * rdma=mlx5_3`, `vdpa vdpa2 vhost /dev/vhost-vdpa-0`, `vhost-user client /run/vu.sock`,
+ * `memif master ethernet /run/memif.sock`; other types show `type` and `version`.
+ */
+function describeDeviceInfo(info: DeviceInfo): string {
+  const map = (key: string): Record<string, unknown> => {
+    const v = info[key];
+    return typeof v === "object" && v !== null ? v as Record<string, unknown> : {};
+  };
+  const words = (...parts: unknown[]) =>
+    parts.filter((p) => typeof p === "string" && p !== "").join(" ");
+  const opt = (label: string, v: unknown) => typeof v === "string" && v ? `${label}=${v}` : "";
+  switch (info.type) {
+    case "pci": {
+      const p = map("pci");
+      return words(
+        "pci",
+        p["pci-address"],
+        opt("pf", p["pf-pci-address"]),
+        opt("rdma", p["rdma-device"]),
+        opt("vhost-net", p["vhost-net"]),
+        opt("representor", p["representor-device"]),
+      );
+    }
+    case "vdpa": {
+      const v = map("vdpa");
+      return words(
+        "vdpa",
+        v["parent-device"],
+        v.driver,
+        v.path,
+        opt("pci", v["pci-address"]),
+        opt("pf", v["pf-pci-address"]),
+      );
+    }
+    case "vhost-user": {
+      const v = map("vhost-user");
+      return words("vhost-user", v.mode, v.path);
+    }
+    case "memif": {
+      const m = map("memif");
+      return words("memif", m.role, m.mode, m.path);
+    }
+    default:
+      return words(info.type, info.version);
+  }
 }
 
 function via(gateway: string | undefined): string {

@@ -19,7 +19,7 @@
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { networkStatusListSchema } from "./status.ts";
-import type { NetworkStatus } from "./types.ts";
+import type { DeviceInfo, NetworkStatus } from "./types.ts";
 
 /** Version of the record layout; bump on incompatible changes. Readers refuse other versions. */
 export const CACHE_SCHEMA_VERSION = 1;
@@ -42,8 +42,17 @@ export interface CachedAttachment {
   state: "adding" | "added";
   /** The delegate's raw result, any version (prevResult for DEL/CHECK, CNI SPEC "DEL"). */
   result?: unknown;
-  /** `CNIDeviceInfoFile` handed to the delegate, removed at DEL (Device Information Spec v1.1). */
+  /**
+   * The CNI device-info file of the attachment (`CNIDeviceInfoFile` or the device plugin's file
+   * copied there), removed at DEL (Device Information Spec v1.1 §4.2.1).
+   */
   deviceInfoFile?: string;
+  /** `k8s.v1.cni.cncf.io/resourceName` of the NAD, when device-backed. */
+  resourceName?: string;
+  /** The device allocated to the attachment (injected as `deviceID`), e.g. `"0000:18:02.5"`. */
+  deviceId?: string;
+  /** The device-info reported in network-status (NPWG v1.3 §5.3.8), for `manifold inspect`. */
+  deviceInfo?: DeviceInfo;
   /** Gateways from the selection's `"default-route"` (NPWG v1.3 §4.1.2.1.9). */
   defaultRoute?: string[];
 }
@@ -145,6 +154,9 @@ function buildRecordSchema() {
     state: z.enum(["adding", "added"]),
     result: z.unknown().optional(),
     deviceInfoFile: z.string().optional(),
+    resourceName: z.string().optional(),
+    deviceId: z.string().optional(),
+    deviceInfo: z.looseObject({ type: z.string(), version: z.string() }).optional(),
     defaultRoute: z.array(z.string()).optional(),
   });
 

@@ -20,7 +20,7 @@ import {
   resolveExtraDefaults,
   resolveSelections,
 } from "./networks.ts";
-import { planAttachments } from "./plan.ts";
+import { declaresCapability, planAttachments } from "./plan.ts";
 import {
   attachmentContext,
   isStaticPod,
@@ -31,7 +31,10 @@ import {
 import { waitForReadiness } from "./readiness.ts";
 import { applyDefaultRoute, claimsSandboxInterface, reconcileStatus } from "./kernel.ts";
 import { buildNetworkStatus } from "./status.ts";
-import type { AttachmentPlan, NetworkStatus } from "./types.ts";
+import type { AttachmentPlan, DeviceInfo, NetworkStatus } from "./types.ts";
+import type { DeviceAllocator } from "../devices/allocation.ts";
+import { DEVICE_ID_CAPABILITY, DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
+import type { Logger } from "../log/mod.ts";
 
 /**
  * Runs ADD for one sandbox.
@@ -117,20 +120,48 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     attachments: [],
   };
 
+  // Devices (NADs with a resourceName, plugins declaring CNIDeviceInfoFile): lib/devices is
+  // loaded only for pods that have such an attachment.
+  const podKey = { namespace: planPod.namespace, name: planPod.name, uid: planPod.uid };
+  let allocator: Promise<DeviceAllocator> | undefined;
+  const device: DeviceContext = {
+    deps,
+    pod,
+    log,
+    allocator: () =>
+      allocator ??= loadDevices().then((m) =>
+        new m.DeviceAllocator(() =>
+          deps.devices
+            ? deps.devices.podDevices(podKey)
+            : Promise.resolve({ devices: {}, source: "none" as const })
+        )
+      ),
+  };
+  // Read the pod's devices while the default network attaches, once the NADs say they are needed.
+  restP.then(([extra, sels]) => {
+    if ([...extra, ...sels.map((x) => x.delegate)].some((d) => d.resourceName)) {
+      device.allocator().then((a) => a.prefetch(), () => {});
+    }
+  }, () => {});
+
   const attach = async (plan: AttachmentPlan): Promise<void> => {
+    const prepared = await prepareDevice(device, plan);
     const entry: CachedAttachment = {
       statusName: plan.delegate.statusName,
       isDefault: plan.delegate.isDefault,
       ifName: plan.ifName,
-      conflist: plan.delegate.conflist,
-      capabilityArgs: plan.capabilityArgs,
+      conflist: prepared.conflist ?? plan.delegate.conflist,
+      capabilityArgs: prepared.capabilityArgs ?? plan.capabilityArgs,
       cniArgs: plan.cniArgs,
       state: "adding",
     };
+    if (prepared.resourceName) entry.resourceName = prepared.resourceName;
+    if (prepared.deviceId) entry.deviceId = prepared.deviceId;
+    if (prepared.deviceInfoFile) entry.deviceInfoFile = prepared.deviceInfoFile;
     if (plan.selection?.["default-route"]) entry.defaultRoute = plan.selection["default-route"];
     record.attachments.push(entry);
     await cache.write(record); // intent record before the delegate runs
-    const list = parseNetworkConfig(plan.delegate.conflist, { source: plan.delegate.source });
+    const list = parseNetworkConfig(entry.conflist, { source: plan.delegate.source });
     const started = performance.now();
     try {
       entry.result = await runtime.addNetworkList(list, {
@@ -138,12 +169,14 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
         netns: env.netns,
         ifName: plan.ifName,
         args: plan.cniArgs,
-        capabilityArgs: plan.capabilityArgs,
+        capabilityArgs: entry.capabilityArgs,
       });
     } catch (e) {
       throw toCniError(e).withContext(attachmentContext(pod, plan.delegate.statusName));
     }
     entry.state = "added";
+    const deviceInfo = await collectDevice(device, entry);
+    if (deviceInfo) entry.deviceInfo = deviceInfo;
     log.info("attached", {
       network: plan.delegate.statusName,
       ifName: plan.ifName,
@@ -178,6 +211,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
         ifName: a.ifName,
         isDefault: a.isDefault,
         result: a.result,
+        deviceInfo: a.deviceInfo,
         defaultRoute: a.defaultRoute,
       })
     );
@@ -273,4 +307,143 @@ async function rollback(deps: ManifoldDeps, record: CacheRecord, pod: PodRef | u
   } else {
     await deps.cache.write({ ...record, attachments: failed.map((f) => f.attachment) });
   }
+}
+
+type DevicesModule = typeof import("../devices/mod.ts");
+let devicesModule: Promise<DevicesModule> | undefined;
+/** lib/devices, loaded on first use (only pods with device-backed or device-info attachments). */
+function loadDevices(): Promise<DevicesModule> {
+  return devicesModule ??= import("../devices/mod.ts");
+}
+
+/** What the device steps of one ADD share. */
+interface DeviceContext {
+  deps: ManifoldDeps;
+  pod: PodRef | undefined;
+  log: Logger;
+  /** The pod's device allocator, created (and its devices read) on first use. */
+  allocator: () => Promise<DeviceAllocator>;
+}
+
+/** What {@link prepareDevice} changes for an attachment; absent keys: nothing to change. */
+interface PreparedDevice {
+  conflist?: Record<string, unknown>;
+  capabilityArgs?: Record<string, unknown>;
+  resourceName?: string;
+  deviceId?: string;
+  deviceInfoFile?: string;
+}
+
+/**
+ * Before a delegate ADD: the next device of the NAD's resource (Multus semantics: sorted IDs,
+ * each once per pod) is injected as `deviceID`/`pciBusID` into every plugin and as runtimeConfig
+ * `deviceID`; the device plugin's device-info file is copied to the attachment's CNI file, whose
+ * path goes to runtimeConfig `CNIDeviceInfoFile` (reaching only plugins declaring it, with or
+ * without a device plugin). A pod without an allocated device, or a file that cannot be copied,
+ * gives a Warning and the delegate still runs (it reports what it misses, as under Multus).
+ */
+async function prepareDevice(ctx: DeviceContext, plan: AttachmentPlan): Promise<PreparedDevice> {
+  const { resourceName, conflist, statusName } = plan.delegate;
+  const declares = declaresCapability(conflist, DEVICE_INFO_CAPABILITY);
+  if (!resourceName && !declares) return {};
+  const dev = await loadDevices();
+  const { env, conf } = ctx.deps;
+  const out: PreparedDevice = {};
+  let capabilityArgs = plan.capabilityArgs;
+  if (resourceName) {
+    out.resourceName = resourceName;
+    const allocator = await ctx.allocator();
+    const deviceId = await allocator.take(resourceName);
+    if (deviceId) {
+      out.deviceId = deviceId;
+      out.conflist = dev.injectDeviceId(conflist, deviceId);
+      capabilityArgs = { ...capabilityArgs, [DEVICE_ID_CAPABILITY]: deviceId };
+    } else {
+      warnDevice(
+        ctx,
+        "DeviceNotAllocated",
+        `${attachmentContext(ctx.pod, statusName)} the NAD asks for a device of resource ` +
+          `"${resourceName}" but kubelet allocated no unused one to the pod ` +
+          `(devices read from: ${await allocator.source()}); the delegate runs without deviceID`,
+      );
+    }
+  }
+  const attachment = { network: statusName, containerId: env.containerId, ifName: plan.ifName };
+  try {
+    out.deviceInfoFile = await dev.prepareDeviceInfoFile({
+      ...attachment,
+      resourceName,
+      deviceId: out.deviceId,
+      declaresCapability: declares,
+      deviceInfoDir: conf.deviceInfoDir,
+    });
+  } catch (e) {
+    const err = toCniError(e);
+    warnDevice(
+      ctx,
+      "DeviceInfoUnreadable",
+      `${attachmentContext(ctx.pod, statusName)} ${oneLine(err.message)}`,
+    );
+    if (declares) out.deviceInfoFile = dev.cniDeviceInfoPath(conf.deviceInfoDir, attachment);
+  }
+  if (out.deviceInfoFile) {
+    capabilityArgs = { ...capabilityArgs, [DEVICE_INFO_CAPABILITY]: out.deviceInfoFile };
+  }
+  if (capabilityArgs !== plan.capabilityArgs) out.capabilityArgs = capabilityArgs;
+  return out;
+}
+
+/**
+ * After a delegate ADD: the attachment's device-info for network-status (NPWG v1.3 §5.3.8) from
+ * its CNI file, else from sysfs for the PCI/vDPA device the delegate gave. A malformed or
+ * unreadable file is a Warning (log + event) and no device-info — never a failed pod.
+ */
+async function collectDevice(
+  ctx: DeviceContext,
+  entry: CachedAttachment,
+): Promise<DeviceInfo | undefined> {
+  if (!entry.deviceInfoFile && !entry.deviceId && !hasPciId(entry.result)) return undefined;
+  const dev = await loadDevices();
+  try {
+    return await dev.collectDeviceInfo({
+      deviceInfoFile: entry.deviceInfoFile,
+      deviceId: entry.deviceId,
+      result: entry.result,
+      ifName: entry.ifName,
+      sysfsRoot: ctx.deps.conf.sysfsRoot,
+    });
+  } catch (e) {
+    const err = toCniError(e);
+    const invalid = err.code === CniErrorCode.DecodingFailure;
+    warnDevice(
+      ctx,
+      invalid ? "DeviceInfoInvalid" : "DeviceInfoUnreadable",
+      `${attachmentContext(ctx.pod, entry.statusName)} device-info file ` +
+        `${entry.deviceInfoFile} ${invalid ? "is invalid" : "cannot be read"} ` +
+        `(${oneLine(err.message)}); ` +
+        `network-status of ${entry.ifName} has no device-info`,
+    );
+    return undefined;
+  }
+}
+
+/** Logs a device problem and queues it as a Warning event of the pod. */
+function warnDevice(ctx: DeviceContext, reason: string, message: string): void {
+  ctx.log.warn(message, { reason });
+  if (ctx.pod) ctx.deps.events.emit(ctx.pod, { reason, message, type: "Warning" });
+}
+
+/** True when some interface of a raw result carries a `pciID` (CNI SPEC 1.1 "Result"). */
+function hasPciId(result: unknown): boolean {
+  const interfaces = (result as { interfaces?: unknown } | undefined)?.interfaces;
+  return Array.isArray(interfaces) &&
+    interfaces.some((i) => typeof (i as { pciID?: unknown } | null)?.pciID === "string");
+}
+
+/**
+ * A multi-line message on one line, for events: a prettified zod error's
+ * `"✖ problem\n  → at path"` pairs become `"✖ problem → at path"`, other lines join with "; ".
+ */
+function oneLine(s: string): string {
+  return s.replace(/\s*\n\s*(?=→)/g, " ").replace(/\s*\n\s*/g, "; ").trim();
 }

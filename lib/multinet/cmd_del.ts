@@ -14,11 +14,17 @@ import { CacheCorruptError, type CachedAttachment, type CacheRecord } from "./ca
 import type { ManifoldDeps } from "./deps.ts";
 import { aggregateDetachError, detachAll } from "./detach.ts";
 import { memoNadSource, resolveDefaultNetwork, resolveExtraDefaults } from "./networks.ts";
-import { planAttachments } from "./plan.ts";
+import { declaresCapability, planAttachments } from "./plan.ts";
 import { type PodRef, podRefFromArgs, runtimePodAnnotations } from "./pod.ts";
 import { resolveNetwork } from "./resolve.ts";
 import { parseNetworkSelection } from "./selection.ts";
-import { type Delegate, NETWORKS_ANNOTATION, type NetworkSelectionElement } from "./types.ts";
+import {
+  type AttachmentPlan,
+  type Delegate,
+  NETWORKS_ANNOTATION,
+  type NetworkSelectionElement,
+} from "./types.ts";
+import { DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
 
 /**
  * Runs DEL for one sandbox.
@@ -204,16 +210,32 @@ async function rebuildAttachments(
       selections: [],
     });
   }
+  // The CNI device-info file ADD would have created (Device Information Spec v1.1 §4.2.1).
+  const withDeviceInfo = (p: AttachmentPlan) =>
+    p.delegate.resourceName !== undefined ||
+    declaresCapability(p.delegate.conflist, DEVICE_INFO_CAPABILITY);
+  const devices = plans.some(withDeviceInfo) ? await import("../devices/mod.ts") : undefined;
   return {
-    attachments: plans.map((p) => ({
-      statusName: p.delegate.statusName,
-      isDefault: p.delegate.isDefault,
-      ifName: p.ifName,
-      conflist: p.delegate.conflist,
-      capabilityArgs: p.capabilityArgs,
-      cniArgs: p.cniArgs,
-      state: "added" as const,
-    })),
+    attachments: plans.map((p) => {
+      const a: CachedAttachment = {
+        statusName: p.delegate.statusName,
+        isDefault: p.delegate.isDefault,
+        ifName: p.ifName,
+        conflist: p.delegate.conflist,
+        capabilityArgs: p.capabilityArgs,
+        cniArgs: p.cniArgs,
+        state: "added" as const,
+      };
+      if (devices && withDeviceInfo(p)) {
+        a.deviceInfoFile = devices.cniDeviceInfoPath(conf.deviceInfoDir, {
+          network: p.delegate.statusName,
+          containerId: env.containerId,
+          ifName: p.ifName,
+        });
+        a.capabilityArgs = { ...a.capabilityArgs, [DEVICE_INFO_CAPABILITY]: a.deviceInfoFile };
+      }
+      return a;
+    }),
     missing,
     transient,
   };

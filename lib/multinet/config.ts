@@ -8,6 +8,13 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
+import {
+  DEFAULT_DEVICE_CHECKPOINT_FILE,
+  DEFAULT_DEVICE_INFO_DIR,
+  DEFAULT_POD_RESOURCES_SOCKET,
+  DEFAULT_POD_RESOURCES_TIMEOUT_MS,
+  DEFAULT_SYSFS_ROOT,
+} from "../devices/constants.ts";
 
 /** Where Manifold keeps its per-container cache by default (Multus: /var/lib/cni/multus). */
 export const DEFAULT_CNI_DIR = "/var/lib/cni/manifold";
@@ -62,6 +69,25 @@ export interface ManifoldConf {
   apiTimeoutMs: number;
   /** Manifold: readiness indicator wait bound, ms (default 45 000, as Multus). */
   readinessTimeoutMs: number;
+  /**
+   * Manifold: kubelet's pod-resources gRPC socket, asked for the devices of NADs with a
+   * `k8s.v1.cni.cncf.io/resourceName` (default `/var/lib/kubelet/pod-resources/kubelet.sock`).
+   */
+  podResourcesSocket: string;
+  /** Manifold: bound on each pod-resources call, ms (default 5 000). */
+  podResourcesTimeoutMs: number;
+  /**
+   * Manifold: kubelet's device-plugin checkpoint, read when the pod-resources API cannot answer
+   * (default `/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint`).
+   */
+  deviceCheckpointFile: string;
+  /** Manifold: where sysfs is mounted, for device-info discovery (default `/sys`). */
+  sysfsRoot: string;
+  /**
+   * Manifold: root of the device-info files, `dp/` and `cni/` below it (Device Information
+   * Spec v1.1 §4; default `/var/run/k8s.cni.cncf.io/devinfo`).
+   */
+  deviceInfoDir: string;
   /** The stdin object as given (for `prevResult`, unknown keys). */
   raw: Record<string, unknown>;
 }
@@ -102,6 +128,13 @@ function buildSchema() {
     delegateTimeoutMs: z.number().int().positive().max(600_000).default(60_000),
     apiTimeoutMs: z.number().int().positive().max(120_000).default(5_000),
     readinessTimeoutMs: z.number().int().nonnegative().max(600_000).default(45_000),
+    podResourcesSocket: z.string().min(1).default(DEFAULT_POD_RESOURCES_SOCKET),
+    podResourcesTimeoutMs: z.number().int().positive().max(120_000).default(
+      DEFAULT_POD_RESOURCES_TIMEOUT_MS,
+    ),
+    deviceCheckpointFile: z.string().min(1).default(DEFAULT_DEVICE_CHECKPOINT_FILE),
+    sysfsRoot: z.string().min(1).default(DEFAULT_SYSFS_ROOT),
+    deviceInfoDir: z.string().min(1).default(DEFAULT_DEVICE_INFO_DIR),
   });
 }
 
@@ -169,6 +202,11 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     delegateTimeoutMs: c.delegateTimeoutMs,
     apiTimeoutMs: c.apiTimeoutMs,
     readinessTimeoutMs: c.readinessTimeoutMs,
+    podResourcesSocket: c.podResourcesSocket,
+    podResourcesTimeoutMs: c.podResourcesTimeoutMs,
+    deviceCheckpointFile: c.deviceCheckpointFile,
+    sysfsRoot: c.sysfsRoot,
+    deviceInfoDir: c.deviceInfoDir,
     raw,
   };
 }

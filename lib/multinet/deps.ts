@@ -8,6 +8,7 @@
 
 import type { CniEnv } from "../cni/env.ts";
 import type { CniRuntime } from "../cni/runtime.ts";
+import type { PodDevices, PodKey } from "../devices/allocation.ts";
 import type { KernelAccess } from "./kernel.ts";
 import type { Logger } from "../log/mod.ts";
 import type { AttachmentCache } from "./cache.ts";
@@ -54,6 +55,15 @@ export interface EventSink {
   flush(): Promise<void>;
 }
 
+/** The devices kubelet allocated to pods (device plugins), for NADs with a `resourceName`. */
+export interface PodDeviceSource {
+  /**
+   * The pod's devices by resource name (sorted, distinct IDs) and where they came from.
+   * Never throws: a pod whose devices cannot be read has `{devices: {}, source: "none"}`.
+   */
+  podDevices(pod: PodKey): Promise<PodDevices>;
+}
+
 /** Everything a command needs. */
 export interface ManifoldDeps {
   conf: ManifoldConf;
@@ -69,4 +79,6 @@ export interface ManifoldDeps {
   logger: Logger;
   /** The sandbox as the kernel sees it (netlink); undefined disables verification. */
   kernel?: KernelAccess;
+  /** Allocated devices (kubelet); undefined: NADs with a `resourceName` get no `deviceID`. */
+  devices?: PodDeviceSource;
 }

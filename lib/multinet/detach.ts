@@ -25,6 +25,9 @@ export interface DetachFailure {
  * failure is logged, not returned: a delegate that rejected its ADD (say, a macvlan whose
  * master is missing) rejects its DEL the same way, and the ADD error already reached the
  * runtime; keeping it would make every later DEL fail and wedge the pod's teardown.
+ *
+ * After an attachment's DEL (or its dropped failure) its CNI device-info file is removed
+ * (Device Information Spec v1.1 §4.2.1); a file that cannot be removed is logged, not returned.
  * @param netns CNI_NETNS to pass ("" when the sandbox is gone: delegates must still release IPAM).
  * @returns the failures of attachments that were added (empty when every such DEL succeeded);
  *   never throws for a delegate failure.
@@ -45,6 +48,7 @@ export async function detachAll(
         args: a.cniArgs,
         capabilityArgs: a.capabilityArgs,
       }, a.result);
+      await removeDeviceInfo(deps, a);
     } catch (e) {
       const error = toCniError(e).withContext(attachmentContext(opts.pod, a.statusName));
       const fields = {
@@ -55,6 +59,7 @@ export async function detachAll(
       };
       if (a.state === "adding") {
         deps.logger.warn("DEL of an attachment whose ADD failed also failed; dropped", fields);
+        await removeDeviceInfo(deps, a);
         continue;
       }
       deps.logger.error("delegate DEL failed", fields);
@@ -62,6 +67,22 @@ export async function detachAll(
     }
   }
   return failures;
+}
+
+/** Removes the attachment's CNI device-info file, if it has one; failures are logged. */
+async function removeDeviceInfo(deps: ManifoldDeps, a: CachedAttachment): Promise<void> {
+  if (!a.deviceInfoFile) return;
+  try {
+    const { removeDeviceInfoFile } = await import("../devices/device_info.ts");
+    await removeDeviceInfoFile(a.deviceInfoFile);
+  } catch (e) {
+    deps.logger.warn("cannot remove the device-info file", {
+      containerId: deps.env.containerId,
+      network: a.statusName,
+      path: a.deviceInfoFile,
+      error: toCniError(e).message,
+    });
+  }
 }
 
 /**

@@ -17,7 +17,7 @@ import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
-import type { ManifoldDeps, PodSource } from "./deps.ts";
+import type { ManifoldDeps, PodDeviceSource, PodSource } from "./deps.ts";
 import { netlinkKernel } from "./kernel.ts";
 import type { NadSource } from "./nad_source.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
@@ -46,7 +46,15 @@ export async function buildDeps(
     logger,
   });
   const cache = new AttachmentCache(conf.cniDir);
-  const base = { conf, env, runtime, cache, logger, kernel: netlinkKernel(logger) };
+  const base = {
+    conf,
+    env,
+    runtime,
+    cache,
+    logger,
+    kernel: netlinkKernel(logger),
+    devices: kubeletDevices(conf, logger),
+  };
   const statusDir = `${conf.cniDir}/network-status`;
 
   if (conf.nadDir) {
@@ -99,5 +107,24 @@ export async function buildDeps(
     pods,
     status: new ApiStatusSink(kube),
     events: new KubeEventSink(kube, logger),
+  };
+}
+
+/**
+ * Devices from kubelet: the pod-resources API at `conf.podResourcesSocket`, the checkpoint
+ * `conf.deviceCheckpointFile` as fallback. lib/devices (and gRPC, only when the socket exists)
+ * is loaded on the first request: pods without device-backed networks never pay for it.
+ */
+function kubeletDevices(conf: ManifoldConf, logger: Logger): PodDeviceSource {
+  return {
+    async podDevices(pod) {
+      const { readPodDevices } = await import("../devices/allocation.ts");
+      return await readPodDevices(pod, {
+        podResourcesSocket: conf.podResourcesSocket,
+        checkpointFile: conf.deviceCheckpointFile,
+        timeoutMs: conf.podResourcesTimeoutMs,
+        logger,
+      });
+    },
   };
 }
