@@ -2,7 +2,8 @@
  * Manifold: a Kubernetes multi-network CNI delegating plugin (NPWG v1.3).
  *
  * Called by a container runtime with CNI_* variables and a config on stdin, it is a CNI
- * plugin. With a first argument it is a tool: `manifold --version`, `manifold inspect …`.
+ * plugin. With a first argument it is a tool: `manifold --version`, `manifold inspect …`,
+ * `manifold install …`, `manifold doctor …`, `manifold explain …`.
  *
  * Wiring only. The process runs once per pod operation, so start-up is part of every ADD
  * and DEL: nothing is imported statically, and each mode loads only its own modules
@@ -23,6 +24,18 @@ if (import.meta.main) {
   if (first === "inspect") {
     const { runInspect } = await import("./lib/cli/inspect.ts");
     Deno.exit(await runInspect(Deno.args.slice(1)));
+  }
+  if (first === "install") {
+    const { runInstall } = await import("./lib/cli/install.ts");
+    Deno.exit(await runInstall(Deno.args.slice(1)));
+  }
+  if (first === "doctor") {
+    const { runDoctor } = await import("./lib/cli/doctor.ts");
+    Deno.exit(await runDoctor(Deno.args.slice(1)));
+  }
+  if (first === "explain") {
+    const { runExplain } = await import("./lib/cli/explain.ts");
+    Deno.exit(await runExplain(Deno.args.slice(1)));
   }
   const [{ denoSkelIO, dispatch }, { manifoldHandlers, realDeps }] = await Promise.all([
     import("./lib/cni/skel.ts"),

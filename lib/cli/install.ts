@@ -1,0 +1,281 @@
+/**
+ * `manifold install`: the node installer, entrypoint of the DaemonSet container
+ * (deploy/40-daemonset.yaml). Puts the binary into the host's CNI bin directory, writes
+ * the plugin's kubeconfig (token by file, refreshed on rotation) and, once the cluster
+ * default network's config exists and parses, `00-manifold.conflist`; then watches until
+ * SIGTERM/SIGINT (see lib/install/installer.ts).
+ *
+ * Exit codes: 0 stopped by a signal (or `--once` done), 1 failure (the primary config did
+ * not appear in time, a file could not be written, the generated config would be invalid),
+ * 2 usage error.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { createLogger, type Logger } from "../log/mod.ts";
+import {
+  INSTALL_DEFAULTS,
+  type InstallerOptions,
+  MANIFOLD_CONFIG_NAME,
+  runInstaller,
+  serverFromEnv,
+} from "../install/mod.ts";
+
+/** Usage text of `manifold install`. */
+export const INSTALL_USAGE = `Usage: manifold install [options]
+
+Installs Manifold on this node and keeps its CNI config in step with the cluster default
+network's. Host paths are given as the host sees them and accessed below --host-root.
+
+Binary:
+  --binary PATH                 binary to copy into --cni-bin-dir (default: this executable)
+  --skip-binary-copy            do not copy the binary
+Paths:
+  --host-root DIR               where the host's file system is mounted (default /)
+  --cni-conf-dir DIR            host CNI config directory (default ${INSTALL_DEFAULTS.cniConfDir})
+  --cni-bin-dir DIR             host CNI binary directory (default ${INSTALL_DEFAULTS.cniBinDir})
+  --config-name NAME            generated file name (default ${MANIFOLD_CONFIG_NAME})
+Primary (cluster default network):
+  --primary-config NAME         pin the primary file name (default: first *.conf/*.conflist)
+  --primary-timeout-ms MS       bound on the first wait, 0 = none (default ${INSTALL_DEFAULTS.primaryTimeoutMs})
+  --readiness-indicator-file P  host path; no config while it is missing (also given to the plugin)
+Kubernetes API:
+  --kube-server URL             API server for the plugin (default: from KUBERNETES_SERVICE_HOST/PORT)
+  --service-account-dir DIR     token and ca.crt to mirror (default ${INSTALL_DEFAULTS.serviceAccountDir})
+  --no-kubeconfig               write no kubeconfig (standalone nodes, nadDir)
+Plugin settings (keys of the generated config):
+  --log-level LEVEL             logLevel: debug, verbose, error, panic
+  --log-file PATH               logFile (host path)
+  --cni-dir DIR                 cniDir, the plugin's cache (host path)
+  --namespace-isolation         namespaceIsolation: true
+  --global-namespaces LIST      globalNamespaces, comma separated
+  --plugin-conf JSON            further keys as a JSON object, e.g. '{"defaultNetworks":["x"]}'
+Lifecycle:
+  --once                        exit once the config is written (no watching)
+  --cleanup-config-on-exit      remove the generated config on SIGTERM/SIGINT
+  --poll-interval-ms MS         watch period (default ${INSTALL_DEFAULTS.pollIntervalMs})
+  -h, --help                    this text
+
+Exit codes: 0 done or stopped by a signal, 1 failure, 2 usage error.
+`;
+
+/** Injected I/O of {@link runInstall}; defaults are the process's. */
+export interface InstallIO {
+  /** Receives `--help`. */
+  stdout?: (s: string) => void;
+  /** Receives usage errors and the final failure. */
+  stderr?: (s: string) => void;
+  /** Environment (`KUBERNETES_SERVICE_HOST`/`PORT`). */
+  env?: Record<string, string>;
+  /** Stops the installer; default: SIGTERM and SIGINT of the process. */
+  signal?: AbortSignal;
+  /** The running executable, the default `--binary`; default `Deno.execPath()`. */
+  execPath?: string;
+  /** Receives the installer's log; default JSON lines on stderr. */
+  logger?: Logger;
+}
+
+/**
+ * `manifold install …`: parses the flags, runs the installer until a signal (or `--once`),
+ * and returns the exit code. Never throws. Logs are JSON lines on stderr.
+ *
+ * @param args the words after `install`
+ * @param io stdout, stderr, env, stop signal (default: the process's)
+ * @returns 0 done or stopped, 1 failure, 2 usage error
+ */
+export async function runInstall(args: string[], io: InstallIO = {}): Promise<number> {
+  const stdout = io.stdout ?? ((s: string) => void Deno.stdout.writeSync(enc(s)));
+  const stderr = io.stderr ?? ((s: string) => void Deno.stderr.writeSync(enc(s)));
+  let options: InstallerOptions;
+  try {
+    const parsed = parseInstallArgs(
+      args,
+      io.env ?? Deno.env.toObject(),
+      () => io.execPath ?? Deno.execPath(),
+    );
+    if (parsed === "help") {
+      stdout(INSTALL_USAGE);
+      return 0;
+    }
+    options = parsed;
+  } catch (e) {
+    stderr(`manifold install: ${message(e)}\nTry 'manifold install --help'.\n`);
+    return 2;
+  }
+  const logger = io.logger ??
+    createLogger({ level: "verbose", toStderr: true }).with({ cmd: "install" });
+  let stop: AbortController | undefined;
+  const onSignal = () => stop?.abort();
+  let signal = io.signal;
+  if (!signal) {
+    stop = new AbortController();
+    signal = stop.signal;
+    Deno.addSignalListener("SIGTERM", onSignal);
+    Deno.addSignalListener("SIGINT", onSignal);
+  }
+  try {
+    const result = await runInstaller({ ...options, logger, signal });
+    logger.info("installer finished", { ...result });
+    return 0;
+  } catch (e) {
+    logger.error("install failed", { error: message(e) });
+    stderr(`manifold install: ${message(e)}\n`);
+    return 1;
+  } finally {
+    if (stop) {
+      Deno.removeSignalListener("SIGTERM", onSignal);
+      Deno.removeSignalListener("SIGINT", onSignal);
+    }
+  }
+}
+
+/**
+ * Turns the flags into installer options; `"help"` for `--help`.
+ * @throws Error whose message is the usage problem
+ */
+function parseInstallArgs(
+  args: string[],
+  env: Record<string, string>,
+  execPath: () => string,
+): InstallerOptions | "help" {
+  const { values } = parseArgs({
+    args,
+    options: {
+      binary: { type: "string" },
+      "skip-binary-copy": { type: "boolean" },
+      "host-root": { type: "string" },
+      "cni-conf-dir": { type: "string" },
+      "cni-bin-dir": { type: "string" },
+      "config-name": { type: "string" },
+      "primary-config": { type: "string" },
+      "primary-timeout-ms": { type: "string" },
+      "readiness-indicator-file": { type: "string" },
+      "kube-server": { type: "string" },
+      "service-account-dir": { type: "string" },
+      "no-kubeconfig": { type: "boolean" },
+      "log-level": { type: "string" },
+      "log-file": { type: "string" },
+      "cni-dir": { type: "string" },
+      "namespace-isolation": { type: "boolean" },
+      "global-namespaces": { type: "string" },
+      "plugin-conf": { type: "string" },
+      once: { type: "boolean" },
+      "cleanup-config-on-exit": { type: "boolean" },
+      "poll-interval-ms": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) return "help";
+  const absolute = (flag: string, v: string | undefined) => {
+    if (v !== undefined && !v.startsWith("/")) {
+      throw new Error(`--${flag} must be an absolute path`);
+    }
+    return v;
+  };
+  const fileName = (flag: string, v: string | undefined) => {
+    if (v !== undefined && (v === "" || v.includes("/") || v.startsWith("."))) {
+      throw new Error(`--${flag} must be a plain file name, got ${JSON.stringify(v)}`);
+    }
+    return v;
+  };
+  const ms = (flag: string, v: string | undefined, min: number) => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min) {
+      throw new Error(`--${flag} must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
+    }
+    return n;
+  };
+  const configName = fileName("config-name", values["config-name"]);
+  if (configName !== undefined && !configName.endsWith(".conflist")) {
+    throw new Error("--config-name must end in .conflist");
+  }
+
+  let binary: string | undefined;
+  if (values["skip-binary-copy"]) {
+    if (values.binary !== undefined) {
+      throw new Error("--binary and --skip-binary-copy cannot be used together");
+    }
+  } else {
+    binary = values.binary ?? execPath();
+    if (values.binary === undefined && /(^|\/)deno$/.test(binary)) {
+      throw new Error(
+        "running from source: pass --binary PATH (e.g. dist/manifold) or --skip-binary-copy",
+      );
+    }
+  }
+
+  const pluginConf: Record<string, unknown> = {};
+  if (values["plugin-conf"] !== undefined) {
+    let extra: unknown;
+    try {
+      extra = JSON.parse(values["plugin-conf"]);
+    } catch (e) {
+      throw new Error(`--plugin-conf is not valid JSON: ${message(e)}`);
+    }
+    if (typeof extra !== "object" || extra === null || Array.isArray(extra)) {
+      throw new Error("--plugin-conf must be a JSON object");
+    }
+    Object.assign(pluginConf, extra);
+  }
+  if (values["log-level"] !== undefined) pluginConf.logLevel = values["log-level"];
+  if (values["log-file"] !== undefined) {
+    pluginConf.logFile = absolute("log-file", values["log-file"]);
+  }
+  if (values["cni-dir"] !== undefined) pluginConf.cniDir = absolute("cni-dir", values["cni-dir"]);
+  if (values["namespace-isolation"]) pluginConf.namespaceIsolation = true;
+  if (values["global-namespaces"] !== undefined) {
+    pluginConf.globalNamespaces = values["global-namespaces"];
+  }
+
+  let kubeconfig: InstallerOptions["kubeconfig"];
+  if (!values["no-kubeconfig"]) {
+    const server = values["kube-server"] ?? serverFromEnv(env);
+    if (server === undefined) {
+      throw new Error(
+        "no API server: set --kube-server (or KUBERNETES_SERVICE_HOST/PORT), or pass --no-kubeconfig",
+      );
+    }
+    if (!/^https?:\/\/./.test(server)) throw new Error("--kube-server must be an http(s) URL");
+    kubeconfig = {
+      server,
+      serviceAccountDir: absolute("service-account-dir", values["service-account-dir"]),
+    };
+  } else if (values["kube-server"] !== undefined || values["service-account-dir"] !== undefined) {
+    throw new Error("--no-kubeconfig cannot be used with --kube-server or --service-account-dir");
+  }
+
+  return {
+    hostRoot: absolute("host-root", values["host-root"]),
+    cniConfDir: absolute("cni-conf-dir", values["cni-conf-dir"]),
+    cniBinDir: absolute("cni-bin-dir", values["cni-bin-dir"]),
+    configName,
+    binary,
+    primaryConfig: fileName("primary-config", values["primary-config"]),
+    primaryTimeoutMs: ms("primary-timeout-ms", values["primary-timeout-ms"], 0),
+    pollIntervalMs: ms("poll-interval-ms", values["poll-interval-ms"], 10),
+    readinessIndicatorFile: absolute(
+      "readiness-indicator-file",
+      values["readiness-indicator-file"],
+    ),
+    kubeconfig,
+    pluginConf,
+    once: values.once === true,
+    cleanupConfigOnExit: values["cleanup-config-on-exit"] === true,
+  };
+}
+
+function enc(s: string): Uint8Array {
+  return new TextEncoder().encode(s);
+}
+
+function message(e: unknown): string {
+  if (e instanceof Error) {
+    const details = (e as { details?: unknown }).details;
+    return typeof details === "string" && details !== "" ? `${e.message}: ${details}` : e.message;
+  }
+  return String(e);
+}

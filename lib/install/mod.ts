@@ -1,0 +1,13 @@
+/**
+ * The node installer (`manifold install`): atomic file replacement, the primary CNI config
+ * lookup, the generated `00-manifold.conflist`, the plugin's kubeconfig, the binary copy
+ * and the watch loop that ties them together ({@link runInstaller}).
+ *
+ * @module
+ */
+export * from "./atomic.ts";
+export * from "./primary.ts";
+export * from "./conflist.ts";
+export * from "./kubeconfig.ts";
+export * from "./binary.ts";
+export * from "./installer.ts";

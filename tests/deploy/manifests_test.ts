@@ -1,0 +1,269 @@
+/**
+ * Schema checks of deploy/*.yaml with zod: each manifest's apiVersion/kind/required
+ * fields, least-privilege RBAC (no "*", exactly the verbs the plugin uses), and the
+ * DaemonSet's host paths, tolerations, resources and install flags.
+ */
+
+import assert from "node:assert/strict";
+import { parseAllDocuments } from "yaml";
+import { z } from "zod";
+import { runInstall } from "../../lib/cli/install.ts";
+
+const DEPLOY = new URL("../../deploy/", import.meta.url).pathname;
+
+async function manifests(): Promise<{ file: string; doc: Record<string, unknown> }[]> {
+  const files: string[] = [];
+  for await (const e of Deno.readDir(DEPLOY)) if (e.name.endsWith(".yaml")) files.push(e.name);
+  files.sort();
+  const out: { file: string; doc: Record<string, unknown> }[] = [];
+  for (const file of files) {
+    for (const d of parseAllDocuments(await Deno.readTextFile(`${DEPLOY}${file}`))) {
+      assert.deepEqual(d.errors, [], file);
+      const doc = d.toJS();
+      if (doc !== null) out.push({ file, doc });
+    }
+  }
+  return out;
+}
+
+function find(all: { doc: Record<string, unknown> }[], kind: string) {
+  const found = all.filter((m) => m.doc.kind === kind);
+  assert.equal(found.length, 1, `exactly one ${kind}`);
+  return found[0].doc;
+}
+
+const meta = (namespaced: boolean) =>
+  z.object({
+    name: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/),
+    ...(namespaced ? { namespace: z.literal("kube-system") } : {}),
+  }).loose();
+
+const crdSchema = z.object({
+  apiVersion: z.literal("apiextensions.k8s.io/v1"),
+  kind: z.literal("CustomResourceDefinition"),
+  metadata: z.object({ name: z.literal("network-attachment-definitions.k8s.cni.cncf.io") }),
+  spec: z.object({
+    group: z.literal("k8s.cni.cncf.io"),
+    scope: z.literal("Namespaced"),
+    names: z.object({
+      plural: z.literal("network-attachment-definitions"),
+      singular: z.literal("network-attachment-definition"),
+      kind: z.literal("NetworkAttachmentDefinition"),
+      shortNames: z.array(z.string()).optional(),
+    }),
+    versions: z.array(z.object({
+      name: z.literal("v1"),
+      served: z.literal(true),
+      storage: z.literal(true),
+      schema: z.object({
+        openAPIV3Schema: z.object({
+          type: z.literal("object"),
+          properties: z.object({
+            spec: z.object({
+              type: z.literal("object"),
+              properties: z.object({ config: z.object({ type: z.literal("string") }).loose() }),
+            }).loose(),
+          }).loose(),
+        }).loose(),
+      }),
+    })).length(1),
+  }),
+});
+
+const ruleSchema = z.object({
+  apiGroups: z.array(z.string()).min(1),
+  resources: z.array(z.string()).min(1),
+  verbs: z.array(z.enum(["get", "list", "watch", "create", "update", "patch", "delete"])).min(1),
+}).strict(); // no resourceNames/nonResourceURLs surprises
+
+const roleSchema = z.object({
+  apiVersion: z.literal("rbac.authorization.k8s.io/v1"),
+  kind: z.literal("ClusterRole"),
+  metadata: meta(false),
+  rules: z.array(ruleSchema).min(1),
+});
+
+const bindingSchema = z.object({
+  apiVersion: z.literal("rbac.authorization.k8s.io/v1"),
+  kind: z.literal("ClusterRoleBinding"),
+  metadata: meta(false),
+  roleRef: z.object({
+    apiGroup: z.literal("rbac.authorization.k8s.io"),
+    kind: z.literal("ClusterRole"),
+    name: z.string(),
+  }),
+  subjects: z.array(z.object({
+    kind: z.literal("ServiceAccount"),
+    name: z.string(),
+    namespace: z.string(),
+  })).length(1),
+});
+
+const saSchema = z.object({
+  apiVersion: z.literal("v1"),
+  kind: z.literal("ServiceAccount"),
+  metadata: meta(true),
+});
+
+const quantity = z.union([z.string().regex(/^\d+(\.\d+)?(m|Mi|Gi|Ki)?$/), z.number()]);
+const dsSchema = z.object({
+  apiVersion: z.literal("apps/v1"),
+  kind: z.literal("DaemonSet"),
+  metadata: meta(true),
+  spec: z.object({
+    selector: z.object({ matchLabels: z.record(z.string(), z.string()) }),
+    template: z.object({
+      metadata: z.object({ labels: z.record(z.string(), z.string()) }),
+      spec: z.object({
+        serviceAccountName: z.string(),
+        hostNetwork: z.literal(true),
+        priorityClassName: z.literal("system-node-critical"),
+        tolerations: z.array(z.object({
+          operator: z.enum(["Exists", "Equal"]),
+          key: z.string().optional(),
+          effect: z.string().optional(),
+        })).min(1),
+        containers: z.array(
+          z.object({
+            name: z.string(),
+            image: z.string().regex(/:[\w.-]+$/, "a pinned tag"),
+            command: z.array(z.string()).min(1),
+            args: z.array(z.string()),
+            resources: z.object({
+              requests: z.object({ cpu: quantity, memory: quantity }),
+              limits: z.object({ memory: quantity }),
+            }),
+            volumeMounts: z.array(z.object({
+              name: z.string(),
+              mountPath: z.string(),
+              readOnly: z.boolean().optional(),
+            })),
+          }).loose(),
+        ).length(1),
+        volumes: z.array(z.object({
+          name: z.string(),
+          hostPath: z.object({ path: z.string(), type: z.string().optional() }),
+        })),
+      }).loose(),
+    }),
+  }).loose(),
+});
+
+function mebibytes(q: string | number): number {
+  const s = String(q);
+  const n = parseFloat(s);
+  return s.endsWith("Gi")
+    ? n * 1024
+    : s.endsWith("Mi")
+    ? n
+    : s.endsWith("Ki")
+    ? n / 1024
+    : n / 2 ** 20;
+}
+
+Deno.test("every manifest has apiVersion, kind and metadata.name; kubectl apply order", async () => {
+  const all = await manifests();
+  assert.deepEqual(
+    all.map((m) => m.doc.kind),
+    [
+      "CustomResourceDefinition",
+      "ServiceAccount",
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "DaemonSet",
+    ],
+  );
+  for (const { file, doc } of all) {
+    const r = z.object({
+      apiVersion: z.string().min(1),
+      kind: z.string().min(1),
+      metadata: z.object({ name: z.string().min(1) }).loose(),
+    }).loose().safeParse(doc);
+    assert.ok(r.success, `${file}: ${r.success ? "" : z.prettifyError(r.error)}`);
+  }
+});
+
+Deno.test("the NetworkAttachmentDefinition CRD: apiextensions v1, spec.config string", async () => {
+  const r = crdSchema.safeParse(find(await manifests(), "CustomResourceDefinition"));
+  assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
+});
+
+Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildcard", async () => {
+  const doc = find(await manifests(), "ClusterRole");
+  assert.ok(!JSON.stringify(doc).includes('"*"'), "no * anywhere");
+  const r = roleSchema.safeParse(doc);
+  assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
+  const grants = new Set<string>();
+  for (const rule of r.data!.rules) {
+    for (const g of rule.apiGroups) {
+      for (const res of rule.resources) for (const v of rule.verbs) grants.add(`${g}|${res}|${v}`);
+    }
+  }
+  assert.deepEqual(
+    [...grants].sort(),
+    [
+      "|events|create",
+      "|pods/status|patch",
+      "|pods|get",
+      "k8s.cni.cncf.io|network-attachment-definitions|get",
+      "k8s.cni.cncf.io|network-attachment-definitions|list",
+      "k8s.cni.cncf.io|network-attachment-definitions|watch",
+    ].sort(),
+  );
+});
+
+Deno.test("ServiceAccount and ClusterRoleBinding tie the role to the DaemonSet's account", async () => {
+  const all = await manifests();
+  const sa = saSchema.parse(find(all, "ServiceAccount"));
+  const crb = bindingSchema.parse(find(all, "ClusterRoleBinding"));
+  const role = roleSchema.parse(find(all, "ClusterRole"));
+  const ds = dsSchema.parse(find(all, "DaemonSet"));
+  assert.equal(crb.roleRef.name, role.metadata.name);
+  assert.deepEqual(crb.subjects[0], {
+    kind: "ServiceAccount",
+    name: sa.metadata.name,
+    namespace: sa.metadata.namespace,
+  });
+  assert.equal(ds.spec.template.spec.serviceAccountName, sa.metadata.name);
+});
+
+Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, install flags", async () => {
+  const r = dsSchema.safeParse(find(await manifests(), "DaemonSet"));
+  assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
+  const spec = r.data!.spec.template.spec;
+  const [c] = spec.containers;
+  // Selector matches the template.
+  for (const [k, v] of Object.entries(r.data!.spec.selector.matchLabels)) {
+    assert.equal(r.data!.spec.template.metadata.labels[k], v);
+  }
+  // Tolerate every taint: an Exists toleration with no key and no effect.
+  assert.ok(spec.tolerations.some((t) => t.operator === "Exists" && !t.key && !t.effect));
+  // The host directories, each mounted under --host-root at the same path.
+  const hostPaths = new Map(spec.volumes.map((v) => [v.name, v.hostPath.path]));
+  const wanted = [
+    "/opt/cni/bin",
+    "/etc/cni/net.d",
+    "/var/lib/cni",
+    "/run/k8s.cni.cncf.io",
+    "/var/lib/kubelet/pod-resources",
+  ];
+  assert.deepEqual([...hostPaths.values()].sort(), [...wanted].sort());
+  for (const m of c.volumeMounts) {
+    assert.equal(m.mountPath, `/host${hostPaths.get(m.name)}`, m.name);
+  }
+  assert.deepEqual(c.volumeMounts.map((m) => m.name).sort(), [...hostPaths.keys()].sort());
+  assert.equal(c.volumeMounts.find((m) => m.name === "pod-resources")?.readOnly, true);
+  // Room for the installer and exec'd doctor/explain; a limit so a leak cannot starve the node.
+  assert.ok(mebibytes(c.resources.requests.memory) >= 64);
+  assert.ok(mebibytes(c.resources.limits.memory) >= mebibytes(c.resources.requests.memory));
+  // The container runs `manifold install` with flags the installer accepts.
+  assert.equal(c.args[0], "install");
+  assert.ok(c.args.includes("--host-root=/host"));
+  const out = { err: "" };
+  const code = await runInstall([...c.args.slice(1), "--help"], {
+    stdout: () => {},
+    stderr: (s) => void (out.err += s),
+    env: {},
+  });
+  assert.equal(code, 0, out.err);
+});
