@@ -87,7 +87,7 @@ Deno.test("primary appears late: nothing is written before, then a valid 0600 co
     await waitFor("binary copied", () => readIf(`${h.binDir}/manifold`));
     await new Promise((r) => setTimeout(r, 120));
     assert.equal(await readIf(h.config), undefined, "no config before the primary exists");
-    assert.ok(inst.lines.some((l) => l.msg.startsWith("waiting for")), "progress is logged");
+    await waitFor("progress logged", () => inst.lines.some((l) => l.msg.startsWith("waiting for")));
 
     await writeJson(`${h.confDir}/10-flannel.conflist`, flannelConflist("1.0.0"));
     const text = await waitFor("config written", () => readIf(h.config));
@@ -240,9 +240,10 @@ Deno.test("primary changes → regenerated; another file takes over → follows 
       const t = await readIf(h.config);
       return t && parseGenerated(t).conf.clusterNetwork === "/etc/cni/net.d/05-cilium.conflist";
     });
-    assert.ok(inst.lines.some((l) => l.fields?.why === "primary config changed to another file"));
+    // The log line follows the rename (and a directory fsync): read it once the loop stopped.
     const r = await inst.stop();
     assert.equal(r.writes, 3);
+    assert.ok(inst.lines.some((l) => l.fields?.why === "primary config changed to another file"));
   } finally {
     await inst.stop().catch(() => {});
     await h.cleanup();
@@ -276,7 +277,11 @@ Deno.test("primary removed → config removed; primary back → config back", as
     await waitFor("config", () => readIf(h.config));
     await Deno.remove(`${h.confDir}/10-flannel.conflist`);
     await waitFor("config removed", async () => (await readIf(h.config)) === undefined);
-    assert.ok(inst.lines.some((l) => l.level === "warn" && l.msg.startsWith("removed")));
+    // The warning follows the unlink and a directory fsync: wait for it rather than race it.
+    await waitFor(
+      "removal logged",
+      () => inst.lines.some((l) => l.level === "warn" && l.msg.startsWith("removed")),
+    );
     // The kubeconfig stays (DEL of running pods still needs the API).
     assert.ok(await readIf(`${h.confDir}/manifold.d/manifold.kubeconfig`));
     await writeJson(`${h.confDir}/10-flannel.conflist`, flannelConflist());
