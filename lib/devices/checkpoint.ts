@@ -13,6 +13,7 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { decodeJson } from "../cni/decode.ts";
 
 /** Largest checkpoint read, bytes (a busy node's is a few hundred KiB). */
 const MAX_CHECKPOINT_BYTES = 32 * 1024 * 1024;
@@ -54,26 +55,9 @@ function checkpointSchema(): ReturnType<typeof buildCheckpointSchema> {
  * ```
  */
 export function parseCheckpointDevices(text: string, podUid: string): Record<string, string[]> {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (e) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "device-plugin checkpoint is not valid JSON",
-      e instanceof Error ? e.message : String(e),
-    );
-  }
-  const parsed = checkpointSchema().safeParse(raw);
-  if (!parsed.success) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "device-plugin checkpoint has an unknown layout",
-      z.prettifyError(parsed.error),
-    );
-  }
+  const data = decodeJson(text, checkpointSchema(), "device-plugin checkpoint");
   const byResource = new Map<string, Set<string>>();
-  for (const entry of parsed.data.Data.PodDeviceEntries ?? []) {
+  for (const entry of data.Data.PodDeviceEntries ?? []) {
     if (entry.PodUID !== podUid) continue;
     const ids = Array.isArray(entry.DeviceIDs)
       ? entry.DeviceIDs

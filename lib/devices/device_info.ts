@@ -15,6 +15,7 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { decodeJson } from "../cni/decode.ts";
 /** The version Manifold writes when it builds device-info itself (sysfs discovery). */
 export const DEVICE_INFO_VERSION = "1.1.0";
 /** Largest device-info file read, bytes; a real one is a few hundred. */
@@ -141,25 +142,11 @@ function deviceInfoSchema(): ReturnType<typeof buildDeviceInfoSchema> {
  * ```
  */
 export function parseDeviceInfo(text: string): DeviceInformation {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (e) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "device-info is not valid JSON",
-      e instanceof Error ? e.message : String(e),
-    );
-  }
-  const parsed = deviceInfoSchema().safeParse(raw);
-  if (!parsed.success) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "device-info does not follow the Device Information Specification v1.1",
-      z.prettifyError(parsed.error),
-    );
-  }
-  return parsed.data as DeviceInformation;
+  return decodeJson(
+    text,
+    deviceInfoSchema(),
+    "device-info (Device Information Specification v1.1)",
+  ) as DeviceInformation;
 }
 
 /**

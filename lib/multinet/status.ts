@@ -15,6 +15,7 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { decodeJson } from "../cni/decode.ts";
 import type { DeviceInfo, NetworkStatus } from "./types.ts";
 
 /** Input of {@link buildNetworkStatus}: one attachment and what its delegate returned. */
@@ -269,25 +270,7 @@ export function serializeNetworkStatus(entries: NetworkStatus[]): string {
  * ```
  */
 export function parseNetworkStatus(text: string): NetworkStatus[] {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (err) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "network-status annotation is not valid JSON",
-      err instanceof Error ? err.message : String(err),
-    );
-  }
-  const parsed = networkStatusListSchema().safeParse(raw);
-  if (!parsed.success) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "invalid network-status annotation",
-      z.prettifyError(parsed.error),
-    );
-  }
-  return parsed.data.map(orderKeys);
+  return decodeJson(text, networkStatusListSchema(), "network-status annotation").map(orderKeys);
 }
 
 /** Validates a delegate result of any version; CniError 6 when it is not one. */
