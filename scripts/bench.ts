@@ -20,9 +20,8 @@ import { parseArgs } from "node:util";
 import { ProcessPluginExec } from "../lib/cni/invoke.ts";
 import { CniRuntime } from "../lib/cni/runtime.ts";
 import { parseNetworkConfig } from "../lib/cni/types.ts";
-import { MANIFOLD } from "../tests/support/plugin.ts";
 import { linkNames } from "../tests/support/netns.ts";
-import { NS, POD, UID, world } from "../tests/support/world.ts";
+import { NS, POD, world } from "../tests/support/world.ts";
 
 const { values } = parseArgs({
   options: {
@@ -56,28 +55,6 @@ interface Run {
   out: string;
 }
 
-/** Spawns the plugin under /usr/bin/time to read its peak RSS. */
-async function spawnPlugin(env: Record<string, string>, stdin: string): Promise<Run> {
-  const rssFile = await Deno.makeTempFile();
-  const started = performance.now();
-  const child = new Deno.Command("/usr/bin/time", {
-    args: ["-f", "%M", "-o", rssFile, MANIFOLD],
-    clearEnv: true,
-    env,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(stdin));
-  await w.close();
-  const o = await child.output();
-  const ms = performance.now() - started;
-  const rssKiB = Number((await Deno.readTextFile(rssFile)).trim().split("\n").pop());
-  await Deno.remove(rssFile);
-  return { ms, rssKiB, code: o.code, out: new TextDecoder().decode(o.stdout) };
-}
-
 const w = await world({
   annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify(selection) },
 });
@@ -92,16 +69,25 @@ try {
       },
     },
   };
-  const env = (command: string, containerId: string, netns = w.netnsPath) => ({
-    PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: containerId,
-    CNI_NETNS: netns,
-    CNI_IFNAME: "eth0",
-    CNI_ARGS:
-      `IgnoreUnknown=1;K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=${POD};K8S_POD_INFRA_CONTAINER_ID=${containerId};K8S_POD_UID=${UID}`,
-    CNI_PATH: "/usr/lib/cni",
-  });
+  /** Runs the plugin as the runtime would (w.call), under /usr/bin/time for its peak RSS. */
+  const measured = async (
+    command: "ADD" | "DEL",
+    containerId: string,
+    config: Record<string, unknown>,
+  ): Promise<Run> => {
+    const rssFile = await Deno.makeTempFile();
+    try {
+      const r = await w.call(command, {
+        containerId,
+        config,
+        launcher: ["/usr/bin/time", "-f", "%M", "-o", rssFile],
+      });
+      const rssKiB = Number((await Deno.readTextFile(rssFile)).trim().split("\n").pop());
+      return { ms: r.ms, rssKiB, code: r.code, out: r.stdout };
+    } finally {
+      await Deno.remove(rssFile);
+    }
+  };
 
   // The floor: the same delegates with the same configs and inputs, run directly
   // (one process per plugin, as a runtime would), no API, no cache, no status.
@@ -160,20 +146,20 @@ try {
     // 1. Manifold, pod annotations from the API.
     let id = `bench${i}a${crypto.randomUUID().slice(0, 8)}`;
     let before = count();
-    const add = await spawnPlugin(env("ADD", id), JSON.stringify(w.conf));
+    const add = await measured("ADD", id, w.conf);
     must(add, "ADD");
     const reqAdd = count() - before;
     before = count();
-    const del = await spawnPlugin(env("DEL", id), JSON.stringify(w.conf));
+    const del = await measured("DEL", id, w.conf);
     must(del, "DEL");
     const reqDel = count() - before;
     // 2. Manifold, pod annotations from the runtime (no pod GET).
     id = `bench${i}b${crypto.randomUUID().slice(0, 8)}`;
     before = count();
-    const addRt = await spawnPlugin(env("ADD", id), JSON.stringify(runtimeMode));
+    const addRt = await measured("ADD", id, runtimeMode);
     must(addRt, "ADD (runtime annotations)");
     const reqAddRt = count() - before;
-    const delRt = await spawnPlugin(env("DEL", id), JSON.stringify(runtimeMode));
+    const delRt = await measured("DEL", id, runtimeMode);
     must(delRt, "DEL (runtime annotations)");
     // 3. The delegates alone.
     id = `bench${i}c${crypto.randomUUID().slice(0, 8)}`;

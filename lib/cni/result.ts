@@ -113,8 +113,8 @@ interface ResultCodec {
 /** The one registry: every conversion is `decode(from family)` → `encode(to family)`. */
 const CODECS: Record<Family, ResultCodec> = {
   legacy: { decode: decodeLegacy, encode: encodeLegacy },
-  current: { decode: decodeCurrent, encode: encodeCurrent },
-  v1: { decode: decodeV1, encode: encodeV1 },
+  current: { decode: decodeWith(currentSchema), encode: encodeCurrent },
+  v1: { decode: decodeWith(v1Schema), encode: encodeV1 },
 };
 
 /**
@@ -235,26 +235,21 @@ function decodeLegacy(raw: Record<string, unknown>, version: string): CniResult 
   return assemble(version, undefined, ips, routes, r.dns);
 }
 
-function decodeCurrent(raw: Record<string, unknown>, version: string): CniResult {
-  const r = validate(currentSchema(), raw, version);
-  return assemble(
-    version,
-    r.interfaces?.map(pickInterface),
-    r.ips?.map(pickIp),
-    r.routes?.map(pickRoute),
-    r.dns,
-  );
-}
-
-function decodeV1(raw: Record<string, unknown>, version: string): CniResult {
-  const r = validate(v1Schema(), raw, version);
-  return assemble(
-    version,
-    r.interfaces?.map(pickInterface),
-    r.ips?.map(pickIp),
-    r.routes?.map(pickRoute),
-    r.dns,
-  );
+/**
+ * Decodes a 0.3.x/0.4.0 or 1.x result: the two differ only in their schema (1.x has no
+ * `ips[].version`, 1.1 adds interface fields), not in how fields map to {@link CniResult}.
+ */
+function decodeWith(schema: () => z.ZodType<z.infer<ReturnType<typeof v1Schema>>>) {
+  return (raw: Record<string, unknown>, version: string): CniResult => {
+    const r = validate(schema(), raw, version);
+    return assemble(
+      version,
+      r.interfaces?.map(pickInterface),
+      r.ips?.map(pickIp),
+      r.routes?.map(pickRoute),
+      r.dns,
+    );
+  };
 }
 
 type Nullish<T> = { [K in keyof T]?: T[K] | null };

@@ -22,6 +22,8 @@ export interface PluginCall {
   env?: Record<string, string>;
   /** Leave out these CNI_* variables entirely. */
   omit?: string[];
+  /** Command prefix the plugin runs under, e.g. `["/usr/bin/time", "-f", "%M", "-o", file]`. */
+  launcher?: string[];
 }
 
 /** What the process did. */
@@ -49,7 +51,9 @@ export async function runPlugin(call: PluginCall): Promise<PluginOutcome> {
   for (const k of call.omit ?? []) delete env[k];
   const stdin = typeof call.config === "string" ? call.config : JSON.stringify(call.config);
   const started = performance.now();
-  const child = new Deno.Command(MANIFOLD, {
+  const [cmd, ...args] = [...(call.launcher ?? []), MANIFOLD];
+  const child = new Deno.Command(cmd, {
+    args,
     clearEnv: true,
     env,
     stdin: "piped",
