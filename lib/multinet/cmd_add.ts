@@ -32,6 +32,7 @@ import { waitForReadiness } from "./readiness.ts";
 import { applyDefaultRoute, claimsSandboxInterface, reconcileStatus } from "./kernel.ts";
 import { buildNetworkStatus } from "./status.ts";
 import type { AttachmentPlan, DeviceInfo, NetworkStatus } from "./types.ts";
+import type { NetnsSnapshot } from "../netlink/inspect.ts";
 import type { DeviceAllocator } from "../devices/allocation.ts";
 import { DEVICE_ID_CAPABILITY, DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
 import type { Logger } from "../log/mod.ts";
@@ -122,7 +123,6 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
 
   // Devices (NADs with a resourceName, plugins declaring CNIDeviceInfoFile): lib/devices is
   // loaded only for pods that have such an attachment.
-  const podKey = { namespace: planPod.namespace, name: planPod.name, uid: planPod.uid };
   let allocator: Promise<DeviceAllocator> | undefined;
   const device: DeviceContext = {
     deps,
@@ -132,7 +132,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
       allocator ??= loadDevices().then((m) =>
         new m.DeviceAllocator(() =>
           deps.devices
-            ? deps.devices.podDevices(podKey)
+            ? deps.devices.podDevices(record.pod)
             : Promise.resolve({ devices: {}, source: "none" as const })
         )
       ),
@@ -196,6 +196,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     const plans = planAttachments({ ...planInput, defaultNetworks: extraDefaults, selections });
     for (const plan of plans.slice(1)) await attach(plan);
 
+    let snapshot: NetnsSnapshot | undefined;
     if (record.attachments.some((a) => a.defaultRoute !== undefined)) {
       if (!deps.kernel) {
         throw new CniError(
@@ -203,7 +204,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
           "default-route needs netlink access to the sandbox",
         );
       }
-      await applyDefaultRoute(deps.kernel, env.netns, record);
+      snapshot = await applyDefaultRoute(deps.kernel, env.netns, record);
     }
     statuses = record.attachments.map((a) =>
       buildNetworkStatus({
@@ -215,7 +216,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
         defaultRoute: a.defaultRoute,
       })
     );
-    statuses = await verifyWithKernel(deps, record, statuses, pod);
+    statuses = await verifyWithKernel(deps, record, statuses, pod, snapshot);
     record.networkStatus = statuses;
     await cache.write(record);
     await deps.status.publish(pod, env.containerId, statuses);
@@ -252,7 +253,8 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
 
 /**
  * Replaces delegate claims in the statuses with what the sandbox really holds (one netlink
- * snapshot for all attachments); every disagreement is logged and becomes a Warning event
+ * snapshot for all attachments — the one taken after a default-route change when there was one,
+ * else a fresh one); every disagreement is logged and becomes a Warning event
  * naming the attachment. A sandbox that cannot be read leaves the statuses as built from the
  * results (logged): verification must never cost a pod its network.
  */
@@ -261,11 +263,12 @@ async function verifyWithKernel(
   record: CacheRecord,
   statuses: NetworkStatus[],
   pod: PodRef | undefined,
+  taken?: NetnsSnapshot,
 ): Promise<NetworkStatus[]> {
   if (!deps.kernel || !deps.env.netns) return statuses;
-  let snapshot;
+  let snapshot: NetnsSnapshot;
   try {
-    snapshot = await deps.kernel.inspect(deps.env.netns);
+    snapshot = taken ?? await deps.kernel.inspect(deps.env.netns);
   } catch (e) {
     deps.logger.warn("cannot read the sandbox over netlink; status taken from delegate results", {
       containerId: deps.env.containerId,

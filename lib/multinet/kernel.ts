@@ -12,7 +12,7 @@ import { CniError, CniErrorCode } from "../cni/errors.ts";
 import type { Logger } from "../log/mod.ts";
 import type { DefaultRouteChange, DefaultRouteRequest, NetnsSnapshot } from "../netlink/inspect.ts";
 import { parseResult } from "../cni/result.ts";
-import type { CachedAttachment, CacheRecord } from "./cache.ts";
+import type { CacheRecord } from "./cache.ts";
 import type { NetworkStatus } from "./types.ts";
 
 /** Kernel access the commands need (injected; tests may pass a fake). */
@@ -156,16 +156,17 @@ function stripDefaultRoutes(result: unknown, families: Set<4 | 6>): unknown {
  * interface's default routes. The cached results of interfaces that lost default routes are
  * edited to match, so their delegates' CHECK does not expect routes Manifold removed; the change
  * is recorded in the cache record.
- * @returns true when a change was requested and made.
+ * @returns the sandbox as the kernel holds it after the change (reused to verify the status), or
+ *   undefined when no attachment asked for a default route.
  * @throws whatever {@link KernelAccess.setDefaultRoute} throws (the ADD then rolls back).
  */
 export async function applyDefaultRoute(
   kernel: KernelAccess,
   netns: string,
   record: CacheRecord,
-): Promise<boolean> {
+): Promise<NetnsSnapshot | undefined> {
   const chosen = record.attachments.find((a) => a.defaultRoute !== undefined);
-  if (!chosen || !netns) return false;
+  if (!chosen || !netns) return undefined;
   const change = await kernel.setDefaultRoute(netns, {
     ifName: chosen.ifName,
     gateways: chosen.defaultRoute!,
@@ -178,9 +179,8 @@ export async function applyDefaultRoute(
     if (!lost.has(ifName)) lost.set(ifName, new Set());
     lost.get(ifName)!.add(r.dst.includes(":") ? 6 : 4);
   }
-  const byIf = (a: CachedAttachment) => lost.get(a.ifName);
   for (const a of record.attachments) {
-    const families = byIf(a);
+    const families = lost.get(a.ifName);
     if (families && a.result !== undefined) a.result = stripDefaultRoutes(a.result, families);
   }
   record.defaultRouteChange = {
@@ -188,5 +188,5 @@ export async function applyDefaultRoute(
     added: change.added.map((r) => ({ dst: r.dst, gateway: r.gateway, metric: r.priority })),
     removed: change.removed.map((r) => ({ dst: r.dst, gateway: r.gateway, ifName: nameOf(r.oif) })),
   };
-  return true;
+  return snapshot;
 }

@@ -180,7 +180,7 @@ Deno.test("applyDefaultRoute: calls the kernel, edits cached results of interfac
       },
     ],
   } as unknown as CacheRecord;
-  assert.equal(await applyDefaultRoute(kernel, "/var/run/netns/p", record), true);
+  assert.equal(await applyDefaultRoute(kernel, "/var/run/netns/p", record), snapshot);
   assert.deepEqual(calls, [["/var/run/netns/p", { ifName: "net1", gateways: ["192.0.2.1"] }]]);
   // Only the IPv4 default route left eth0's cached result; the IPv6 one and others stay.
   assert.deepEqual((record.attachments[0].result as typeof defaultResult).routes, [
@@ -201,5 +201,5 @@ Deno.test("applyDefaultRoute: nothing requested → no kernel call", async () =>
     setDefaultRoute: () => Promise.reject(new Error("not expected")),
   };
   const record = { attachments: [{ ifName: "eth0" }] } as unknown as CacheRecord;
-  assert.equal(await applyDefaultRoute(kernel, "/x", record), false);
+  assert.equal(await applyDefaultRoute(kernel, "/x", record), undefined);
 });
