@@ -24,6 +24,7 @@ import { declaresCapability, planAttachments } from "./plan.ts";
 import {
   attachmentContext,
   isStaticPod,
+  planPodOf,
   type PodRef,
   podRefFromArgs,
   runtimePodAnnotations,
@@ -96,12 +97,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
   ]);
   restP.catch(() => {}); // awaited below; avoid an unhandled rejection while the default ADD runs
 
-  const planPod = {
-    namespace: pod?.namespace ?? "",
-    name: pod?.name ?? "",
-    uid: pod?.uid ?? "",
-    infraContainerId: pod?.infraContainerId ?? env.containerId,
-  };
+  const planPod = planPodOf(pod, env.containerId);
   const planInput = {
     pod: planPod,
     runtimeIfName: env.ifName,

@@ -10,13 +10,22 @@
 
 import { parseCniArgs } from "../cni/env.ts";
 import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
-import { CacheCorruptError, type CachedAttachment, type CacheRecord } from "./cache.ts";
+import {
+  CACHE_SCHEMA_VERSION,
+  CacheCorruptError,
+  type CachedAttachment,
+  type CacheRecord,
+} from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { aggregateDetachError, detachAll } from "./detach.ts";
-import { memoNadSource, resolveDefaultNetwork, resolveExtraDefaults } from "./networks.ts";
+import {
+  memoNadSource,
+  resolveDefaultNetwork,
+  resolveExtraDefaults,
+  resolveSelection,
+} from "./networks.ts";
 import { declaresCapability, planAttachments } from "./plan.ts";
-import { type PodRef, podRefFromArgs, runtimePodAnnotations } from "./pod.ts";
-import { resolveNetwork } from "./resolve.ts";
+import { planPodOf, type PodRef, podRefFromArgs, runtimePodAnnotations } from "./pod.ts";
 import { parseNetworkSelection } from "./selection.ts";
 import {
   type AttachmentPlan,
@@ -63,12 +72,13 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
   } else {
     const rebuilt = await rebuildAttachments(deps, pod, runtimeArgs);
     attachments = rebuilt.attachments;
+    const { namespace, name, uid } = planPodOf(pod, env.containerId);
     base = {
-      schemaVersion: 1,
+      schemaVersion: CACHE_SCHEMA_VERSION,
       containerId: env.containerId,
       netns: env.netns,
       ifName: env.ifName,
-      pod: { namespace: pod?.namespace ?? "", name: pod?.name ?? "", uid: pod?.uid ?? "" },
+      pod: { namespace, name, uid },
       cniVersion: deps.conf.cniVersion,
       createdAt: new Date().toISOString(),
       attachments,
@@ -161,35 +171,19 @@ async function rebuildAttachments(
       note(NETWORKS_ANNOTATION, e);
     }
     for (const selection of elements) {
-      const name = `${selection.namespace}/${selection.name}`;
-      if (!nads) {
-        missing.push(`${name}: no Kubernetes API and no nadDir`);
-        continue;
-      }
       try {
-        const delegate = await resolveNetwork(selection, {
-          nads,
-          confDir: conf.confDir,
-          namespaceIsolation: conf.namespaceIsolation,
-          globalNamespaces: conf.globalNamespaces,
-          podNamespace: pod.namespace,
-        });
-        selections.push({ delegate, selection });
+        selections.push(await resolveSelection(conf, nads, pod, selection));
       } catch (e) {
-        note(name, e);
+        note(`${selection.namespace}/${selection.name}`, e);
       }
     }
   }
 
+  const planPod = planPodOf(pod, env.containerId);
   let plans;
   try {
     plans = planAttachments({
-      pod: {
-        namespace: pod?.namespace ?? "",
-        name: pod?.name ?? "",
-        uid: pod?.uid ?? "",
-        infraContainerId: pod?.infraContainerId ?? env.containerId,
-      },
+      pod: planPod,
       runtimeIfName: env.ifName,
       runtimeArgs,
       runtimeCapabilityArgs: conf.runtimeConfig,
@@ -201,7 +195,7 @@ async function rebuildAttachments(
     // Planning rejects what ADD would have rejected (e.g. a missing capability): nothing of those was attached.
     note("plan", e);
     plans = planAttachments({
-      pod: { namespace: "", name: "", uid: "", infraContainerId: env.containerId },
+      pod: planPod,
       runtimeIfName: env.ifName,
       runtimeArgs,
       runtimeCapabilityArgs: conf.runtimeConfig,

@@ -12,7 +12,12 @@ import { CniError, CniErrorCode } from "../cni/errors.ts";
 import type { ManifoldConf } from "./config.ts";
 import type { NadSource } from "./nad_source.ts";
 import type { PodRef } from "./pod.ts";
-import { delegateFromInline, resolveClusterNetwork, resolveNetwork } from "./resolve.ts";
+import {
+  delegateFromInline,
+  resolveClusterNetwork,
+  resolveNetwork,
+  type ResolveOptions,
+} from "./resolve.ts";
 import { parseNetworkReference, parseNetworkSelection } from "./selection.ts";
 import {
   DEFAULT_NETWORK_ANNOTATION,
@@ -87,13 +92,7 @@ export async function resolveDefaultNetwork(
   const override = annotations[DEFAULT_NETWORK_ANNOTATION]?.trim();
   if (override && pod) {
     const ref = defaultNetworkReference(override, conf.multusNamespace);
-    const d = await resolveNetwork(ref, {
-      nads: nads ?? emptyNads,
-      confDir: conf.confDir,
-      namespaceIsolation: conf.namespaceIsolation,
-      globalNamespaces: conf.globalNamespaces,
-      podNamespace: pod.namespace,
-    });
+    const d = await resolveNetwork(ref, resolveOptionsFor(conf, nads ?? emptyNads, pod.namespace));
     return { ...d, isDefault: true };
   }
   if (conf.clusterNetwork) {
@@ -151,6 +150,49 @@ export function podSelections(
 }
 
 /**
+ * The options of `resolveNetwork` for one pod's references, from Manifold's configuration:
+ * `confDir` for on-disk configs (§3.4.1) and namespace isolation (§7.4).
+ */
+export function resolveOptionsFor(
+  conf: ManifoldConf,
+  nads: NadSource,
+  podNamespace: string,
+): ResolveOptions {
+  return {
+    nads,
+    confDir: conf.confDir,
+    namespaceIsolation: conf.namespaceIsolation,
+    globalNamespaces: conf.globalNamespaces,
+    podNamespace,
+  };
+}
+
+/**
+ * Resolves one selection element of a pod to its delegate.
+ * @throws {CniError} code 7 for a missing NAD or an isolation violation, or when Manifold has
+ *   neither an API nor a `nadDir` to look NADs up in.
+ */
+export async function resolveSelection(
+  conf: ManifoldConf,
+  nads: NadSource | undefined,
+  pod: PodRef,
+  selection: NetworkSelectionElement,
+): Promise<{ delegate: Delegate; selection: NetworkSelectionElement }> {
+  if (!nads) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "the pod selects networks but Manifold has no Kubernetes API and no nadDir",
+      `${selection.namespace}/${selection.name}`,
+    );
+  }
+  const ref = { namespace: selection.namespace, name: selection.name };
+  return {
+    selection,
+    delegate: await resolveNetwork(ref, resolveOptionsFor(conf, nads, pod.namespace)),
+  };
+}
+
+/**
  * Resolves every selection element to its delegate (concurrently; attachments stay serial).
  * @throws {CniError} code 7 for a missing NAD, an isolation violation, or when the pod
  *   selects networks but Manifold has neither an API nor a `nadDir`.
@@ -162,21 +204,5 @@ export async function resolveSelections(
   elements: NetworkSelectionElement[],
 ): Promise<PodNetworks["selections"]> {
   if (!pod || elements.length === 0) return [];
-  if (!nads) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      "the pod selects networks but Manifold has no Kubernetes API and no nadDir",
-      elements.map((e) => `${e.namespace}/${e.name}`).join(", "),
-    );
-  }
-  return await Promise.all(elements.map(async (selection) => ({
-    selection,
-    delegate: await resolveNetwork({ namespace: selection.namespace, name: selection.name }, {
-      nads,
-      confDir: conf.confDir,
-      namespaceIsolation: conf.namespaceIsolation,
-      globalNamespaces: conf.globalNamespaces,
-      podNamespace: pod.namespace,
-    }),
-  })));
+  return await Promise.all(elements.map((e) => resolveSelection(conf, nads, pod, e)));
 }

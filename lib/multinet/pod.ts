@@ -94,3 +94,18 @@ export function isStaticPod(annotations: Record<string, string>): boolean {
 export function attachmentContext(pod: PodRef | undefined, network: string): string {
   return `[${pod ? `${pod.namespace}/${pod.name}` : "-"}:${network}]`;
 }
+
+/**
+ * The pod as planning and the cache record it: empty strings when the runtime sent no pod
+ * (a non-Kubernetes runtime), `infraContainerId` falling back to CNI_CONTAINERID. ADD and a
+ * DEL that rebuilds its attachments must use the same value, so delegates get the same CNI_ARGS.
+ * @example planPodOf(undefined, "c1") // {namespace:"",name:"",uid:"",infraContainerId:"c1"}
+ */
+export function planPodOf(pod: PodRef | undefined, containerId: string): PodRef {
+  return {
+    namespace: pod?.namespace ?? "",
+    name: pod?.name ?? "",
+    uid: pod?.uid ?? "",
+    infraContainerId: pod?.infraContainerId ?? containerId,
+  };
+}

@@ -3,6 +3,7 @@ import { CniError } from "../../lib/cni/errors.ts";
 import {
   attachmentContext,
   isStaticPod,
+  planPodOf,
   podRefFromArgs,
   runtimePodAnnotations,
 } from "../../lib/multinet/pod.ts";
@@ -55,4 +56,15 @@ Deno.test("static pods are recognised; context prefix", () => {
     "[n/p:n/net]",
   );
   assert.equal(attachmentContext(undefined, "cbr0"), "[-:cbr0]");
+});
+
+Deno.test("planPodOf: the runtime's pod, or empty fields with the container ID as infra ID", () => {
+  const pod = { namespace: "n", name: "p", uid: "u", infraContainerId: "infra" };
+  assert.deepEqual(planPodOf(pod, "c1"), pod);
+  assert.deepEqual(planPodOf(undefined, "c1"), {
+    namespace: "",
+    name: "",
+    uid: "",
+    infraContainerId: "c1",
+  });
 });
