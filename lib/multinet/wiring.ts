@@ -22,7 +22,7 @@ import { netlinkKernel } from "./kernel.ts";
 import type { NadSource } from "./nad_source.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
-/** Test and benchmark hooks read from the environment (never needed in production). */
+/** What {@link buildDeps} takes from the process besides the config and the CNI environment. */
 export interface WiringOptions {
   /** Environment of the process (delegates inherit it, as from a runtime). */
   processEnv: Record<string, string>;

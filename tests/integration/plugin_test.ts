@@ -233,7 +233,10 @@ Deno.test({
       w.api.addNad({ namespace: "other", name: "bridge-net", config: JSON.stringify(nad) });
       const add = await w.call("ADD");
       assert.deepEqual((add.json as { code: number }).code, 7);
-      assert.match((add.json as { msg: string }).msg + JSON.stringify(add.json), /other/);
+      assert.match(
+        (add.json as { msg: string }).msg,
+        /namespace isolation: pods in namespace "tenant-a" may not use network attachment definition "other\/bridge-net"/,
+      );
       assert.deepEqual(await linkNames(w.podNetns), []);
       const ok = await w.call("ADD", { config: { ...w.conf, globalNamespaces: "other" } });
       expectOk(ok, "ADD with other as global namespace");
