@@ -381,29 +381,16 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       }
     }
     if (connection) {
-      const { isNotFound, KubeClient } = await import("../k8s/client.ts");
+      const [{ KubeClient }, { apiNadSource, apiPodSource }] = await Promise.all([
+        import("../k8s/client.ts"),
+        import("../multinet/api_sources.ts"),
+      ]);
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, retries: 1 });
       close = () => kube.close();
-      nads = {
-        async get(namespace, name) {
-          try {
-            return await kube.getNetworkAttachmentDefinition(namespace, name);
-          } catch (e) {
-            if (isNotFound(e)) return undefined;
-            throw e;
-          }
-        },
-      };
+      nads = apiNadSource(kube);
       if (opts.pod) {
-        try {
-          const pod = await kube.getPod(opts.pod.namespace, opts.pod.name);
-          podInfo = { uid: pod.metadata.uid ?? "", annotations: pod.metadata.annotations ?? {} };
-        } catch (e) {
-          if (isNotFound(e)) {
-            throw new Error(`pod ${opts.pod.namespace}/${opts.pod.name} not found`);
-          }
-          throw e;
-        }
+        podInfo = await apiPodSource(kube).get(opts.pod.namespace, opts.pod.name);
+        if (!podInfo) throw new Error(`pod ${opts.pod.namespace}/${opts.pod.name} not found`);
       }
     } else if (opts.pod) {
       throw new Error(

@@ -179,30 +179,21 @@ async function rebuildAttachments(
     }
   }
 
-  const planPod = planPodOf(pod, env.containerId);
+  const planInput = {
+    pod: planPodOf(pod, env.containerId),
+    runtimeIfName: env.ifName,
+    runtimeArgs,
+    runtimeCapabilityArgs: conf.runtimeConfig,
+    defaultNetwork,
+  };
   let plans;
   try {
-    plans = planAttachments({
-      pod: planPod,
-      runtimeIfName: env.ifName,
-      runtimeArgs,
-      runtimeCapabilityArgs: conf.runtimeConfig,
-      defaultNetwork,
-      defaultNetworks: extraDefaults,
-      selections,
-    });
+    plans = planAttachments({ ...planInput, defaultNetworks: extraDefaults, selections });
   } catch (e) {
-    // Planning rejects what ADD would have rejected (e.g. a missing capability): nothing of those was attached.
+    // Planning rejects what ADD would have rejected (e.g. a missing capability): nothing of
+    // those was attached, so the default network alone is torn down.
     note("plan", e);
-    plans = planAttachments({
-      pod: planPod,
-      runtimeIfName: env.ifName,
-      runtimeArgs,
-      runtimeCapabilityArgs: conf.runtimeConfig,
-      defaultNetwork,
-      defaultNetworks: [],
-      selections: [],
-    });
+    plans = planAttachments({ ...planInput, defaultNetworks: [], selections: [] });
   }
   // The CNI device-info file ADD would have created (Device Information Spec v1.1 §4.2.1).
   const withDeviceInfo = (p: AttachmentPlan) =>

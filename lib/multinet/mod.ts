@@ -21,3 +21,4 @@ export * from "./cmd_gc.ts";
 export * from "./kernel.ts";
 export * from "./plugin.ts";
 export * from "./wiring.ts";
+export * from "./api_sources.ts";

@@ -17,9 +17,8 @@ import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
-import type { ManifoldDeps, PodDeviceSource, PodSource } from "./deps.ts";
+import type { ManifoldDeps, PodDeviceSource } from "./deps.ts";
 import { netlinkKernel } from "./kernel.ts";
-import type { NadSource } from "./nad_source.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
 /** What {@link buildDeps} takes from the process besides the config and the CNI environment. */
@@ -78,29 +77,13 @@ export async function buildDeps(
       events: new LogEventSink(logger),
     };
   }
-  const { isNotFound, KubeClient } = await import("../k8s/client.ts");
+  const [{ KubeClient }, { apiNadSource, apiPodSource }] = await Promise.all([
+    import("../k8s/client.ts"),
+    import("./api_sources.ts"),
+  ]);
   const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
-  const nads: NadSource = {
-    async get(namespace, name) {
-      try {
-        return await kube.getNetworkAttachmentDefinition(namespace, name);
-      } catch (e) {
-        if (isNotFound(e)) return undefined;
-        throw e;
-      }
-    },
-  };
-  const pods: PodSource = {
-    async get(namespace, name) {
-      try {
-        const pod = await kube.getPod(namespace, name);
-        return { uid: pod.metadata.uid ?? "", annotations: pod.metadata.annotations ?? {} };
-      } catch (e) {
-        if (isNotFound(e)) return undefined;
-        throw e;
-      }
-    },
-  };
+  const nads = apiNadSource(kube);
+  const pods = apiPodSource(kube);
   return {
     ...base,
     nads,

@@ -1,0 +1,48 @@
+/**
+ * NADs and pods read from the Kubernetes API, as the sources the multi-network logic takes
+ * (a 404 is "does not exist", anything else is an error). Imported only when there is an API
+ * connection, together with the client.
+ *
+ * @module
+ */
+
+import { isNotFound, type KubeClient } from "../k8s/client.ts";
+import type { PodSource } from "./deps.ts";
+import type { NadSource } from "./nad_source.ts";
+
+/**
+ * NetworkAttachmentDefinitions from the API (`GET …/network-attachment-definitions/{name}`).
+ * @returns a source whose `get` resolves undefined on HTTP 404 and throws the client's
+ *   `KubeApiError` otherwise (code 11 after retries for transient failures).
+ */
+export function apiNadSource(kube: KubeClient): NadSource {
+  return {
+    async get(namespace, name) {
+      try {
+        return await kube.getNetworkAttachmentDefinition(namespace, name);
+      } catch (e) {
+        if (isNotFound(e)) return undefined;
+        throw e;
+      }
+    },
+  };
+}
+
+/**
+ * Pods from the API (`GET /api/v1/namespaces/{ns}/pods/{name}`): UID and annotations.
+ * @returns a source whose `get` resolves undefined on HTTP 404 and throws the client's
+ *   `KubeApiError` otherwise.
+ */
+export function apiPodSource(kube: KubeClient): PodSource {
+  return {
+    async get(namespace, name) {
+      try {
+        const pod = await kube.getPod(namespace, name);
+        return { uid: pod.metadata.uid ?? "", annotations: pod.metadata.annotations ?? {} };
+      } catch (e) {
+        if (isNotFound(e)) return undefined;
+        throw e;
+      }
+    },
+  };
+}
