@@ -8,7 +8,7 @@
  * @module
  */
 
-import { nullLogger } from "../log/mod.ts";
+import { mark, nullLogger } from "../log/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { CniError, CniErrorCode, toCniError } from "./errors.ts";
 import { isCniCommand, parseCniEnv } from "./env.ts";
@@ -133,7 +133,9 @@ async function run(
 
   let stdin: Uint8Array;
   try {
+    mark("stdinStart");
     stdin = await io.readStdin(maxStdinBytes);
+    mark("stdinRead");
   } catch (err) {
     if (err instanceof CniError) throw err;
     throw new CniError(

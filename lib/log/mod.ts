@@ -4,3 +4,4 @@
  */
 export * from "./logger.ts";
 export * from "./redact.ts";
+export * from "./trace.ts";

@@ -20,6 +20,7 @@ import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { networkStatusListSchema } from "./status.ts";
 import type { DeviceInfo, NetworkStatus } from "./types.ts";
+import { crashpoint } from "./crashpoint.ts";
 
 /** Version of the record layout; bump on incompatible changes. Readers refuse other versions. */
 export const CACHE_SCHEMA_VERSION = 1;
@@ -281,6 +282,7 @@ export class AttachmentCache {
       } finally {
         file.close();
       }
+      crashpoint("cache:after-temp-write");
       await Deno.rename(temp, path);
     } catch (err) {
       await Deno.remove(temp).catch(() => {});

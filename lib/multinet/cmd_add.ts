@@ -37,6 +37,8 @@ import type { NetnsSnapshot } from "../netlink/inspect.ts";
 import type { DeviceAllocator } from "../devices/allocation.ts";
 import { DEVICE_ID_CAPABILITY, DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
 import type { Logger } from "../log/mod.ts";
+import { mark, timeline } from "../log/trace.ts";
+import { crashpoint } from "./crashpoint.ts";
 
 /**
  * Runs ADD for one sandbox.
@@ -81,6 +83,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
       );
     }
     annotations = info.annotations;
+    mark("podRead");
   } else {
     annotations = {};
   }
@@ -89,6 +92,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
   const elements = podSelections(pod, annotations);
   const nads = deps.nads ? memoNadSource(deps.nads) : undefined;
   const defaultNetwork = await resolveDefaultNetwork(conf, nads, pod, annotations);
+  mark("defaultResolved");
 
   // Fetching is not attaching (§7.3): resolve the other networks while the default one attaches.
   const restP = Promise.all([
@@ -155,8 +159,10 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     if (prepared.deviceId) entry.deviceId = prepared.deviceId;
     if (prepared.deviceInfoFile) entry.deviceInfoFile = prepared.deviceInfoFile;
     if (plan.selection?.["default-route"]) entry.defaultRoute = plan.selection["default-route"];
+    crashpoint("add:before-intent");
     record.attachments.push(entry);
     await cache.write(record); // intent record before the delegate runs
+    crashpoint("add:before-delegate");
     const list = parseNetworkConfig(entry.conflist, { source: plan.delegate.source });
     const started = performance.now();
     try {
@@ -170,7 +176,9 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     } catch (e) {
       throw toCniError(e).withContext(attachmentContext(pod, plan.delegate.statusName));
     }
+    crashpoint("add:after-delegate");
     entry.state = "added";
+    mark(`attached${record.attachments.length}`);
     const deviceInfo = await collectDevice(device, entry);
     if (deviceInfo) entry.deviceInfo = deviceInfo;
     log.info("attached", {
@@ -213,9 +221,15 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
       })
     );
     statuses = await verifyWithKernel(deps, record, statuses, pod, snapshot);
+    mark("verified");
     record.networkStatus = statuses;
+    crashpoint("add:before-final-cache");
     await cache.write(record);
+    mark("cached");
+    crashpoint("add:before-patch");
     await deps.status.publish(pod, env.containerId, statuses);
+    mark("published");
+    crashpoint("add:after-patch");
   } catch (e) {
     const err = toCniError(e);
     log.error("ADD failed, rolling back", {
@@ -243,7 +257,9 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
       });
     }
     await deps.events.flush();
+    mark("eventsSent");
   }
+  log.debug("timeline", timeline());
   return (record.attachments[0].result ?? {}) as Record<string, unknown>;
 }
 

@@ -34,6 +34,8 @@ import {
   type NetworkSelectionElement,
 } from "./types.ts";
 import { DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
+import { mark, timeline } from "../log/trace.ts";
+import { crashpoint } from "./crashpoint.ts";
 
 /**
  * Runs DEL for one sandbox.
@@ -51,6 +53,7 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
   let corrupt: CacheCorruptError | undefined;
   try {
     record = await cache.read(env.containerId);
+    mark("cacheRead");
   } catch (e) {
     if (!(e instanceof CacheCorruptError)) throw e;
     corrupt = e;
@@ -105,13 +108,17 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
   }
 
   const failed = await detachAll(deps, attachments, { netns: env.netns, pod });
+  mark("detached");
   if (failed.length > 0) {
     await cache.write({ ...base, attachments: failed.map((f) => f.attachment) });
     throw aggregateDetachError(failed, attachments.length);
   }
+  crashpoint("del:before-tombstone");
   await cache.writeTombstone(base);
   await deps.status.remove?.(env.containerId);
+  mark("tombstoned");
   log.info("detached", { attachments: attachments.length });
+  log.debug("timeline", timeline());
 }
 
 /** What could be rebuilt without a cache, and what could not (with why). */

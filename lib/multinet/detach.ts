@@ -10,6 +10,7 @@ import { parseNetworkConfig } from "../cni/types.ts";
 import type { CachedAttachment } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { attachmentContext, type PodRef } from "./pod.ts";
+import { crashpoint } from "./crashpoint.ts";
 
 /** One attachment whose DEL failed, with the delegate's error. */
 export interface DetachFailure {
@@ -41,6 +42,7 @@ export async function detachAll(
   for (const a of [...attachments].reverse()) {
     try {
       const list = parseNetworkConfig(a.conflist, { source: `cache:${a.statusName}` });
+      crashpoint("del:before-delegate");
       await deps.runtime.delNetworkList(list, {
         containerId: deps.env.containerId,
         netns: opts.netns,
@@ -48,6 +50,7 @@ export async function detachAll(
         args: a.cniArgs,
         capabilityArgs: a.capabilityArgs,
       }, a.result);
+      crashpoint("del:after-delegate");
       await removeDeviceInfo(deps, a);
     } catch (e) {
       const error = toCniError(e).withContext(attachmentContext(opts.pod, a.statusName));

@@ -11,6 +11,7 @@
 
 import type { SkelContext, SkelHandlers } from "../cni/skel.ts";
 import type { ManifoldDeps } from "./deps.ts";
+import { mark } from "../log/trace.ts";
 
 /** Builds dependencies for a call; swapped in tests. */
 export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
@@ -27,12 +28,15 @@ export function realDeps(processEnv: Record<string, string>): DepsFactory {
       import("./wiring.ts"),
     ]);
     const conf = parseManifoldConf(ctx.config);
+    mark("configParsed");
     const logger = createLogger({
       level: conf.logLevel,
       file: conf.logFile,
       toStderr: conf.logToStderr,
     }).with({ plugin: "manifold" });
-    return await buildDeps(conf, ctx.env, logger, { processEnv });
+    const deps = await buildDeps(conf, ctx.env, logger, { processEnv });
+    mark("depsBuilt");
+    return deps;
   };
 }
 
