@@ -63,6 +63,18 @@ export interface ManifoldConf {
   retryDeleteOnError: boolean;
   /** Manifold: standalone mode (no API server): NADs from this directory of manifests. */
   nadDir?: string;
+  /**
+   * Manifold: a node-local NAD mirror kept current by `manifold mirror` (the DaemonSet): NADs
+   * are read from `<nadMirrorDir>/<namespace>/<name>.json` and fetched from the API only when
+   * an entry is missing or the mirror is not synced. Unset: every NAD is a GET.
+   */
+  nadMirrorDir?: string;
+  /**
+   * Manifold: which Kubernetes Events ADD sends: `"warnings"` (default: only problems —
+   * `ErrorAddingNetwork`, `InterfaceMismatch`, device warnings — so a healthy ADD costs no
+   * event request), `"all"` (also one `AddedInterface` per attachment, as Multus) or `"none"`.
+   */
+  events: "all" | "warnings" | "none";
   /** Manifold: per-delegate time bound, ms (default 60 000). */
   delegateTimeoutMs: number;
   /** Manifold: per API request time bound, ms (default 5 000). */
@@ -125,6 +137,8 @@ function buildSchema() {
     runtimeConfig: z.record(z.string(), z.unknown()).default({}),
     retryDeleteOnError: z.boolean().default(false),
     nadDir: z.string().optional(),
+    nadMirrorDir: z.string().optional(),
+    events: z.enum(["all", "warnings", "none"]).default("warnings"),
     delegateTimeoutMs: z.number().int().positive().max(600_000).default(60_000),
     apiTimeoutMs: z.number().int().positive().max(120_000).default(5_000),
     readinessTimeoutMs: z.number().int().nonnegative().max(600_000).default(45_000),
@@ -199,6 +213,8 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     runtimeConfig: c.runtimeConfig,
     retryDeleteOnError: c.retryDeleteOnError,
     nadDir: c.nadDir || undefined,
+    nadMirrorDir: c.nadMirrorDir || undefined,
+    events: c.events,
     delegateTimeoutMs: c.delegateTimeoutMs,
     apiTimeoutMs: c.apiTimeoutMs,
     readinessTimeoutMs: c.readinessTimeoutMs,

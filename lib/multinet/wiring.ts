@@ -17,7 +17,7 @@ import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
-import type { ManifoldDeps, PodDeviceSource } from "./deps.ts";
+import type { EventSink, ManifoldDeps, PodDeviceSource } from "./deps.ts";
 import { netlinkKernel } from "./kernel.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
@@ -89,7 +89,21 @@ export async function buildDeps(
     nads,
     pods,
     status: new ApiStatusSink(kube),
-    events: new KubeEventSink(kube, logger),
+    events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),
+  };
+}
+
+/**
+ * Applies the `events` setting to a sink: `"all"` sends everything, `"warnings"` only
+ * `type: "Warning"` events, `"none"` nothing (events are still logged by their emitters).
+ */
+export function eventPolicy(policy: ManifoldConf["events"], sink: EventSink): EventSink {
+  if (policy === "all") return sink;
+  return {
+    emit: (pod, ev) => {
+      if (policy === "warnings" && ev.type === "Warning") sink.emit(pod, ev);
+    },
+    flush: () => sink.flush(),
   };
 }
 

@@ -66,7 +66,8 @@ Deno.test({
         2,
       );
       assert.deepEqual(reqs.filter((r) => r.method === "PATCH").length, 1);
-      assert.ok(w.api.events.some((e) => (e as { reason: string }).reason === "AddedInterface"));
+      // A healthy ADD sends no event by default ("events": "warnings").
+      assert.deepEqual(w.api.events.length, 0, "no events on a healthy ADD");
 
       expectOk(await w.call("CHECK"), "CHECK");
 
