@@ -6,12 +6,15 @@
  * /usr/lib/cni, in a scratch netns, Manifold run as a process through scripts/manifold
  * exactly as a runtime calls it, against the HTTPS API stand-in with injected latency.
  * In the same run, the same delegates are run directly (in-process libcni role: one process
- * per delegate, no API) — the floor — so Manifold's own overhead = total − delegates.
+ * per delegate, no API, no cache) — the floor — so Manifold's own overhead = total − delegates,
+ * paired per iteration.
  *
- * Prints median and p95 over N iterations (default 30) for: ADD and DEL (API mode and
- * runtime-annotations mode), the delegates alone, overhead, API requests per ADD/DEL, and peak
- * RSS of the plugin process. Run as root: `deno run -A scripts/bench.ts [--iterations 30]
- * [--latency-ms 3]`.
+ * Prints median and p95 over N iterations (default 30) for: ADD and DEL in API mode and in
+ * runtime-annotations mode, the delegates alone, the overhead, process start → first byte of
+ * stdin read, peak RSS of the plugin process, API requests per ADD and per DEL (events
+ * included), and the scaling of ADD overhead with 1, 4, 8 and 16 attachments (default + n−1
+ * distinct bridge NADs). Run as root:
+ * `deno run -A scripts/bench.ts [--iterations 30] [--latency-ms 3] [--scale-iterations 10]`.
  *
  * @module
  */
@@ -19,18 +22,22 @@
 import { parseArgs } from "node:util";
 import { ProcessPluginExec } from "../lib/cni/invoke.ts";
 import { CniRuntime } from "../lib/cni/runtime.ts";
-import { parseNetworkConfig } from "../lib/cni/types.ts";
+import { type NetworkConfigList, parseNetworkConfig } from "../lib/cni/types.ts";
 import { linkNames } from "../tests/support/netns.ts";
+import { k8sArgs } from "../tests/support/plugin.ts";
 import { NS, POD, world } from "../tests/support/world.ts";
 
 const { values } = parseArgs({
   options: {
     iterations: { type: "string", default: "30" },
     "latency-ms": { type: "string", default: "3" },
+    "scale-iterations": { type: "string", default: "10" },
   },
 });
 const N = Number(values.iterations);
 const LATENCY = Number(values["latency-ms"]);
+const SCALE_N = Number(values["scale-iterations"]);
+const SCALES = [1, 4, 8, 16];
 
 if (Deno.uid() !== 0) {
   console.error("bench: run as root (network namespaces)");
@@ -42,21 +49,26 @@ const selection = [
   { name: "macvlan-net", interface: "data0", ips: ["10.240.3.7/24"], mac: "02:00:00:0a:f0:07" },
 ];
 
+/** Median and p95 (nearest rank) of a sample. */
 function stats(xs: number[]) {
   const s = [...xs].sort((a, b) => a - b);
   const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * (s.length - 1) + 0.5))];
   return { p50: q(0.5), p95: q(0.95), n: s.length };
 }
 
+/** One plugin process as measured by the runtime side. */
 interface Run {
   ms: number;
   rssKiB: number;
   code: number;
   out: string;
+  /** Process spawn → first byte of stdin read (ms), from the plugin's timeline log line. */
+  toStdinMs?: number;
 }
 
 const w = await world({
   annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify(selection) },
+  conf: { logLevel: "verbose" }, // the timeline line (verbose), not every debug line
 });
 try {
   w.api.fault({ delayMs: LATENCY, times: Infinity });
@@ -69,24 +81,37 @@ try {
       },
     },
   };
+
   /** Runs the plugin as the runtime would (w.call), under /usr/bin/time for its peak RSS. */
   const measured = async (
     command: "ADD" | "DEL",
     containerId: string,
     config: Record<string, unknown>,
+    args?: string,
   ): Promise<Run> => {
     const rssFile = await Deno.makeTempFile();
     try {
+      const spawnedAt = performance.timeOrigin + performance.now();
       const r = await w.call(command, {
         containerId,
         config,
+        ...(args ? { args } : {}),
         launcher: ["/usr/bin/time", "-f", "%M", "-o", rssFile],
       });
       const rssKiB = Number((await Deno.readTextFile(rssFile)).trim().split("\n").pop());
-      return { ms: r.ms, rssKiB, code: r.code, out: r.stdout };
+      let toStdinMs: number | undefined;
+      for (const line of r.stderr.split("\n")) {
+        if (!line.includes('"timeline"')) continue;
+        const t = JSON.parse(line) as { epochMs: number; stdinStart: number };
+        toStdinMs = t.epochMs + t.stdinStart - spawnedAt;
+      }
+      return { ms: r.ms, rssKiB, code: r.code, out: r.stdout, toStdinMs };
     } finally {
       await Deno.remove(rssFile);
     }
+  };
+  const must = (r: Run, what: string) => {
+    if (r.code !== 0) throw new Error(`${what} failed: ${r.out}`);
   };
 
   // The floor: the same delegates with the same configs and inputs, run directly
@@ -96,33 +121,54 @@ try {
     exec: new ProcessPluginExec(),
     baseEnv: { PATH: "/usr/bin:/bin" },
   });
-  const direct = [
-    {
-      list: parseNetworkConfig(await Deno.readTextFile(`${w.dirs.conf}/10-default.conflist`)),
-      ifName: "eth0",
-      capabilityArgs: {},
-    },
-    {
-      list: parseNetworkConfig({ ...JSON.parse(w.nadConfigs["bridge-net"]), name: "bridge-net" }),
-      ifName: "net1",
-      capabilityArgs: {},
-    },
+  interface Direct {
+    list: NetworkConfigList;
+    ifName: string;
+    capabilityArgs: Record<string, unknown>;
+  }
+  const defaultDirect: Direct = {
+    list: parseNetworkConfig(await Deno.readTextFile(`${w.dirs.conf}/10-default.conflist`)),
+    ifName: "eth0",
+    capabilityArgs: {},
+  };
+  const bridgeDirect = (name: string, ifName: string): Direct => ({
+    list: parseNetworkConfig({ ...JSON.parse(w.nadConfigs["bridge-net"]), name }),
+    ifName,
+    capabilityArgs: {},
+  });
+  const direct: Direct[] = [
+    defaultDirect,
+    bridgeDirect("bridge-net", "net1"),
     {
       list: parseNetworkConfig(w.nadConfigs["macvlan-net"]),
       ifName: "data0",
       capabilityArgs: { ips: selection[1].ips, mac: selection[1].mac },
     },
   ];
-  const rt = (containerId: string, d: typeof direct[number]) => ({
-    containerId,
-    netns: w.netnsPath,
-    ifName: d.ifName,
-    args: [["IgnoreUnknown", "1"], ["K8S_POD_NAMESPACE", NS], ["K8S_POD_NAME", POD]] as [
-      string,
-      string,
-    ][],
-    capabilityArgs: d.capabilityArgs,
-  });
+  /** ADD then DEL (reverse) of the delegates alone; returns both times (ms). */
+  const runDirect = async (containerId: string, ds: Direct[]) => {
+    const rt = (d: Direct) => ({
+      containerId,
+      netns: w.netnsPath,
+      ifName: d.ifName,
+      args: [["IgnoreUnknown", "1"], ["K8S_POD_NAMESPACE", NS], ["K8S_POD_NAME", POD]] as [
+        string,
+        string,
+      ][],
+      capabilityArgs: d.capabilityArgs,
+    });
+    let s = performance.now();
+    const results: unknown[] = [];
+    for (const d of ds) results.push(await runtime.addNetworkList(d.list, rt(d)));
+    const add = performance.now() - s;
+    s = performance.now();
+    for (const [k, d] of [...ds.entries()].reverse()) {
+      await runtime.delNetworkList(d.list, rt(d), results[k]);
+    }
+    const del = performance.now() - s;
+    if ((await linkNames(w.podNetns)).length !== 0) throw new Error("interfaces left after DEL");
+    return { add, del };
+  };
 
   const t = {
     addApi: [] as number[],
@@ -131,15 +177,14 @@ try {
     delRt: [] as number[],
     addDirect: [] as number[],
     delDirect: [] as number[],
+    toStdin: [] as number[],
     rss: [] as number[],
     reqAdd: [] as number[],
     reqDel: [] as number[],
     reqAddRt: [] as number[],
+    getsAddRt: [] as number[],
   };
-  const count = () => w.api.requests.filter((r) => !r.path.endsWith("/events")).length;
-  const must = (r: Run, what: string) => {
-    if (r.code !== 0) throw new Error(`${what} failed: ${r.out}`);
-  };
+  const count = () => w.api.requests.length;
 
   for (let i = 0; i < N + 2; i++) {
     const warm = i < 2; // two warm-up rounds (page cache, code cache)
@@ -159,44 +204,71 @@ try {
     const addRt = await measured("ADD", id, runtimeMode);
     must(addRt, "ADD (runtime annotations)");
     const reqAddRt = count() - before;
+    const getsAddRt = w.api.requests.slice(before).filter((r) => r.method === "GET").length;
     const delRt = await measured("DEL", id, runtimeMode);
     must(delRt, "DEL (runtime annotations)");
     // 3. The delegates alone.
-    id = `bench${i}c${crypto.randomUUID().slice(0, 8)}`;
-    let s = performance.now();
-    const results: unknown[] = [];
-    for (const d of direct) results.push(await runtime.addNetworkList(d.list, rt(id, d)));
-    const addDirect = performance.now() - s;
-    s = performance.now();
-    for (const [k, d] of [...direct.entries()].reverse()) {
-      await runtime.delNetworkList(d.list, rt(id, d), results[k]);
-    }
-    const delDirect = performance.now() - s;
-    if ((await linkNames(w.podNetns)).length !== 0) throw new Error("interfaces left after DEL");
+    const floor = await runDirect(`bench${i}c${crypto.randomUUID().slice(0, 8)}`, direct);
     if (warm) continue;
     t.addApi.push(add.ms);
     t.delApi.push(del.ms);
     t.addRt.push(addRt.ms);
     t.delRt.push(delRt.ms);
-    t.addDirect.push(addDirect);
-    t.delDirect.push(delDirect);
+    t.addDirect.push(floor.add);
+    t.delDirect.push(floor.del);
+    for (const r of [add, del, addRt, delRt]) {
+      if (r.toStdinMs !== undefined) t.toStdin.push(r.toStdinMs);
+    }
     t.rss.push(add.rssKiB, del.rssKiB, addRt.rssKiB, delRt.rssKiB);
     t.reqAdd.push(reqAdd);
     t.reqDel.push(reqDel);
     t.reqAddRt.push(reqAddRt);
+    t.getsAddRt.push(getsAddRt);
+  }
+
+  // Scaling: default + (n − 1) distinct bridge NADs, one pod per n, annotations from the API.
+  const scale: Record<number, { add: number[]; direct: number[]; del: number[] }> = {};
+  for (let k = 2; k <= Math.max(...SCALES); k++) {
+    w.api.addNad({ namespace: NS, name: `bridge-net-${k}`, config: w.nadConfigs["bridge-net"] });
+  }
+  for (const n of SCALES) {
+    const nads = Array.from({ length: n - 1 }, (_, k) => `bridge-net-${k + 2}`);
+    const pod = `scale-${n}`;
+    const uid = crypto.randomUUID();
+    w.api.addPod({
+      namespace: NS,
+      name: pod,
+      uid,
+      annotations: { "k8s.v1.cni.cncf.io/networks": nads.join(",") },
+    });
+    const ds = [defaultDirect, ...nads.map((name, k) => bridgeDirect(name, `net${k + 1}`))];
+    scale[n] = { add: [], direct: [], del: [] };
+    for (let i = 0; i < SCALE_N + 1; i++) {
+      const id = `scale${n}x${i}${crypto.randomUUID().slice(0, 8)}`;
+      const args = k8sArgs(NS, pod, id, uid);
+      const add = await measured("ADD", id, w.conf, args);
+      must(add, `ADD (${n} attachments)`);
+      const del = await measured("DEL", id, w.conf, args);
+      must(del, `DEL (${n} attachments)`);
+      const floor = await runDirect(`scale${n}d${i}${crypto.randomUUID().slice(0, 8)}`, ds);
+      if (i === 0) continue;
+      scale[n].add.push(add.ms);
+      scale[n].del.push(del.ms);
+      scale[n].direct.push(floor.add);
+    }
   }
 
   const row = (name: string, xs: number[], unit = "ms") => {
     const { p50, p95 } = stats(xs);
     console.log(
-      `${name.padEnd(46)} ${p50.toFixed(1).padStart(8)} ${p95.toFixed(1).padStart(8)}  ${unit}`,
+      `${name.padEnd(52)} ${p50.toFixed(1).padStart(8)} ${p95.toFixed(1).padStart(8)}  ${unit}`,
     );
   };
   console.log(
     `\nManifold end-to-end: default (bridge) + bridge NAD + macvlan NAD, host-local/static IPAM, ` +
       `API stand-in latency ${LATENCY} ms, ${N} iterations\n`,
   );
-  console.log(`${"".padEnd(46)} ${"p50".padStart(8)} ${"p95".padStart(8)}`);
+  console.log(`${"".padEnd(52)} ${"p50".padStart(8)} ${"p95".padStart(8)}`);
   row("ADD, annotations from the API", t.addApi);
   row("ADD, annotations from the runtime", t.addRt);
   row("ADD, the 3 delegates alone (floor)", t.addDirect);
@@ -206,10 +278,28 @@ try {
   row("DEL (runtime mode config)", t.delRt);
   row("DEL, the 3 delegates alone (floor)", t.delDirect);
   row("DEL overhead (− delegates, paired)", t.delApi.map((x, i) => x - t.delDirect[i]));
+  row("process spawn → first byte of stdin read", t.toStdin);
   row("peak RSS of the plugin process", t.rss.map((k) => k / 1024), "MiB");
-  row("API requests per ADD (API mode, excl. events)", t.reqAdd, "req");
-  row("API requests per ADD (runtime mode, excl. events)", t.reqAddRt, "req");
+  row("API requests per ADD (API mode, events included)", t.reqAdd, "req");
+  row("API requests per ADD (runtime mode, events included)", t.reqAddRt, "req");
+  row("  of which GETs (runtime mode)", t.getsAddRt, "req");
   row("API requests per DEL", t.reqDel, "req");
+  console.log(
+    `\nScaling (annotations from the API, default + n−1 bridge NADs, ${SCALE_N} iterations): p50 ms`,
+  );
+  console.log(
+    `${"attachments".padEnd(12)} ${"ADD".padStart(8)} ${"delegates".padStart(10)} ` +
+      `${"overhead".padStart(9)} ${"per att.".padStart(9)} ${"DEL".padStart(8)}`,
+  );
+  for (const n of SCALES) {
+    const s = scale[n];
+    const over = stats(s.add.map((x, i) => x - s.direct[i])).p50;
+    console.log(
+      `${String(n).padEnd(12)} ${stats(s.add).p50.toFixed(1).padStart(8)} ` +
+        `${stats(s.direct).p50.toFixed(1).padStart(10)} ${over.toFixed(1).padStart(9)} ` +
+        `${(over / n).toFixed(1).padStart(9)} ${stats(s.del).p50.toFixed(1).padStart(8)}`,
+    );
+  }
 } finally {
   await w.api.stop();
   await w.scratch.cleanup();

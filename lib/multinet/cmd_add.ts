@@ -58,14 +58,11 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
   });
 
   await waitForReadiness(conf.readinessindicatorfile, conf.readinessTimeoutMs);
-  deps.kernel?.prefetch?.();
 
   // Pod annotations: from the runtime when it passes them (no API read), else from the API.
   let annotations = runtimePodAnnotations(conf.capabilities, conf.runtimeConfig);
   if (annotations) {
     log.debug("pod annotations from runtimeConfig");
-    // No API read before the status patch: open the TLS connection while delegates run.
-    deps.status.warm?.();
   } else if (pod && deps.pods) {
     const info = await deps.pods.get(pod.namespace, pod.name);
     if (!info) {
@@ -165,6 +162,8 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     crashpoint("add:before-delegate");
     const list = parseNetworkConfig(entry.conflist, { source: plan.delegate.source });
     const started = performance.now();
+    // Load netlink (module + libraries) while the first delegate runs: verification needs it.
+    deps.kernel?.prefetch?.();
     try {
       entry.result = await runtime.addNetworkList(list, {
         containerId: env.containerId,
@@ -259,7 +258,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     await deps.events.flush();
     mark("eventsSent");
   }
-  log.debug("timeline", timeline());
+  log.info("timeline", timeline());
   return (record.attachments[0].result ?? {}) as Record<string, unknown>;
 }
 

@@ -118,7 +118,7 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
   await deps.status.remove?.(env.containerId);
   mark("tombstoned");
   log.info("detached", { attachments: attachments.length });
-  log.debug("timeline", timeline());
+  log.info("timeline", timeline());
 }
 
 /** What could be rebuilt without a cache, and what could not (with why). */

@@ -57,7 +57,7 @@ export function netlinkKernel(logger: Logger): KernelAccess {
     }
   };
   return {
-    prefetch: () => void mod().catch(() => {}),
+    prefetch: () => void mod().then((m) => m.preloadNetlink({ logger }), () => {}),
     inspect: (netnsPath) =>
       wrap(netnsPath, async () => (await mod()).inspectNetns(netnsPath, { logger })),
     setDefaultRoute: (netnsPath, request) =>

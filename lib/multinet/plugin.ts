@@ -22,6 +22,10 @@ export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
  */
 export function realDeps(processEnv: Record<string, string>): DepsFactory {
   return async (ctx) => {
+    if (ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) && !processEnv.NOWARM) {
+      // The first TLS handshake's one-time cost, on a worker thread while we start up.
+      (await import("../k8s/tls_warm.ts")).warmTls();
+    }
     const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
       import("./config.ts"),
       import("../log/mod.ts"),
@@ -38,6 +42,16 @@ export function realDeps(processEnv: Record<string, string>): DepsFactory {
     mark("depsBuilt");
     return deps;
   };
+}
+
+/**
+ * True when an ADD with this (raw, not yet validated) config will talk to the Kubernetes API:
+ * no standalone `nadDir`, and a kubeconfig or the in-cluster service environment.
+ */
+function usesApi(config: Record<string, unknown>, env: Record<string, string>): boolean {
+  if (typeof config.nadDir === "string" && config.nadDir !== "") return false;
+  return (typeof config.kubeconfig === "string" && config.kubeconfig !== "") ||
+    !!env.KUBERNETES_SERVICE_HOST;
 }
 
 /**

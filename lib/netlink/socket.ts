@@ -299,6 +299,25 @@ function createSocket(
  * @throws {NetlinkError} when the socket cannot be created or bound
  */
 export function openNetlinkSocket(options: OpenNetlinkSocketOptions = {}): NetlinkSocket {
+  return openSocketIn(options);
+}
+
+/**
+ * Loads libc and libmnl (dlopen + symbol binding, ≈ 5 ms the first time in a process) without
+ * opening a socket, so a later {@link openNetlinkSocket} is fast — e.g. while a delegate runs.
+ * Never throws (a library that cannot be loaded is reported by the real open).
+ * @param options `libmnlPath` and `logger` as for {@link openNetlinkSocket}.
+ */
+export function preloadNetlink(
+  options: Pick<OpenNetlinkSocketOptions, "libmnlPath" | "logger"> = {},
+): void {
+  try {
+    openLibc();
+    loadLibmnl(options.libmnlPath ?? envLibmnlPath() ?? LIBMNL_PATH, options.logger ?? nullLogger);
+  } catch { /* reported by openNetlinkSocket */ }
+}
+
+function openSocketIn(options: OpenNetlinkSocketOptions): NetlinkSocket {
   const logger = options.logger ?? nullLogger;
   const libc = openLibc();
   const mnl = loadLibmnl(options.libmnlPath ?? envLibmnlPath() ?? LIBMNL_PATH, logger);
