@@ -18,7 +18,6 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
-import { networkStatusListSchema } from "./status.ts";
 import type { DeviceInfo, NetworkStatus } from "./types.ts";
 import { crashpoint } from "./crashpoint.ts";
 
@@ -135,6 +134,8 @@ const REASON_TEXT: Record<CacheCorruptReason, string> = {
 /** CNI SPEC 1.1 "Parameters" CNI_CONTAINERID; length bounded so file names fit NAME_MAX. */
 const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$/;
 const RECORD_SUFFIX = ".json";
+/** An RFC 3339 timestamp as `Date.prototype.toISOString` writes it (offset allowed). */
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 const TEMP_MARK = ".json.tmp-";
 
 /**
@@ -168,10 +169,12 @@ function buildRecordSchema() {
     ifName: z.string(),
     pod: z.looseObject({ namespace: z.string(), name: z.string(), uid: z.string() }),
     cniVersion: z.string(),
-    createdAt: z.iso.datetime({ offset: true }),
+    createdAt: z.string().regex(TIMESTAMP),
     attachments: z.array(attachmentSchema),
-    networkStatus: networkStatusListSchema().optional(),
-    deletedAt: z.iso.datetime({ offset: true }).optional(),
+    // Structure only (DEL never reads it; CHECK and inspect read single fields): the full
+    // network-status schema costs DEL milliseconds to build.
+    networkStatus: z.array(z.looseObject({ name: z.string(), default: z.boolean() })).optional(),
+    deletedAt: z.string().regex(TIMESTAMP).optional(),
     defaultRouteChange: z.looseObject({
       ifName: z.string(),
       added: z.array(

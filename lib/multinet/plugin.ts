@@ -12,6 +12,7 @@
 import type { SkelContext, SkelHandlers } from "../cni/skel.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { mark } from "../log/trace.ts";
+import { assertNotDelegated, delegationDepth, processMarkerEnv } from "../cni/recursion.ts";
 
 /** Builds dependencies for a call; swapped in tests. */
 export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
@@ -22,8 +23,12 @@ export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
  */
 export function realDeps(processEnv: Record<string, string>): DepsFactory {
   return async (ctx) => {
-    if (ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) && !processEnv.NOWARM) {
-      // The first TLS handshake's one-time cost, on a worker thread while we start up.
+    if (
+      ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) &&
+      processEnv.MANIFOLD_TLS_WARMUP !== "0"
+    ) {
+      // The first TLS handshake's one-time cost, on a worker thread while we start up
+      // (MANIFOLD_TLS_WARMUP=0 turns it off, e.g. to measure it).
       (await import("../k8s/tls_warm.ts")).warmTls();
     }
     const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
@@ -54,33 +59,57 @@ function usesApi(config: Record<string, unknown>, env: Record<string, string>): 
     !!env.KUBERNETES_SERVICE_HOST;
 }
 
+/** Options of {@link manifoldHandlers}. */
+export interface HandlerOptions {
+  /**
+   * The process environment, read only for the recursion marker `MANIFOLD_DELEGATION_DEPTH`
+   * (lib/cni/recursion.ts). Default: that one variable from `Deno.env` when permitted.
+   */
+  processEnv?: Record<string, string | undefined>;
+}
+
 /**
  * The skel handlers of Manifold (ADD, DEL, CHECK, GC, STATUS; VERSION is the dispatcher's).
  * Each loads its command module while the dependencies are built.
+ *
+ * Recursion guard, first thing in every handler: a Manifold started by Manifold (the
+ * `MANIFOLD_DELEGATION_DEPTH` marker is set, so a delegate's plugin was Manifold itself)
+ * does no work. ADD, CHECK and STATUS fail with code 7 "recursive delegation refused";
+ * DEL and GC succeed doing nothing — such a process never attached anything, and a failing
+ * DEL would keep the outer Manifold's attachment cached and retried forever.
+ * @throws {CniError} code 7 from ADD/CHECK/STATUS when started as a delegate of Manifold.
  * @example
  * ```ts
  * const code = await dispatch(manifoldHandlers(realDeps(Deno.env.toObject())), denoSkelIO());
  * ```
  */
-export function manifoldHandlers(makeDeps: DepsFactory): SkelHandlers {
+export function manifoldHandlers(makeDeps: DepsFactory, opts: HandlerOptions = {}): SkelHandlers {
+  const env = () => opts.processEnv ?? processMarkerEnv();
+  const refuse = () => assertNotDelegated(env());
+  const nested = () => delegationDepth(env()) > 0;
   return {
     add: async (ctx) => {
+      refuse();
       const [{ cmdAdd }, deps] = await Promise.all([import("./cmd_add.ts"), makeDeps(ctx)]);
       return await cmdAdd(deps);
     },
     del: async (ctx) => {
+      if (nested()) return;
       const [{ cmdDel }, deps] = await Promise.all([import("./cmd_del.ts"), makeDeps(ctx)]);
       await cmdDel(deps);
     },
     check: async (ctx) => {
+      refuse();
       const [{ cmdCheck }, deps] = await Promise.all([import("./cmd_check.ts"), makeDeps(ctx)]);
       await cmdCheck(deps);
     },
     gc: async (ctx) => {
+      if (nested()) return;
       const [{ cmdGc }, deps] = await Promise.all([import("./cmd_gc.ts"), makeDeps(ctx)]);
       await cmdGc(deps, ctx.config);
     },
     status: async (ctx) => {
+      refuse();
       const [{ cmdStatus }, deps] = await Promise.all([import("./cmd_gc.ts"), makeDeps(ctx)]);
       await cmdStatus(deps);
     },

@@ -17,7 +17,8 @@ import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
-import type { EventSink, ManifoldDeps, PodDeviceSource } from "./deps.ts";
+import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } from "./deps.ts";
+import type { NadSource } from "./nad_source.ts";
 import { netlinkKernel } from "./kernel.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
@@ -65,11 +66,8 @@ export async function buildDeps(
       events: new LogEventSink(logger),
     };
   }
-  const { inClusterConnection, loadKubeconfig } = await import("../k8s/kubeconfig.ts");
-  let connection: KubeConnection | undefined;
-  if (conf.kubeconfig) connection = await loadKubeconfig(conf.kubeconfig);
-  else connection = inClusterConnection(opts.processEnv);
-  if (!connection) {
+  const connect = await apiConnector(conf, opts.processEnv, logger);
+  if (!connect) {
     logger.debug("no Kubernetes API configured: default network and delegates only");
     return {
       ...base,
@@ -77,20 +75,73 @@ export async function buildDeps(
       events: new LogEventSink(logger),
     };
   }
-  const [{ KubeClient }, { apiNadSource, apiPodSource }] = await Promise.all([
-    import("../k8s/client.ts"),
-    import("./api_sources.ts"),
-  ]);
-  const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
-  const nads = apiNadSource(kube);
-  const pods = apiPodSource(kube);
+  // The API sources connect on first use: a DEL or CHECK served from the cache never reads
+  // the kubeconfig nor loads the client. ADD needs the API anyway: a bad kubeconfig fails it
+  // before anything is attached.
+  if (env.command === "ADD") await connect();
+  let queued = Promise.resolve();
   return {
     ...base,
-    nads,
-    pods,
-    status: new ApiStatusSink(kube),
-    events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),
+    nads: { get: async (namespace, name) => (await connect()).nads.get(namespace, name) },
+    pods: { get: async (namespace, name) => (await connect()).pods.get(namespace, name) },
+    status: {
+      kind: "api",
+      publish: async (pod, containerId, entries) =>
+        await (await connect()).status.publish(pod, containerId, entries),
+    },
+    events: {
+      emit: (pod, ev) => {
+        queued = queued.then(() => connect()).then((api) => api.events.emit(pod, ev), () => {});
+      },
+      flush: () => queued.then(() => connect()).then((api) => api.events.flush(), () => {}),
+    },
   };
+}
+
+/** The API-backed parts of the dependencies, created together on first use. */
+interface ApiDeps {
+  nads: NadSource;
+  pods: PodSource;
+  status: StatusSink;
+  events: EventSink;
+}
+
+/**
+ * Decides whether there is a Kubernetes API (a `kubeconfig`, else the in-cluster service
+ * environment) and returns a memoised connector, or undefined without an API. The kubeconfig
+ * is read, and the client loaded, only when the connector is first called.
+ * @throws {CniError} 7 when the in-cluster environment is set but its token file is missing;
+ *   the connector rejects with code 7 for an unreadable or invalid kubeconfig.
+ */
+async function apiConnector(
+  conf: ManifoldConf,
+  processEnv: Record<string, string>,
+  logger: Logger,
+): Promise<(() => Promise<ApiDeps>) | undefined> {
+  let inCluster: KubeConnection | undefined;
+  if (!conf.kubeconfig) {
+    const { inClusterConnection } = await import("../k8s/kubeconfig.ts");
+    inCluster = inClusterConnection(processEnv);
+    if (!inCluster) return undefined;
+  }
+  let api: Promise<ApiDeps> | undefined;
+  return () =>
+    api ??= (async () => {
+      const [{ loadKubeconfig }, { KubeClient }, { apiNadSource, apiPodSource }] = await Promise
+        .all([
+          import("../k8s/kubeconfig.ts"),
+          import("../k8s/client.ts"),
+          import("./api_sources.ts"),
+        ]);
+      const connection = inCluster ?? await loadKubeconfig(conf.kubeconfig!);
+      const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
+      return {
+        nads: apiNadSource(kube),
+        pods: apiPodSource(kube),
+        status: new ApiStatusSink(kube),
+        events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),
+      };
+    })();
 }
 
 /**

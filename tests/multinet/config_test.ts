@@ -78,3 +78,31 @@ Deno.test("bad keys give code 7 with the zod issues; no default network gives co
     });
   }
 });
+
+Deno.test("events defaults to warnings; bounds and empty paths name the key in details", () => {
+  const base = { cniVersion: "1.0.0", type: "manifold", clusterNetwork: "x" };
+  assert.equal(parseManifoldConf(base).events, "warnings");
+  assert.equal(parseManifoldConf({ ...base, events: "all" }).events, "all");
+  assert.equal(parseManifoldConf({ ...base, nadMirrorDir: "/run/m" }).nadMirrorDir, "/run/m");
+  for (
+    const [bad, key] of [
+      [{ events: "some" }, "events"],
+      [{ delegateTimeoutMs: 1.5 }, "delegateTimeoutMs"],
+      [{ apiTimeoutMs: 0 }, "apiTimeoutMs"],
+      [{ readinessTimeoutMs: 600_001 }, "readinessTimeoutMs"],
+      [{ cniDir: "" }, "cniDir"],
+    ] as const
+  ) {
+    assert.throws(() => parseManifoldConf({ ...base, ...bad }), (e) => {
+      assert.ok(e instanceof CniError);
+      assert.equal(e.code, 7);
+      assert.match(e.details, new RegExp(`at ${key}`));
+      return true;
+    });
+  }
+  assert.deepEqual(
+    parseManifoldConf({ ...base, globalNamespaces: "a, b,", systemNamespaces: [] })
+      .globalNamespaces,
+    ["default", "a", "b"],
+  );
+});
