@@ -61,8 +61,14 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
 
   // Pod annotations: from the runtime when it passes them (no API read), else from the API.
   let annotations = runtimePodAnnotations(conf.capabilities, conf.runtimeConfig);
+  const spawned = deps.delegateSpawned ?? Promise.resolve();
+  // Load netlink (module + libraries) while the first delegate runs: verification needs it.
+  spawned.then(() => deps.kernel?.prefetch?.());
   if (annotations) {
     log.debug("pod annotations from runtimeConfig");
+    // No API request before the NADs and the status patch: initialise TLS while the first
+    // delegate runs (no request is sent; see lib/k8s/tls_warm.ts).
+    spawned.then(() => deps.status.warm?.());
   } else if (pod && deps.pods) {
     const info = await deps.pods.get(pod.namespace, pod.name);
     if (!info) {
@@ -91,11 +97,14 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
   const defaultNetwork = await resolveDefaultNetwork(conf, nads, pod, annotations);
   mark("defaultResolved");
 
-  // Fetching is not attaching (§7.3): resolve the other networks while the default one attaches.
-  const restP = Promise.all([
-    resolveExtraDefaults(conf, nads, pod),
-    resolveSelections(conf, nads, pod, elements),
-  ]);
+  // Fetching is not attaching (§7.3): resolve the other networks while the default one
+  // attaches — once its process is spawned, so that this work never delays the spawn.
+  const restP = spawned.then(() =>
+    Promise.all([
+      resolveExtraDefaults(conf, nads, pod),
+      resolveSelections(conf, nads, pod, elements),
+    ])
+  );
   restP.catch(() => {}); // awaited below; avoid an unhandled rejection while the default ADD runs
 
   const planPod = planPodOf(pod, env.containerId);
@@ -162,8 +171,6 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     crashpoint("add:before-delegate");
     const list = parseNetworkConfig(entry.conflist, { source: plan.delegate.source });
     const started = performance.now();
-    // Load netlink (module + libraries) while the first delegate runs: verification needs it.
-    deps.kernel?.prefetch?.();
     try {
       entry.result = await runtime.addNetworkList(list, {
         containerId: env.containerId,

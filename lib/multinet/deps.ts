@@ -81,4 +81,9 @@ export interface ManifoldDeps {
   kernel?: KernelAccess;
   /** Allocated devices (kubelet); undefined: NADs with a `resourceName` get no `deviceID`. */
   devices?: PodDeviceSource;
+  /**
+   * Resolves once the first delegate process of this call has been spawned (ADD starts its
+   * NAD requests then, so they never delay that spawn); undefined: do not wait.
+   */
+  delegateSpawned?: Promise<void>;
 }

@@ -25,11 +25,11 @@ export function realDeps(processEnv: Record<string, string>): DepsFactory {
   return async (ctx) => {
     if (
       ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) &&
-      processEnv.MANIFOLD_TLS_WARMUP !== "0"
+      !annotationsFromRuntime(ctx.config) && processEnv.MANIFOLD_TLS_WARMUP !== "0"
     ) {
-      // The first TLS handshake's one-time cost, on a worker thread while we start up
-      // (MANIFOLD_TLS_WARMUP=0 turns it off, e.g. to measure it).
-      (await import("../k8s/tls_warm.ts")).warmTls();
+      // The pod GET comes first: pay the first TLS handshake's one-time cost on a worker
+      // thread while we start up (MANIFOLD_TLS_WARMUP=0 turns it off, e.g. to measure it).
+      (await import("../k8s/tls_warm.ts")).warmTls("worker");
     }
     const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
       import("./config.ts"),
@@ -66,6 +66,14 @@ export interface HandlerOptions {
    * (lib/cni/recursion.ts). Default: that one variable from `Deno.env` when permitted.
    */
   processEnv?: Record<string, string | undefined>;
+}
+
+/** True when the runtime passes the pod's annotations (raw config; see `pod.ts`). */
+function annotationsFromRuntime(config: Record<string, unknown>): boolean {
+  const caps = config.capabilities as Record<string, unknown> | undefined;
+  const rc = config.runtimeConfig as Record<string, unknown> | undefined;
+  return caps?.["io.kubernetes.cri.pod-annotations"] === true &&
+    typeof rc?.["io.kubernetes.cri.pod-annotations"] === "object";
 }
 
 /**

@@ -30,8 +30,9 @@ export class ApiStatusSink implements StatusSink {
       [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
     });
   }
+  /** The process-wide TLS initialisation, on this thread (no request; see `tls_warm.ts`). */
   warm() {
-    this.#kube.warm().catch(() => {});
+    import("../k8s/tls_warm.ts").then((m) => m.warmTls("here"), () => {});
   }
 }
 

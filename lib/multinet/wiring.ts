@@ -11,7 +11,7 @@
  */
 
 import type { CniEnv } from "../cni/env.ts";
-import { ProcessPluginExec } from "../cni/invoke.ts";
+import { type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
@@ -38,9 +38,21 @@ export async function buildDeps(
   logger: Logger,
   opts: WiringOptions,
 ): Promise<ManifoldDeps> {
+  // Tells ADD when its first delegate process exists, so that main-thread work (API requests,
+  // the TLS initialisation) starts while that process runs instead of delaying its spawn.
+  let spawned: () => void = () => {};
+  const delegateSpawned = new Promise<void>((resolve) => spawned = resolve);
+  const processes = new ProcessPluginExec();
+  const exec: PluginExec = {
+    exec(req) {
+      const running = processes.exec(req); // spawns synchronously, before its first await
+      spawned();
+      return running;
+    },
+  };
   const runtime = new CniRuntime({
     binDirs: [conf.binDir, ...env.path],
-    exec: new ProcessPluginExec(),
+    exec,
     timeoutMs: conf.delegateTimeoutMs,
     baseEnv: opts.processEnv,
     logger,
@@ -54,6 +66,7 @@ export async function buildDeps(
     logger,
     kernel: netlinkKernel(logger),
     devices: kubeletDevices(conf, logger),
+    delegateSpawned,
   };
   const statusDir = `${conf.cniDir}/network-status`;
 
