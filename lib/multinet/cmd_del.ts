@@ -88,8 +88,9 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
     };
     if (rebuilt.missing.length > 0) {
       const why = rebuilt.missing.join("; ");
-      if (corrupt) {
-        // Tear down what we could, then tell the runtime: a silent skip would leak.
+      if (corrupt || rebuilt.transient) {
+        // Tear down what we could, then tell the runtime: a silent skip would leak. No
+        // tombstone: the runtime's retry rebuilds again (with the API back, it converges).
         const failed = await detachAll(deps, attachments, { netns: env.netns, pod });
         if (failed.length > 0) {
           await cache.write({
@@ -99,7 +100,9 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
         }
         throw new CniError(
           rebuilt.transient ? CniErrorCode.TryAgainLater : CniErrorCode.InvalidNetworkConfig,
-          `cache ${corrupt.path} is ${corrupt.reason} and the attachments cannot all be rebuilt`,
+          corrupt
+            ? `cache ${corrupt.path} is ${corrupt.reason} and the attachments cannot all be rebuilt`
+            : `no cache for container ${env.containerId} and the attachments cannot all be rebuilt`,
           why,
         );
       }
