@@ -3,7 +3,7 @@
  *
  * Called by a container runtime with CNI_* variables and a config on stdin, it is a CNI
  * plugin. With a first argument it is a tool: `manifold --version`, `manifold inspect …`,
- * `manifold install …`, `manifold doctor …`, `manifold explain …`.
+ * `manifold install …`, `manifold doctor …`, `manifold explain …`, `manifold mirror …`.
  *
  * Wiring only. The process runs once per pod operation, so start-up is part of every ADD
  * and DEL: nothing is imported statically, and each mode loads only its own modules
@@ -36,6 +36,10 @@ if (import.meta.main) {
   if (first === "explain") {
     const { runExplain } = await import("./lib/cli/explain.ts");
     Deno.exit(await runExplain(Deno.args.slice(1)));
+  }
+  if (first === "mirror") {
+    const { runMirror } = await import("./lib/cli/mirror.ts");
+    Deno.exit(await runMirror(Deno.args.slice(1)));
   }
   const [{ denoSkelIO, dispatch }, { manifoldHandlers, realDeps }] = await Promise.all([
     import("./lib/cni/skel.ts"),

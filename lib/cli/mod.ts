@@ -1,7 +1,8 @@
 /**
  * Manifold's command-line tools (the `manifold <command>` words other than the CNI plugin
  * itself): `manifold inspect` ({@link runInspect}), `manifold install` ({@link runInstall}),
- * `manifold doctor` ({@link runDoctor}) and `manifold explain` ({@link runExplain}).
+ * `manifold doctor` ({@link runDoctor}), `manifold explain` ({@link runExplain}) and
+ * `manifold mirror` ({@link runMirror}).
  *
  * @module
  */
@@ -9,3 +10,4 @@ export * from "./inspect.ts";
 export * from "./install.ts";
 export * from "./doctor.ts";
 export * from "./explain.ts";
+export * from "./mirror.ts";

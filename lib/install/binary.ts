@@ -7,7 +7,7 @@
  * @module
  */
 
-import { copyFileAtomic, sameContent } from "./atomic.ts";
+import { copyFileAtomic, sameContent } from "../fs/atomic.ts";
 
 /** What {@link installBinary} did. */
 export type BinaryInstallOutcome = "installed" | "unchanged";

@@ -16,7 +16,7 @@
  */
 
 import { type Logger, nullLogger } from "../log/mod.ts";
-import { readTextIfExists, removeFileDurable, sameContent, writeFileAtomic } from "./atomic.ts";
+import { readTextIfExists, removeFileDurable, sameContent, writeFileAtomic } from "../fs/atomic.ts";
 import { installBinary } from "./binary.ts";
 import {
   generateManifoldConflist,

@@ -5,7 +5,7 @@
  *
  * @module
  */
-export * from "./atomic.ts";
+export * from "../fs/atomic.ts";
 export * from "./primary.ts";
 export * from "./conflist.ts";
 export * from "./kubeconfig.ts";

@@ -19,6 +19,7 @@
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { type Logger, nullLogger } from "../log/mod.ts";
 import type { KubeConnection } from "./kubeconfig.ts";
+import type { StreamResponse, StreamTransport } from "./stream.ts";
 import { createTransport, type Transport, type TransportResponse } from "./transport.ts";
 import {
   NAD_GROUP,
@@ -532,4 +533,205 @@ export class KubeClient {
       throw fail({ code, status: res.status, reason: st.reason, message: st.message });
     }
   }
+
+  // List and watch, for `manifold mirror` (lib/k8s/watch.ts). The streaming transport is
+  // loaded on the first watch only: the plugin's ADD never pays for it.
+
+  #streams: StreamTransport | undefined;
+
+  /**
+   * `GET {path}?{params}` with this client's retries, timeout and authentication,
+   * e.g. one page of a collection:
+   * `list("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions", { limit: 500 })`.
+   *
+   * @param path request path without the server prefix; may already hold a query
+   * @param params query parameters; `undefined` values are left out
+   * @returns the decoded JSON body, unvalidated (validate it with zod where it is used)
+   * @throws {KubeApiError} as every call (11 after retries for 429/5xx/connection errors,
+   *   7 for other 4xx, e.g. 403 without `list` permission); {@link CniError} 6 when the
+   *   body is not JSON.
+   */
+  async list(path: string, params: QueryParams = {}): Promise<unknown> {
+    return await this.#request("GET", withQuery(path, params));
+  }
+
+  /**
+   * Opens a watch, `GET {path}?watch=1&{params}` (e.g. `resourceVersion`,
+   * `allowWatchBookmarks`, `timeoutSeconds`), and yields each line of the chunked answer
+   * decoded (`metav1.WatchEvent`: `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{…}}`),
+   * unvalidated, until the server ends the response. One attempt, no retries (the caller's
+   * list/watch loop decides about backoff and resuming); `timeoutMs` bounds only the wait for
+   * the status line, not the stream. Breaking out of the loop releases the connection;
+   * {@link KubeClient.close} ends every open watch.
+   *
+   * @param path a collection path, e.g. `/apis/k8s.cni.cncf.io/v1/network-attachment-definitions`
+   * @param params query parameters; `watch=1` is added
+   * @param signal stops the watch: the iterator then throws a {@link KubeApiError} with
+   *   reason `"Aborted"`
+   * @param onOpen called once the server has answered 2xx, before the first line arrives
+   *   (a quiet watch may send nothing for minutes)
+   * @returns an async iterator of the decoded lines
+   * @throws {KubeApiError} when the answer is not 2xx (`status` and the Status `reason`, e.g.
+   *   410 `"Expired"`/`"Gone"`; code 11 for 401/429/5xx, 7 for other 4xx), when connecting
+   *   fails or times out (status 0, code 11), when the stream breaks (status 0,
+   *   `"ConnectionFailed"`, code 11), or is aborted (`"Aborted"`, code 11);
+   *   {@link CniError} 6 when a line is not JSON or exceeds 16 MiB.
+   */
+  async *watch(
+    path: string,
+    params: QueryParams = {},
+    signal?: AbortSignal,
+    onOpen?: () => void,
+  ): AsyncGenerator<unknown, void, undefined> {
+    const method = "GET";
+    const full = withQuery(path, { watch: 1, ...params });
+    const fail = (e: Omit<KubeApiErrorInit, "method" | "path" | "attempts">) =>
+      new KubeApiError({ ...e, method, path: full, attempts: 1 });
+    const aborted = () => this.#aborted() || (signal?.aborted ?? false);
+    const abortedError = (err?: unknown) =>
+      fail({
+        code: CniErrorCode.TryAgainLater,
+        status: 0,
+        reason: "Aborted",
+        message: err === undefined ? "the watch was cancelled" : errorText(err),
+      });
+    if (aborted()) throw abortedError();
+    if (!this.#streams) {
+      const { createStreamTransport } = await import("./stream.ts");
+      const streams = createStreamTransport(this.#conn);
+      this.#streams = streams;
+      this.#closer.signal.addEventListener("abort", () => streams.close(), { once: true });
+    }
+    const headers: Record<string, string> = {
+      "accept": "application/json",
+      "user-agent": this.#userAgent,
+    };
+    const token = await this.#token();
+    if (token) headers["authorization"] = `Bearer ${token}`;
+    const signals = [this.#closer.signal];
+    if (this.#signal) signals.push(this.#signal);
+    if (signal) signals.push(signal);
+    const connect = new AbortController();
+    const timer = setTimeout(
+      () => connect.abort(new DOMException("Request timed out", "TimeoutError")),
+      this.#timeoutMs,
+    );
+    const started = performance.now();
+    this.#requestCount++;
+    let res: StreamResponse;
+    try {
+      res = await this.#streams.open({
+        method,
+        url: `${this.#conn.server}${full}`,
+        headers,
+        signal: AbortSignal.any([...signals, connect.signal]),
+      });
+    } catch (err) {
+      if (err instanceof CniError) throw err;
+      if (aborted()) throw abortedError(err);
+      const text = errorText(err);
+      if (connect.signal.aborted) {
+        throw fail({
+          code: CniErrorCode.TryAgainLater,
+          status: 0,
+          reason: "Timeout",
+          message: `no answer within ${this.#timeoutMs} ms`,
+        });
+      }
+      if (TLS_VERIFY_FAILURE.test(text)) {
+        throw fail({ code: 7, status: 0, reason: "TlsVerification", message: text });
+      }
+      throw fail({
+        code: CniErrorCode.TryAgainLater,
+        status: 0,
+        reason: "ConnectionFailed",
+        message: text,
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+    this.#logger.debug("kube api request", {
+      method,
+      path: full,
+      status: res.status,
+      attempt: 1,
+      ms: Math.round(performance.now() - started),
+    });
+    try {
+      if (res.status < 200 || res.status >= 300) {
+        let body = "";
+        try {
+          body = await res.text();
+        } catch { /* the reason stays empty */ }
+        const st = statusOf({ status: res.status, headers: res.headers, body });
+        const code = res.status === 401 || res.status === 429 || res.status >= 500
+          ? CniErrorCode.TryAgainLater
+          : CniErrorCode.InvalidNetworkConfig;
+        throw fail({ code, status: res.status, reason: st.reason, message: st.message });
+      }
+      onOpen?.();
+      const dec = new TextDecoder();
+      let buf = "";
+      const decodeLine = (line: string): unknown => {
+        try {
+          return JSON.parse(line);
+        } catch (err) {
+          throw new CniError(
+            CniErrorCode.DecodingFailure,
+            `Kubernetes API watch ${full} sent a line that is not JSON`,
+            `${(err as Error).message}: ${line.slice(0, 200)}`,
+          );
+        }
+      };
+      try {
+        for await (const chunk of res.body) {
+          buf += dec.decode(chunk, { stream: true });
+          let nl: number;
+          while ((nl = buf.indexOf("\n")) >= 0) {
+            const line = buf.slice(0, nl).trim();
+            buf = buf.slice(nl + 1);
+            if (line !== "") yield decodeLine(line);
+          }
+          if (buf.length > MAX_WATCH_LINE) {
+            throw new CniError(
+              CniErrorCode.DecodingFailure,
+              `Kubernetes API watch ${full} sent a line longer than ${MAX_WATCH_LINE} bytes`,
+            );
+          }
+        }
+      } catch (err) {
+        if (err instanceof CniError) throw err;
+        if (aborted()) throw abortedError(err);
+        throw fail({
+          code: CniErrorCode.TryAgainLater,
+          status: 0,
+          reason: "ConnectionFailed",
+          message: `the watch stream broke: ${errorText(err)}`,
+        });
+      }
+      const tail = (buf + dec.decode()).trim();
+      if (tail !== "") yield decodeLine(tail);
+      if (aborted()) throw abortedError();
+    } finally {
+      res.cancel();
+    }
+  }
+}
+
+/** Query parameters of {@link KubeClient.list} and {@link KubeClient.watch}; `undefined` values are left out. */
+export type QueryParams = Record<string, string | number | boolean | undefined>;
+
+/** Longest watch line accepted, in characters (a single object beyond this is refused). */
+const MAX_WATCH_LINE = 16 * 1024 * 1024;
+
+/**
+ * Appends `params` to `path` as a query string (`?` or `&`), in insertion order.
+ * @example withQuery("/a", { watch: 1, resourceVersion: "5", x: undefined }) // "/a?watch=1&resourceVersion=5"
+ */
+function withQuery(path: string, params: QueryParams): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, String(v));
+  const text = q.toString();
+  if (text === "") return path;
+  return `${path}${path.includes("?") ? "&" : "?"}${text}`;
 }

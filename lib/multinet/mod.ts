@@ -9,6 +9,7 @@ export * from "./pod.ts";
 export * from "./selection.ts";
 export * from "./resolve.ts";
 export * from "./nad_source.ts";
+export * from "./nad_mirror.ts";
 export * from "./plan.ts";
 export * from "./status.ts";
 export * from "./cache.ts";

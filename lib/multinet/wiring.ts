@@ -140,16 +140,19 @@ async function apiConnector(
   let api: Promise<ApiDeps> | undefined;
   return () =>
     api ??= (async () => {
-      const [{ loadKubeconfig }, { KubeClient }, { apiNadSource, apiPodSource }] = await Promise
-        .all([
+      const [{ loadKubeconfig }, { KubeClient }, { apiNadSource, apiPodSource }, mirror] =
+        await Promise.all([
           import("../k8s/kubeconfig.ts"),
           import("../k8s/client.ts"),
           import("./api_sources.ts"),
+          conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
         ]);
       const connection = inCluster ?? await loadKubeconfig(conf.kubeconfig!);
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
       return {
-        nads: apiNadSource(kube),
+        nads: mirror && conf.nadMirrorDir
+          ? mirror.mirrorNadSource(conf.nadMirrorDir, apiNadSource(kube), logger)
+          : apiNadSource(kube),
         pods: apiPodSource(kube),
         status: new ApiStatusSink(kube),
         events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),

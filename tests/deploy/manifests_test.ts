@@ -1,13 +1,16 @@
 /**
  * Schema checks of deploy/*.yaml with zod: each manifest's apiVersion/kind/required
- * fields, least-privilege RBAC (no "*", exactly the verbs the plugin uses), and the
- * DaemonSet's host paths, tolerations, resources and install flags.
+ * fields, least-privilege RBAC (no "*", exactly the verbs the plugin and the mirror use), and
+ * the DaemonSet's host paths, tolerations, resources, install flags and the NAD mirror
+ * container.
  */
 
 import assert from "node:assert/strict";
 import { parseAllDocuments } from "yaml";
 import { z } from "zod";
 import { runInstall } from "../../lib/cli/install.ts";
+import { runMirror } from "../../lib/cli/mirror.ts";
+import { DEFAULT_NAD_MIRROR_DIR } from "../../lib/multinet/nad_mirror.ts";
 
 const DEPLOY = new URL("../../deploy/", import.meta.url).pathname;
 
@@ -139,7 +142,7 @@ const dsSchema = z.object({
               readOnly: z.boolean().optional(),
             })),
           }).loose(),
-        ).length(1),
+        ).length(2),
         volumes: z.array(z.object({
           name: z.string(),
           hostPath: z.object({ path: z.string(), type: z.string().optional() }),
@@ -231,7 +234,8 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
   const r = dsSchema.safeParse(find(await manifests(), "DaemonSet"));
   assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
   const spec = r.data!.spec.template.spec;
-  const [c] = spec.containers;
+  const c = spec.containers.find((x) => x.args[0] === "install");
+  assert.ok(c, "an install container");
   // Selector matches the template.
   for (const [k, v] of Object.entries(r.data!.spec.selector.matchLabels)) {
     assert.equal(r.data!.spec.template.metadata.labels[k], v);
@@ -248,7 +252,7 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
     "/var/lib/kubelet/pod-resources",
   ];
   assert.deepEqual([...hostPaths.values()].sort(), [...wanted].sort());
-  for (const m of c.volumeMounts) {
+  for (const m of spec.containers.flatMap((x) => x.volumeMounts)) {
     assert.equal(m.mountPath, `/host${hostPaths.get(m.name)}`, m.name);
   }
   assert.deepEqual(c.volumeMounts.map((m) => m.name).sort(), [...hostPaths.keys()].sort());
@@ -266,4 +270,40 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
     env: {},
   });
   assert.equal(code, 0, out.err);
+});
+
+Deno.test("DaemonSet: the nad-mirror container mirrors into the dir the plugin reads", async () => {
+  const ds = dsSchema.parse(find(await manifests(), "DaemonSet"));
+  const spec = ds.spec.template.spec;
+  const install = spec.containers.find((x) => x.args[0] === "install")!;
+  const mirror = spec.containers.find((x) => x.args[0] === "mirror");
+  assert.ok(mirror, "a mirror container");
+  assert.equal(mirror.image, install.image, "the same image");
+  // In-cluster service account: no kubeconfig flag; flags the mirror accepts.
+  assert.ok(!mirror.args.some((a) => a.startsWith("--kubeconfig")));
+  const err = { text: "" };
+  const code = await runMirror([...mirror.args.slice(1), "--help"], {
+    stdout: () => {},
+    stderr: (s) => void (err.text += s),
+    env: {},
+  });
+  assert.equal(code, 0, err.text);
+  // The mirror writes below the host's /run/k8s.cni.cncf.io, mounted read-write at /host…
+  const dir = mirror.args.find((a) => a.startsWith("--dir="))?.slice("--dir=".length);
+  assert.equal(dir, `/host${DEFAULT_NAD_MIRROR_DIR}`);
+  const hostPaths = new Map(spec.volumes.map((v) => [v.name, v.hostPath.path]));
+  const mount = mirror.volumeMounts.find((m) => dir!.startsWith(`${m.mountPath}/`));
+  assert.ok(mount && !mount.readOnly, "the mirror dir is on a writable host mount");
+  assert.equal(hostPaths.get(mount.name), "/run/k8s.cni.cncf.io");
+  // …and the generated plugin config names the same directory as the host sees it.
+  const conf = install.args.find((a) => a.startsWith("--plugin-conf="));
+  assert.ok(conf, "--plugin-conf");
+  assert.deepEqual(JSON.parse(conf.slice("--plugin-conf=".length)), {
+    nadMirrorDir: DEFAULT_NAD_MIRROR_DIR,
+  });
+  // Only what the mirror needs: no other host path.
+  assert.deepEqual(mirror.volumeMounts.map((m) => m.name), [mount.name]);
+  assert.ok(
+    mebibytes(mirror.resources.limits.memory) >= mebibytes(mirror.resources.requests.memory),
+  );
 });

@@ -1,5 +1,5 @@
 /**
- * Tests of lib/install/atomic.ts and binary.ts: atomic replacement in a temp dir, including
+ * Tests of lib/fs/atomic.ts and binary.ts: atomic replacement in a temp dir, including
  * replacing a binary that is running (in-place writes fail with ETXTBSY, Multus #1221).
  */
 

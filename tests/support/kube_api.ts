@@ -12,6 +12,22 @@
  *   resource ignores status changes
  * - `GET /apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions[/{name}]`
  *   and the cluster-wide list `GET /apis/k8s.cni.cncf.io/v1/network-attachment-definitions`
+ *   (`metadata.resourceVersion` = the store's current one; `limit`/`continue` paging)
+ * - NAD watches, namespaced or cluster-wide: `GET …/network-attachment-definitions?watch=1`
+ *   `[&resourceVersion=N][&allowWatchBookmarks=true][&timeoutSeconds=S]`, answered like
+ *   kube-apiserver's watch cache: 200 `application/json`, chunked, one
+ *   `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{…}}` per line; without a
+ *   resourceVersion (or `"0"`) synthetic ADDED events for the current objects come first;
+ *   a resourceVersion older than the retained history ({@link KubeApiStandIn.compactNadHistory})
+ *   gets 200 and one `ERROR` event carrying a `410 Expired` Status
+ *   (`too old resource version: N (M)`), a future one an `ERROR` with `504 Timeout`
+ *   (`Too large resource version`); `timeoutSeconds` ends the stream cleanly. Every NAD
+ *   write ({@link KubeApiStandIn.addNad}, `updateNad`, `deleteNad`) takes a new
+ *   resourceVersion from the same counter as pods and events (etcd's revision) and is sent
+ *   to the open watches. (No real watch capture exists in `/work/shared/reference/kube-api/`;
+ *   the shapes follow apiserver's `cacher` and `metav1.WatchEvent`.) An HTTP `410 Gone`
+ *   answer, as older apiservers and etcd-direct watches give, is injected with
+ *   `fault({ path, status: 410 })`.
  * - `POST /api/v1/namespaces/{ns}/events` (`application/json`, `generateName` → name with
  *   5 random characters, 201)
  *
@@ -124,8 +140,38 @@ export interface KubeApiStandIn {
   deletePod(namespace: string, name: string): void;
   /** A copy of the stored pod, or undefined. */
   getPod(namespace: string, name: string): Record<string, unknown> | undefined;
+  /**
+   * Creates a NAD (or replaces one with the same namespace/name, with a new uid); sends
+   * ADDED (MODIFIED when replacing) to the open watches.
+   */
   addNad(nad: NadInit): void;
+  /** Removes a NAD (no-op when absent); sends DELETED, its object at the new resourceVersion. */
   deleteNad(namespace: string, name: string): void;
+  /**
+   * Replaces an existing NAD's `spec.config` and annotations (`kubectl replace`): uid and
+   * creationTimestamp are kept, `generation` is bumped when the spec changes, a new
+   * resourceVersion is taken; sends MODIFIED. Returns a copy of the stored object.
+   * @throws Error when the NAD does not exist
+   */
+  updateNad(nad: NadInit): Record<string, unknown>;
+  /** A copy of the stored NAD, or undefined. */
+  getNad(namespace: string, name: string): Record<string, unknown> | undefined;
+  /** The store's current resourceVersion (what a list answers), as a number. */
+  readonly resourceVersion: number;
+  /**
+   * Forgets the NAD event history (etcd compaction / watch-cache window moving on): a
+   * watch from a resourceVersion older than now gets the ERROR 410 `Expired` event.
+   */
+  compactNadHistory(): void;
+  /** Sends a BOOKMARK (current resourceVersion) to every NAD watch that allowed bookmarks. */
+  nadBookmark(): void;
+  /**
+   * Ends every open NAD watch: `clean` (default) finishes the chunked response as a server
+   * timeout does; `clean: false` resets the connection (a dropped stream).
+   */
+  endNadWatches(opts?: { clean?: boolean }): void;
+  /** NAD watches currently open. */
+  readonly nadWatchCount: number;
   /** Replaces the set of accepted bearer tokens (others get 401). */
   setTokens(valid: string[]): void;
   /** Makes every resource request of this token (or client-certificate user) get 403. */
@@ -153,6 +199,11 @@ export interface StartKubeApiOptions {
    * `--client-ca-file`). When false the server does not ask for one, so only tokens work.
    */
   clientCertAuth?: boolean;
+  /**
+   * Send a BOOKMARK on every NAD watch that allowed bookmarks this often (ms), as
+   * kube-apiserver ≥ 1.27 does about once a minute; default: never (only `nadBookmark()`).
+   */
+  watchBookmarkIntervalMs?: number;
 }
 
 type Json = Record<string, unknown>;
@@ -350,10 +401,17 @@ class StandIn implements KubeApiStandIn {
   #timers = new Set<{ id: ReturnType<typeof setTimeout> | undefined; resolve: () => void }>();
   #stopped = false;
   #connections = 0;
+  /** NAD events with resourceVersion > `#nadCompactedRv`, oldest first (the watch history). */
+  #nadEvents: { rv: number; type: string; object: Json }[] = [];
+  /** Watches from a resourceVersion below this get `410 Expired`. */
+  #nadCompactedRv = 0;
+  #nadWatchers = new Set<NadWatcher>();
+  #bookmarkIntervalMs: number | undefined;
 
-  constructor(certs: CertSet, clientCertAuth: boolean) {
+  constructor(certs: CertSet, clientCertAuth: boolean, bookmarkIntervalMs?: number) {
     this.#certs = certs;
     this.#clientCertAuth = clientCertAuth;
+    this.#bookmarkIntervalMs = bookmarkIntervalMs;
     this.caCertPem = certs.ca.certPem;
     this.clientCertUser = certs.clientUser;
   }
@@ -516,16 +574,204 @@ class StandIn implements KubeApiStandIn {
       resourceVersion: String(++this.#rv),
       uid: crypto.randomUUID(),
     });
-    this.#nads.set(key(nad.namespace, nad.name), {
+    const k = key(nad.namespace, nad.name);
+    const existed = this.#nads.has(k);
+    const obj: Json = {
       apiVersion: `${NAD_GROUP}/v1`,
       kind: "NetworkAttachmentDefinition",
       metadata,
       spec: nad.config === undefined ? {} : { config: nad.config },
-    });
+    };
+    this.#nads.set(k, obj);
+    this.#emitNad(existed ? "MODIFIED" : "ADDED", obj);
   }
 
   deleteNad(namespace: string, name: string): void {
-    this.#nads.delete(key(namespace, name));
+    const k = key(namespace, name);
+    const old = this.#nads.get(k);
+    this.#nads.delete(k);
+    if (!old) return;
+    const gone = structuredClone(old);
+    (gone.metadata as Json).resourceVersion = String(++this.#rv);
+    this.#emitNad("DELETED", gone);
+  }
+
+  updateNad(nad: NadInit): Json {
+    const k = key(nad.namespace, nad.name);
+    const old = this.#nads.get(k);
+    if (!old) throw new Error(`NetworkAttachmentDefinition ${k} does not exist`);
+    const oldMeta = old.metadata as Json;
+    const spec: Json = nad.config === undefined ? {} : { config: nad.config };
+    const metadata: Json = {};
+    if (nad.annotations && Object.keys(nad.annotations).length) {
+      metadata.annotations = { ...nad.annotations };
+    }
+    const specChanged = JSON.stringify(spec) !== JSON.stringify(old.spec);
+    Object.assign(metadata, {
+      creationTimestamp: oldMeta.creationTimestamp,
+      generation: Number(oldMeta.generation ?? 1) + (specChanged ? 1 : 0),
+      name: nad.name,
+      namespace: nad.namespace,
+      resourceVersion: String(++this.#rv),
+      uid: oldMeta.uid,
+    });
+    const obj: Json = { ...old, metadata, spec };
+    this.#nads.set(k, obj);
+    this.#emitNad("MODIFIED", obj);
+    return structuredClone(obj);
+  }
+
+  getNad(namespace: string, name: string): Json | undefined {
+    const n = this.#nads.get(key(namespace, name));
+    return n && structuredClone(n);
+  }
+
+  get resourceVersion(): number {
+    return this.#rv;
+  }
+
+  compactNadHistory(): void {
+    this.#nadCompactedRv = this.#rv;
+    this.#nadEvents = [];
+  }
+
+  nadBookmark(): void {
+    for (const w of this.#nadWatchers) if (w.bookmarks) this.#sendBookmark(w);
+  }
+
+  endNadWatches(opts: { clean?: boolean } = {}): void {
+    for (const w of [...this.#nadWatchers]) this.#closeWatcher(w, opts.clean ?? true);
+  }
+
+  get nadWatchCount(): number {
+    return this.#nadWatchers.size;
+  }
+
+  /** Records a NAD change in the watch history and sends it to the matching open watches. */
+  #emitNad(type: string, object: Json): void {
+    const rv = Number((object.metadata as Json).resourceVersion);
+    const ev = { rv, type, object: structuredClone(object) };
+    this.#nadEvents.push(ev);
+    const ns = (object.metadata as Json).namespace;
+    for (const w of this.#nadWatchers) {
+      if (w.namespace === undefined || w.namespace === ns) this.#writeEvent(w, type, ev.object);
+    }
+  }
+
+  #writeEvent(w: NadWatcher, type: string, object: Json): void {
+    if (w.res.destroyed || w.res.writableEnded) return;
+    w.res.write(JSON.stringify({ type, object }) + "\n");
+  }
+
+  #sendBookmark(w: NadWatcher): void {
+    this.#writeEvent(w, "BOOKMARK", {
+      kind: "NetworkAttachmentDefinition",
+      apiVersion: `${NAD_GROUP}/v1`,
+      metadata: { resourceVersion: String(this.#rv) },
+    });
+  }
+
+  #closeWatcher(w: NadWatcher, clean: boolean): void {
+    if (!this.#nadWatchers.delete(w)) return;
+    for (const t of w.timers) clearTimeout(t);
+    if (clean) w.res.end();
+    else w.res.socket?.destroy();
+  }
+
+  /**
+   * Serves `GET …/network-attachment-definitions?watch=…` like the watch cache (see the
+   * module doc); throws an {@link HttpError} for requests refused before the stream starts.
+   */
+  #watchNads(
+    url: URL,
+    user: { name: string; identity: string },
+    res: ServerResponse,
+    seen: SeenRequest,
+  ): void {
+    const parts = url.pathname.split("/").filter((p) => p !== "").map(decodeURIComponent);
+    let rest = parts.slice(3);
+    let namespace: string | undefined;
+    if (rest[0] === "namespaces") {
+      namespace = rest[1];
+      rest = rest.slice(2);
+    }
+    if (rest.length !== 1 || rest[0] !== NAD_RESOURCE) throw unknownResource();
+    this.#authorize(user, { verb: "watch", resource: NAD_RESOURCE, group: NAD_GROUP, namespace });
+    const rvParam = url.searchParams.get("resourceVersion") ?? "";
+    if (rvParam !== "" && !/^\d+$/.test(rvParam)) {
+      throw new HttpError(
+        400,
+        statusBody(
+          400,
+          "BadRequest",
+          `invalid resource version: strconv.ParseUint: parsing "${rvParam}": invalid syntax`,
+        ),
+      );
+    }
+    const timeoutSeconds = Number(url.searchParams.get("timeoutSeconds") ?? "0");
+    const w: NadWatcher = {
+      namespace,
+      res,
+      bookmarks: isTrue(url.searchParams.get("allowWatchBookmarks")),
+      timers: [],
+    };
+    seen.status = 200;
+    res.writeHead(200, {
+      "audit-id": crypto.randomUUID(),
+      "cache-control": "no-cache, private",
+      "content-type": "application/json",
+    });
+    res.flushHeaders();
+    const matches = (o: Json) =>
+      namespace === undefined || (o.metadata as Json).namespace === namespace;
+    if (rvParam === "" || rvParam === "0") {
+      // "Start at most recent / any": the current objects as synthetic ADDED events.
+      for (const [k, o] of [...this.#nads.entries()].sort(([a], [b]) => a < b ? -1 : 1)) {
+        if (matches(o)) this.#writeEvent(w, "ADDED", this.#nads.get(k)!);
+      }
+    } else {
+      const rv = Number(rvParam);
+      if (rv < this.#nadCompactedRv) {
+        this.#writeEvent(
+          w,
+          "ERROR",
+          statusBody(
+            410,
+            "Expired",
+            `too old resource version: ${rv} (${this.#nadCompactedRv})`,
+          ),
+        );
+        res.end();
+        return;
+      }
+      if (rv > this.#rv) {
+        this.#writeEvent(
+          w,
+          "ERROR",
+          statusBody(504, "Timeout", `Too large resource version: ${rv}, current: ${this.#rv}`, {
+            causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+            retryAfterSeconds: 1,
+          }),
+        );
+        res.end();
+        return;
+      }
+      for (const ev of this.#nadEvents) {
+        if (ev.rv > rv && matches(ev.object)) this.#writeEvent(w, ev.type, ev.object);
+      }
+    }
+    this.#nadWatchers.add(w);
+    res.on("close", () => this.#closeWatcher(w, false));
+    if (timeoutSeconds > 0) {
+      w.timers.push(setTimeout(() => {
+        // apiserver sends a last bookmark right before the deadline.
+        if (w.bookmarks) this.#sendBookmark(w);
+        this.#closeWatcher(w, true);
+      }, timeoutSeconds * 1000));
+    }
+    if (w.bookmarks && this.#bookmarkIntervalMs) {
+      w.timers.push(setInterval(() => this.#sendBookmark(w), this.#bookmarkIntervalMs));
+    }
   }
 
   setTokens(valid: string[]): void {
@@ -548,6 +794,7 @@ class StandIn implements KubeApiStandIn {
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.endNadWatches({ clean: false });
     for (const t of this.#timers) {
       clearTimeout(t.id);
       t.resolve();
@@ -646,6 +893,13 @@ class StandIn implements KubeApiStandIn {
     try {
       const user = this.#authenticate(req);
       seen.user = user.name;
+      if (
+        method === "GET" && isTrue(url.searchParams.get("watch")) &&
+        url.pathname.startsWith(`/apis/${NAD_GROUP}/v1/`)
+      ) {
+        this.#watchNads(url, user, res, seen);
+        return;
+      }
       const out = this.#route(method, url, user, req, body);
       send(out.status, out.body);
     } catch (err) {
@@ -768,17 +1022,40 @@ class StandIn implements KubeApiStandIn {
         if (!nad) throw notFound(NAD_RESOURCE, name, NAD_GROUP);
         return { status: 200, body: nad };
       }
-      const items = [...this.#nads.entries()]
+      const all = [...this.#nads.entries()]
         .filter(([k]) => ns === undefined || k.startsWith(`${ns}/`))
         .sort(([a], [b]) => a < b ? -1 : 1)
         .map(([, v]) => v);
+      // Paging (`limit`/`continue`): the token pins the first page's resourceVersion.
+      let start = 0;
+      let listRv = this.#rv;
+      const cont = url.searchParams.get("continue");
+      if (cont) {
+        try {
+          const t = JSON.parse(atob(cont));
+          start = Number(t.start) || 0;
+          listRv = Number(t.rv) || listRv;
+        } catch {
+          throw new HttpError(
+            400,
+            statusBody(400, "BadRequest", "continue key is not valid: illegal base64 data"),
+          );
+        }
+      }
+      const limit = Number(url.searchParams.get("limit") ?? "0");
+      const end = limit > 0 ? Math.min(all.length, start + limit) : all.length;
+      const metadata: Json = { continue: "", resourceVersion: String(listRv) };
+      if (end < all.length) {
+        metadata.continue = btoa(JSON.stringify({ rv: listRv, start: end }));
+        metadata.remainingItemCount = all.length - end;
+      }
       return {
         status: 200,
         body: {
           apiVersion: `${NAD_GROUP}/v1`,
-          items,
+          items: all.slice(start, end),
           kind: "NetworkAttachmentDefinitionList",
-          metadata: { continue: "", resourceVersion: String(this.#rv) },
+          metadata,
         },
       };
     }
@@ -992,6 +1269,22 @@ class StandIn implements KubeApiStandIn {
   }
 }
 
+/** One open NAD watch. */
+interface NadWatcher {
+  /** Only this namespace's NADs; all when undefined. */
+  namespace?: string;
+  res: ServerResponse;
+  /** `allowWatchBookmarks=true` was asked. */
+  bookmarks: boolean;
+  /** Deadline timeout and bookmark interval (cleared with `clearTimeout`). */
+  timers: ReturnType<typeof setTimeout>[];
+}
+
+/** Go's `strconv.ParseBool` true words, as apiserver parses `watch` and `allowWatchBookmarks`. */
+function isTrue(v: string | null): boolean {
+  return v !== null && ["1", "t", "T", "true", "TRUE", "True"].includes(v);
+}
+
 function methodNotAllowed(): HttpError {
   return new HttpError(
     405,
@@ -1009,12 +1302,17 @@ function methodNotAllowed(): HttpError {
  * temp dir holding `ca.crt`, `client.crt`, `client.key` (certificates from
  * {@link defaultCertSet}, needs the `openssl` CLI). Stop it with `stop()`.
  *
- * @param opts `clientCertAuth` (default true): request and accept client certificates.
+ * @param opts `clientCertAuth` (default true): request and accept client certificates;
+ *   `watchBookmarkIntervalMs`: periodic NAD watch bookmarks (default none).
  * @returns the running stand-in.
  * @throws Error when `openssl` is missing or the port cannot be bound.
  */
 export async function startKubeApi(opts: StartKubeApiOptions = {}): Promise<KubeApiStandIn> {
-  const s = new StandIn(await defaultCertSet(), opts.clientCertAuth ?? true);
+  const s = new StandIn(
+    await defaultCertSet(),
+    opts.clientCertAuth ?? true,
+    opts.watchBookmarkIntervalMs,
+  );
   try {
     await s.start();
   } catch (err) {

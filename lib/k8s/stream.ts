@@ -1,0 +1,238 @@
+/**
+ * Streaming HTTP answers from the API server, for watches: the status and headers as soon
+ * as they arrive, then the body chunk by chunk for as long as the server keeps the
+ * response open. The request/answer {@link Transport} of `transport.ts` reads bodies
+ * whole, which a watch (a response that never ends by itself) cannot use.
+ *
+ * Same TLS rules as `transport.ts`: `fetch` with a `Deno.createHttpClient` (the
+ * kubeconfig CA, client certificate and key), or `node:https` with
+ * `rejectUnauthorized: false` for `insecure-skip-tls-verify`. Loaded only by
+ * {@link KubeClient.watch}: the plugin's ADD never imports it.
+ *
+ * @module
+ */
+
+import { CniError, CniErrorCode } from "../cni/errors.ts";
+import type { KubeConnection } from "./kubeconfig.ts";
+import type { TransportRequest } from "./transport.ts";
+
+/** An answer whose body is still arriving. */
+export interface StreamResponse {
+  /** HTTP status. */
+  status: number;
+  headers: Headers;
+  /** The body's bytes as they arrive; ends when the server ends the response. */
+  body: AsyncIterable<Uint8Array>;
+  /** Reads the rest of the body as text (for error answers), at most `maxBytes` (default 64 KiB). */
+  text(maxBytes?: number): Promise<string>;
+  /** Stops reading and releases the connection; idempotent. */
+  cancel(): void;
+}
+
+/** Opens streaming requests over its own connections until closed. */
+export interface StreamTransport {
+  /**
+   * Sends one request and resolves once the status line and headers are in.
+   * `req.signal` also aborts reading the body later.
+   * @throws whatever the underlying stack throws for connection, TLS and abort failures,
+   *   or {@link CniError} 7 when the TLS material is unusable.
+   */
+  open(req: TransportRequest): Promise<StreamResponse>;
+  /** Closes its connections; idempotent. */
+  close(): void;
+}
+
+/**
+ * Creates the streaming transport of a connection; nothing is opened until the first request.
+ *
+ * @param conn where and how to connect (see `loadKubeconfig`)
+ * @returns a `fetch`-based transport, or a `node:https` one for
+ *   `insecureSkipTlsVerify` on an `https:` server
+ */
+export function createStreamTransport(conn: KubeConnection): StreamTransport {
+  if (conn.insecureSkipTlsVerify && conn.server.startsWith("https:")) {
+    return new NodeInsecureStreamTransport(conn);
+  }
+  return new FetchStreamTransport(conn);
+}
+
+function tlsMaterialError(err: unknown): CniError {
+  return new CniError(
+    CniErrorCode.InvalidNetworkConfig,
+    "Unusable TLS certificate or key in the Kubernetes connection",
+    err instanceof Error ? err.message : String(err),
+  );
+}
+
+async function readText(body: AsyncIterable<Uint8Array>, maxBytes: number): Promise<string> {
+  const dec = new TextDecoder();
+  let out = "";
+  let n = 0;
+  for await (const chunk of body) {
+    out += dec.decode(chunk, { stream: true });
+    n += chunk.length;
+    if (n >= maxBytes) break;
+  }
+  return out + dec.decode();
+}
+
+class FetchStreamTransport implements StreamTransport {
+  #conn: KubeConnection;
+  #client: Deno.HttpClient | undefined;
+  #closed = false;
+
+  constructor(conn: KubeConnection) {
+    this.#conn = conn;
+  }
+
+  #httpClient(): Deno.HttpClient {
+    if (this.#client) return this.#client;
+    const c = this.#conn;
+    const opts: Deno.CreateHttpClientOptions & Partial<Deno.TlsCertifiedKeyPem> = {};
+    if (c.caCertPem) opts.caCerts = [c.caCertPem];
+    if (c.clientCertPem && c.clientKeyPem) {
+      opts.cert = c.clientCertPem;
+      opts.key = c.clientKeyPem;
+    }
+    try {
+      this.#client = Deno.createHttpClient(opts as Deno.CreateHttpClientOptions);
+    } catch (err) {
+      throw tlsMaterialError(err);
+    }
+    return this.#client;
+  }
+
+  async open(req: TransportRequest): Promise<StreamResponse> {
+    if (this.#closed) throw new Error("Transport is closed");
+    const res = await fetch(req.url, {
+      method: req.method,
+      headers: req.headers,
+      body: req.body,
+      signal: req.signal,
+      client: this.#httpClient(),
+    });
+    const stream = res.body;
+    let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+    const cancel = () => {
+      const r = reader;
+      reader = undefined;
+      if (r) r.cancel().catch(() => {});
+      else stream?.cancel().catch(() => {});
+    };
+    const body: AsyncIterable<Uint8Array> = {
+      async *[Symbol.asyncIterator]() {
+        if (!stream) return;
+        reader = stream.getReader();
+        try {
+          for (;;) {
+            if (!reader) return;
+            const { done, value } = await reader.read();
+            if (done) return;
+            yield value;
+          }
+        } finally {
+          cancel();
+        }
+      },
+    };
+    return {
+      status: res.status,
+      headers: res.headers,
+      body,
+      text: (maxBytes = 65536) => readText(body, maxBytes),
+      cancel,
+    };
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#client?.close();
+    this.#client = undefined;
+  }
+}
+
+type NodeHttps = typeof import("node:https");
+
+class NodeInsecureStreamTransport implements StreamTransport {
+  #conn: KubeConnection;
+  #https: Promise<{ https: NodeHttps; agent: import("node:https").Agent }> | undefined;
+  #closed = false;
+
+  constructor(conn: KubeConnection) {
+    this.#conn = conn;
+  }
+
+  #load() {
+    this.#https ??= import("node:https").then((mod) => {
+      const https = (mod.default ?? mod) as NodeHttps;
+      const c = this.#conn;
+      const agent = new https.Agent({
+        keepAlive: true,
+        rejectUnauthorized: false,
+        ...(c.clientCertPem && c.clientKeyPem
+          ? { cert: c.clientCertPem, key: c.clientKeyPem }
+          : {}),
+      });
+      return { https, agent };
+    });
+    return this.#https;
+  }
+
+  async open(req: TransportRequest): Promise<StreamResponse> {
+    if (this.#closed) throw new Error("Transport is closed");
+    const { https, agent } = await this.#load();
+    req.signal.throwIfAborted();
+    const url = new URL(req.url);
+    return await new Promise<StreamResponse>((resolve, reject) => {
+      const onAbort = () => r.destroy(req.signal.reason);
+      const r = https.request({
+        hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+        port: url.port || 443,
+        path: url.pathname + url.search,
+        method: req.method,
+        headers: req.headers,
+        agent,
+        rejectUnauthorized: false,
+      }, (res) => {
+        const headers = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) {
+          if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : String(v));
+        }
+        const cancel = () => {
+          req.signal.removeEventListener("abort", onAbort);
+          res.destroy();
+        };
+        const body: AsyncIterable<Uint8Array> = {
+          async *[Symbol.asyncIterator]() {
+            try {
+              for await (const chunk of res) yield chunk as Uint8Array;
+            } catch (err) {
+              throw req.signal.aborted ? req.signal.reason : err;
+            } finally {
+              cancel();
+            }
+          },
+        };
+        resolve({
+          status: res.statusCode ?? 0,
+          headers,
+          body,
+          text: (maxBytes = 65536) => readText(body, maxBytes),
+          cancel,
+        });
+      });
+      r.on("error", (err: Error) => {
+        req.signal.removeEventListener("abort", onAbort);
+        reject(req.signal.aborted ? req.signal.reason : err);
+      });
+      req.signal.addEventListener("abort", onAbort, { once: true });
+      r.end(req.body);
+    });
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#https?.then(({ agent }) => agent.destroy(), () => {});
+  }
+}

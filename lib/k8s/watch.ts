@@ -1,0 +1,522 @@
+/**
+ * List + watch of a collection (client-go's reflector, reduced to what `manifold mirror`
+ * needs), with NetworkAttachmentDefinitions of every namespace as the resource
+ * ({@link watchNetworkAttachmentDefinitions}):
+ *
+ * 1. `GET <collection>?limit=500[&continue=…]` until the last page: the handler's
+ *    `replace(items, resourceVersion)`.
+ * 2. `GET <collection>?watch=1&resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<t>`:
+ *    each line is a `metav1.WatchEvent`; ADDED/MODIFIED/DELETED go to `apply`, a BOOKMARK
+ *    (and the watch being opened, and a heartbeat while it stays healthy) to `progress`.
+ *    The resourceVersion of the last event or bookmark is kept.
+ * 3. A stream the server ends (its `timeoutSeconds`), or that breaks, is reopened from the
+ *    kept resourceVersion: no event is lost and nothing is re-listed.
+ * 4. `410 Gone`/`Expired` — as the HTTP answer (older servers, etcd-direct watches) or as an
+ *    `ERROR` event with `code: 410` (the watch cache: `too old resource version`) — means the
+ *    kept resourceVersion fell out of the server's history: list again (step 1).
+ * 5. Other failures (API unreachable, 5xx, 403, an undecodable event, a handler error) wait
+ *    an exponential backoff (0.5 s doubling to 30 s, jittered) and retry; failures that
+ *    may have lost an event (ERROR events, undecodable lines, handler errors) re-list.
+ *
+ * Every watch is bounded twice: `timeoutSeconds` (jittered 80–100 % of 300 s) asks the
+ * server to end it, and the client aborts it 30 s after that in case the connection died
+ * silently. Once the server has shown that it sends periodic bookmarks (kube-apiserver's
+ * watch cache sends one a minute), a stream quiet for 150 s is considered dead too: it is
+ * aborted and reopened, and no heartbeat is reported meanwhile.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { type Logger, nullLogger } from "../log/mod.ts";
+import { KubeApiError, type KubeClient } from "./client.ts";
+import {
+  NAD_GROUP,
+  NAD_RESOURCE,
+  NAD_VERSION,
+  type NetworkAttachmentDefinition,
+  parseNetworkAttachmentDefinition,
+} from "./types.ts";
+
+/** A collection that can be listed and watched. */
+export interface ListWatchResource<T> {
+  /** Collection path without the server, e.g. `/apis/k8s.cni.cncf.io/v1/network-attachment-definitions`. */
+  path: string;
+  /**
+   * Validates one object of a list answer or watch event.
+   * @throws {CniError} 6 when it is malformed
+   */
+  parse(raw: unknown): T;
+  /** The object's `metadata.resourceVersion`, when it has one. */
+  resourceVersion(item: T): string | undefined;
+}
+
+/** One change from a watch (`metav1.WatchEvent` of type ADDED, MODIFIED or DELETED). */
+export interface WatchChange<T> {
+  type: "ADDED" | "MODIFIED" | "DELETED";
+  /** The object after the change; for DELETED its last state. */
+  object: T;
+  /** The object's resourceVersion (the collection's resourceVersion after this change). */
+  resourceVersion: string;
+}
+
+/** What {@link listWatch} drives; calls never overlap (each is awaited before the next). */
+export interface ListWatchHandler<T> {
+  /**
+   * A complete list: what the handler holds must become exactly `items`.
+   * @param items every object, in the server's order
+   * @param resourceVersion the list's `metadata.resourceVersion`
+   * @returns anything (ignored), e.g. counts for the caller's own use
+   */
+  replace(items: T[], resourceVersion: string): Promise<unknown>;
+  /** One change, in resourceVersion order, after the last `replace`. */
+  apply(change: WatchChange<T>): Promise<void>;
+  /**
+   * Evidence that the handler's copy is current as of `resourceVersion`: the watch was
+   * opened (the server accepted the resourceVersion), a BOOKMARK arrived, or the heartbeat
+   * of a healthy open watch fired (every `heartbeatMs`).
+   */
+  progress(resourceVersion: string): Promise<void>;
+}
+
+/** Options of {@link listWatch}. */
+export interface ListWatchOptions {
+  /** Stops the loop: {@link listWatch} then resolves. */
+  signal: AbortSignal;
+  logger?: Logger;
+  /** List once, hand it to `replace`, and resolve (no watch); list failures are thrown. */
+  once?: boolean;
+  /** `limit` of each list page; default 500 (client-go's). */
+  pageSize?: number;
+  /** First backoff after a failure, ms; default 500. */
+  minBackoffMs?: number;
+  /** Cap on one backoff, ms; default 30 000. */
+  maxBackoffMs?: number;
+  /** Upper bound of each watch's `timeoutSeconds` (jittered down to 80 %); default 300. */
+  watchTimeoutSeconds?: number;
+  /** How long after `timeoutSeconds` the client aborts a stream the server did not end, ms; default 30 000. */
+  watchGraceMs?: number;
+  /** Period of `progress` while a watch is open and healthy, ms; default 30 000. */
+  heartbeatMs?: number;
+  /** Silence after which a stream from a server known to send periodic bookmarks is dropped, ms; default 150 000. */
+  idleTimeoutMs?: number;
+  /** Random source in [0, 1) for jitter (tests); default `Math.random`. */
+  random?: () => number;
+}
+
+/** Defaults of {@link ListWatchOptions}. */
+export const LIST_WATCH_DEFAULTS = {
+  pageSize: 500,
+  minBackoffMs: 500,
+  maxBackoffMs: 30_000,
+  watchTimeoutSeconds: 300,
+  watchGraceMs: 30_000,
+  heartbeatMs: 30_000,
+  idleTimeoutMs: 150_000,
+} as const;
+
+/** NetworkAttachmentDefinitions of all namespaces (NPWG v1.3 §3), as a {@link ListWatchResource}. */
+export const NAD_LIST_WATCH: ListWatchResource<NetworkAttachmentDefinition> = {
+  path: `/apis/${NAD_GROUP}/${NAD_VERSION}/${NAD_RESOURCE}`,
+  parse: parseNetworkAttachmentDefinition,
+  resourceVersion: (nad) => nad.metadata.resourceVersion,
+};
+
+function buildSchemas() {
+  const meta = z.looseObject({ resourceVersion: z.string().min(1) });
+  return {
+    list: z.looseObject({
+      metadata: z.looseObject({
+        resourceVersion: z.string().min(1),
+        continue: z.string().optional(),
+      }),
+      items: z.array(z.unknown()).nullish(),
+    }),
+    event: z.looseObject({
+      type: z.enum(["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]),
+      object: z.looseObject({}),
+    }),
+    bookmark: z.looseObject({ metadata: meta }),
+    status: z.looseObject({
+      code: z.number().optional(),
+      reason: z.string().optional(),
+      message: z.string().optional(),
+    }),
+  };
+}
+
+let cachedSchemas: ReturnType<typeof buildSchemas> | undefined;
+function schemas(): ReturnType<typeof buildSchemas> {
+  return cachedSchemas ??= buildSchemas();
+}
+
+function decodingError(what: string, err: z.ZodError): CniError {
+  return new CniError(CniErrorCode.DecodingFailure, what, z.prettifyError(err));
+}
+
+/** A complete list: every page's items and the first page's resourceVersion. */
+export interface ListResult<T> {
+  items: T[];
+  resourceVersion: string;
+}
+
+/**
+ * Lists a whole collection, page by page (`limit` + `continue`; every page belongs to the
+ * first page's snapshot, so its resourceVersion is the list's).
+ *
+ * @param kube the API client (its retries apply to each page)
+ * @param resource what to list
+ * @param opts `pageSize` (default 500)
+ * @returns every item and the list's resourceVersion
+ * @throws {KubeApiError} (e.g. 403 without `list`, code 7; 11 when unreachable);
+ *   {@link CniError} 6 when an answer or an item is malformed (`msg` names the item)
+ */
+export async function listAll<T>(
+  kube: KubeClient,
+  resource: ListWatchResource<T>,
+  opts: { pageSize?: number } = {},
+): Promise<ListResult<T>> {
+  const items: T[] = [];
+  let resourceVersion: string | undefined;
+  let cont: string | undefined;
+  do {
+    const raw = await kube.list(resource.path, {
+      limit: opts.pageSize ?? LIST_WATCH_DEFAULTS.pageSize,
+      continue: cont,
+    });
+    const r = schemas().list.safeParse(raw);
+    if (!r.success) throw decodingError(`Invalid list answer of ${resource.path}`, r.error);
+    resourceVersion ??= r.data.metadata.resourceVersion;
+    for (const [i, item] of (r.data.items ?? []).entries()) {
+      try {
+        items.push(resource.parse(item));
+      } catch (err) {
+        if (err instanceof CniError) {
+          throw new CniError(err.code, `${err.msg} at items[${items.length + i}]`, err.details);
+        }
+        throw err;
+      }
+    }
+    cont = r.data.metadata.continue || undefined;
+  } while (cont);
+  return { items, resourceVersion };
+}
+
+/** One decoded watch line. */
+type WatchLine<T> =
+  | { type: "ADDED" | "MODIFIED" | "DELETED"; object: T; resourceVersion?: string }
+  | { type: "BOOKMARK"; resourceVersion: string }
+  | { type: "ERROR"; code?: number; reason: string; message: string };
+
+/**
+ * Validates one watch line (`metav1.WatchEvent`).
+ * @throws {CniError} 6 on an unknown type or a malformed object
+ */
+function parseWatchLine<T>(raw: unknown, resource: ListWatchResource<T>): WatchLine<T> {
+  const s = schemas();
+  const r = s.event.safeParse(raw);
+  if (!r.success) throw decodingError(`Invalid watch event from ${resource.path}`, r.error);
+  const { type, object } = r.data;
+  if (type === "BOOKMARK") {
+    const b = s.bookmark.safeParse(object);
+    if (!b.success) throw decodingError(`Invalid BOOKMARK from ${resource.path}`, b.error);
+    return { type, resourceVersion: b.data.metadata.resourceVersion };
+  }
+  if (type === "ERROR") {
+    const st = s.status.safeParse(object);
+    if (!st.success) throw decodingError(`Invalid ERROR event from ${resource.path}`, st.error);
+    return {
+      type,
+      code: st.data.code,
+      reason: st.data.reason ?? "",
+      message: st.data.message ?? "",
+    };
+  }
+  const item = resource.parse(object);
+  return { type, object: item, resourceVersion: resource.resourceVersion(item) };
+}
+
+/** How one watch stream ended. */
+type StreamEnd =
+  | { kind: "stopped" }
+  /** Ended by the server or by our own deadline/idle guard: reopen from the kept rv. */
+  | { kind: "ended"; why: string }
+  /** The kept resourceVersion is too old: list again. */
+  | { kind: "expired"; message: string }
+  /** A failure; `relist` when an event may have been lost. */
+  | { kind: "failed"; error: unknown; relist: boolean };
+
+/**
+ * Runs list + watch until `opts.signal` aborts (see the module doc), feeding `handler`.
+ *
+ * @param kube the API client (needs `list` and `watch` on the resource)
+ * @param handler receives the list, each change and progress; a throwing handler counts
+ *   as a failure (logged, backoff, re-list)
+ * @param opts `resource` (what to mirror, e.g. {@link NAD_LIST_WATCH}), stop signal, `once`,
+ *   timing (see {@link ListWatchOptions})
+ * @returns when stopped, or after the first list with `once`
+ * @throws with `once` only: the list's {@link KubeApiError} / {@link CniError}, or the
+ *   handler's error
+ * @example
+ * ```ts
+ * const stop = new AbortController();
+ * await listWatch(kube, {
+ *   replace: async (items, rv) => console.log("list", items.length, rv),
+ *   apply: async (c) => console.log(c.type, c.object.metadata.name),
+ *   progress: async () => {},
+ * }, { resource: NAD_LIST_WATCH, signal: stop.signal });
+ * ```
+ */
+export async function listWatch<T>(
+  kube: KubeClient,
+  handler: ListWatchHandler<T>,
+  opts: ListWatchOptions & { resource: ListWatchResource<T> },
+): Promise<void> {
+  const loop = new ListWatchLoop(kube, opts.resource, handler, opts);
+  await loop.run();
+}
+
+/**
+ * {@link listWatch} of NetworkAttachmentDefinitions in all namespaces
+ * (`/apis/k8s.cni.cncf.io/v1/network-attachment-definitions`; RBAC `list` and `watch`).
+ *
+ * @param kube the API client
+ * @param handler receives the list, each change and progress
+ * @param opts see {@link ListWatchOptions}
+ * @returns when `opts.signal` aborts, or after the first list with `once`
+ * @throws with `once` only, as {@link listWatch}
+ */
+export function watchNetworkAttachmentDefinitions(
+  kube: KubeClient,
+  handler: ListWatchHandler<NetworkAttachmentDefinition>,
+  opts: ListWatchOptions,
+): Promise<void> {
+  return listWatch(kube, handler, { ...opts, resource: NAD_LIST_WATCH });
+}
+
+class ListWatchLoop<T> {
+  #kube: KubeClient;
+  #resource: ListWatchResource<T>;
+  #handler: ListWatchHandler<T>;
+  #opts: ListWatchOptions;
+  #signal: AbortSignal;
+  #log: Logger;
+  #random: () => number;
+  #rv: string | undefined;
+  #failures = 0;
+  /** The server has sent a BOOKMARK well before a stream's deadline (periodic bookmarks). */
+  #periodicBookmarks = false;
+  /** No watch has delivered anything since the last list. */
+  #freshList = false;
+  /** Serialises handler calls (the heartbeat runs beside the stream). */
+  #chain: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    kube: KubeClient,
+    resource: ListWatchResource<T>,
+    handler: ListWatchHandler<T>,
+    opts: ListWatchOptions,
+  ) {
+    this.#kube = kube;
+    this.#resource = resource;
+    this.#handler = handler;
+    this.#opts = opts;
+    this.#signal = opts.signal;
+    this.#log = (opts.logger ?? nullLogger).with({ resource: resource.path });
+    this.#random = opts.random ?? Math.random;
+  }
+
+  #serial<R>(fn: () => Promise<R>): Promise<R> {
+    const next = this.#chain.then(fn);
+    this.#chain = next.catch(() => {});
+    return next;
+  }
+
+  async run(): Promise<void> {
+    while (!this.#signal.aborted) {
+      if (this.#rv === undefined) {
+        try {
+          await this.#list();
+        } catch (err) {
+          if (this.#signal.aborted) return;
+          if (this.#opts.once) throw err;
+          await this.#backoff("list failed", err);
+          continue;
+        }
+        if (this.#opts.once) return;
+      }
+      const end = await this.#watch(this.#rv!);
+      switch (end.kind) {
+        case "stopped":
+          return;
+        case "ended":
+          this.#log.debug("watch ended, reopening", { why: end.why, resourceVersion: this.#rv });
+          break;
+        case "expired":
+          this.#log.info("resourceVersion expired, listing again", {
+            resourceVersion: this.#rv,
+            message: end.message,
+          });
+          this.#rv = undefined;
+          // Expired right after a list (e.g. apiservers behind a balancer disagreeing):
+          // do not list in a tight loop.
+          if (this.#freshList) {
+            await this.#backoff("resourceVersion of a new list expired", end.message);
+          }
+          break;
+        case "failed":
+          if (end.relist) this.#rv = undefined;
+          await this.#backoff(
+            end.relist ? "watch failed, will list again" : "watch failed",
+            end.error,
+          );
+          break;
+      }
+    }
+  }
+
+  async #list(): Promise<void> {
+    const started = performance.now();
+    const list = await listAll(this.#kube, this.#resource, { pageSize: this.#opts.pageSize });
+    await this.#serial(() => this.#handler.replace(list.items, list.resourceVersion));
+    this.#rv = list.resourceVersion;
+    this.#failures = 0;
+    this.#freshList = true;
+    this.#log.info("listed", {
+      items: list.items.length,
+      resourceVersion: list.resourceVersion,
+      ms: Math.round(performance.now() - started),
+    });
+  }
+
+  async #backoff(what: string, err: unknown): Promise<void> {
+    this.#failures++;
+    const min = this.#opts.minBackoffMs ?? LIST_WATCH_DEFAULTS.minBackoffMs;
+    const max = this.#opts.maxBackoffMs ?? LIST_WATCH_DEFAULTS.maxBackoffMs;
+    const base = Math.min(max, min * 2 ** Math.min(this.#failures - 1, 30));
+    const delayMs = Math.round(base * (0.5 + this.#random() / 2));
+    this.#log.warn(what, { error: describe(err), failures: this.#failures, delayMs });
+    await sleep(delayMs, this.#signal);
+  }
+
+  async #watch(rv: string): Promise<StreamEnd> {
+    const o = this.#opts;
+    const maxTimeout = o.watchTimeoutSeconds ?? LIST_WATCH_DEFAULTS.watchTimeoutSeconds;
+    const timeoutSeconds = Math.max(1, Math.round(maxTimeout * (0.8 + 0.2 * this.#random())));
+    const heartbeatMs = o.heartbeatMs ?? LIST_WATCH_DEFAULTS.heartbeatMs;
+    const idleTimeoutMs = o.idleTimeoutMs ?? LIST_WATCH_DEFAULTS.idleTimeoutMs;
+    const deadlineAt = Date.now() + timeoutSeconds * 1000;
+    const stream = new AbortController();
+    const timers: ReturnType<typeof setTimeout>[] = [];
+    let lastLineAt = Date.now();
+    let delivered = false;
+    const started = Date.now();
+
+    timers.push(setTimeout(
+      () => stream.abort("deadline"),
+      timeoutSeconds * 1000 + (o.watchGraceMs ?? LIST_WATCH_DEFAULTS.watchGraceMs),
+    ));
+    const heartbeat = () => {
+      if (this.#periodicBookmarks && Date.now() - lastLineAt > idleTimeoutMs) {
+        this.#log.warn("watch silent for too long, reopening", {
+          silentMs: Date.now() - lastLineAt,
+          resourceVersion: this.#rv,
+        });
+        stream.abort("idle");
+        return;
+      }
+      const at = this.#rv;
+      if (at === undefined) return;
+      this.#serial(() => this.#handler.progress(at)).catch((err) =>
+        this.#log.warn("progress failed", { error: describe(err) })
+      );
+    };
+    const onOpen = () => {
+      this.#log.debug("watching", { resourceVersion: rv, timeoutSeconds });
+      heartbeat();
+      timers.push(setInterval(heartbeat, heartbeatMs));
+    };
+
+    try {
+      const lines = this.#kube.watch(
+        this.#resource.path,
+        { resourceVersion: rv, allowWatchBookmarks: true, timeoutSeconds },
+        AbortSignal.any([this.#signal, stream.signal]),
+        onOpen,
+      );
+      for await (const raw of lines) {
+        lastLineAt = Date.now();
+        const line = parseWatchLine(raw, this.#resource);
+        if (line.type === "ERROR") {
+          if (line.code === 410) return { kind: "expired", message: line.message };
+          return {
+            kind: "failed",
+            relist: true,
+            error: `ERROR event ${line.code ?? ""} ${line.reason}: ${line.message}`,
+          };
+        }
+        if (line.type === "BOOKMARK") {
+          this.#rv = line.resourceVersion;
+          if (deadlineAt - Date.now() > 10_000) this.#periodicBookmarks = true;
+          const at = line.resourceVersion;
+          await this.#serial(() => this.#handler.progress(at));
+        } else {
+          const change: WatchChange<T> = {
+            type: line.type,
+            object: line.object,
+            resourceVersion: line.resourceVersion ?? this.#rv ?? "",
+          };
+          await this.#serial(() => this.#handler.apply(change));
+          if (line.resourceVersion !== undefined) this.#rv = line.resourceVersion;
+        }
+        if (!delivered) {
+          delivered = true;
+          this.#failures = 0;
+          this.#freshList = false;
+        }
+      }
+      if (!delivered && Date.now() - started < 1000) {
+        // A server (or proxy) that ends every watch at once must not make us spin.
+        return { kind: "failed", relist: false, error: "the watch ended at once" };
+      }
+      this.#failures = 0;
+      return { kind: "ended", why: "closed by the server" };
+    } catch (err) {
+      if (this.#signal.aborted) return { kind: "stopped" };
+      if (stream.signal.aborted) {
+        return { kind: "ended", why: String(stream.signal.reason) };
+      }
+      if (err instanceof KubeApiError) {
+        if (err.status === 410) return { kind: "expired", message: err.details || err.msg };
+        // The stream never opened or broke: the kept resourceVersion is still good.
+        if (err.status === 0 && err.reason === "ConnectionFailed" && delivered) {
+          return { kind: "ended", why: err.details || "the stream broke" };
+        }
+        return { kind: "failed", relist: false, error: err };
+      }
+      return { kind: "failed", relist: true, error: err };
+    } finally {
+      for (const t of timers) clearTimeout(t);
+      await this.#chain;
+    }
+  }
+}
+
+/** Waits `ms`, or less when `signal` aborts; never rejects. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
