@@ -45,6 +45,7 @@ if (import.meta.main) {
     import("./lib/cni/skel.ts"),
     import("./lib/multinet/plugin.ts"),
   ]);
-  const code = await dispatch(manifoldHandlers(realDeps(Deno.env.toObject())), denoSkelIO());
+  const env = Deno.env.toObject();
+  const code = await dispatch(manifoldHandlers(realDeps(env), { processEnv: env }), denoSkelIO());
   Deno.exit(code);
 }

@@ -1,21 +1,118 @@
 /**
  * Decoding untrusted JSON text with a zod schema at the edge (STYLE.md "Validation"),
- * with the CNI error the spec gives for it: code 6, "failed to decode content".
+ * with the CNI error the spec gives for it: code 6, "failed to decode content"; and
+ * the one nesting-depth limit every untrusted JSON document Manifold parses goes
+ * through ({@link checkJsonDepth}: stdin config, the selection annotation, NAD
+ * `spec.config`, delegate results, and everything {@link decodeJson} reads).
+ *
+ * Why a depth limit: `JSON.parse` itself is not the risk (V8's parser is iterative; it
+ * parsed 200 000 nested arrays in 400 KB without trouble), but Manifold's recursive
+ * steps are: `structuredClone` of a delegate config or result, `JSON.stringify`, zod and
+ * the result converters hit "Maximum call stack size exceeded" at about 2 160 levels
+ * (measured through the real plugin, Deno 2.9.6), surfacing as code 6 "not plain JSON
+ * data" or, for a delegate result, code 999 after the attachment was made. Real CNI
+ * documents are shallow (a conflist with IPAM ranges and a prevResult is under 12
+ * levels), so {@link MAX_JSON_DEPTH} = 64 leaves room and stops the input long before
+ * any walker can fail.
  *
  * @module
  */
 
 import { z } from "zod";
-import { CniError, CniErrorCode } from "./errors.ts";
+import { CniError, CniErrorCode, type CniErrorCodeValue } from "./errors.ts";
 
 /**
- * Parses `text` as JSON and validates it with `schema`.
+ * Deepest nesting of arrays and objects accepted in untrusted JSON: 64 levels (`{}` and
+ * `[]` are 1 level, `{"a":[1]}` 2). Manifold's limit, not the spec's.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * Measures how deeply arrays and objects nest in a decoded JSON value: 0 for a scalar
+ * (string, number, boolean, null), 1 for `{}` or `[]`, one more per level inside. The
+ * walk uses an explicit stack, never recursion, so any depth is measured safely; it
+ * stops as soon as the depth exceeds `stopAfter` and returns that first depth over it
+ * (a value with a reference cycle, which `JSON.parse` never builds, is measured only up
+ * to there).
+ *
+ * @param value a decoded JSON value (plain objects, arrays and scalars).
+ * @param stopAfter stop once the depth exceeds this many levels; default unbounded.
+ * @returns the nesting depth in levels, or `stopAfter + 1` when it is larger.
+ * @example
+ * ```ts
+ * jsonDepth("x"); // 0
+ * jsonDepth({ a: [1, { b: {} }] }); // 4
+ * jsonDepth(JSON.parse("[".repeat(100) + "]".repeat(100)), 64); // 65
+ * ```
+ */
+export function jsonDepth(value: unknown, stopAfter = Infinity): number {
+  if (value === null || typeof value !== "object") return 0;
+  let max = 0;
+  const stack: [object, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (depth > max) {
+      max = depth;
+      if (max > stopAfter) return max;
+    }
+    const children = Array.isArray(node) ? node : Object.values(node);
+    for (const child of children) {
+      if (child !== null && typeof child === "object") stack.push([child, depth + 1]);
+    }
+  }
+  return max;
+}
+
+/** Options of {@link checkJsonDepth}. */
+export interface JsonDepthOptions {
+  /** Largest accepted depth in levels; default {@link MAX_JSON_DEPTH} (64). */
+  maxDepth?: number;
+  /**
+   * CNI error code when the limit is exceeded; default 7 (invalid network config, for
+   * configs and annotations). Use 6 (decoding failure) for content such as a delegate's
+   * result.
+   */
+  code?: CniErrorCodeValue;
+}
+
+/**
+ * Refuses a decoded JSON value nested deeper than the limit (see the module doc for why).
+ * Call it right after `JSON.parse` of untrusted text, before anything walks the value.
+ *
+ * @param value the decoded JSON value.
+ * @param what names the content and where it came from, e.g. `"network config on stdin"`,
+ *   `"network selection annotation"`, `'spec.config of network attachment definition "ns/n"'`,
+ *   `"result of plugin bridge"`.
+ * @param opts the limit (default 64 levels) and the error code (default 7).
+ * @throws {CniError} `opts.code` (7 by default, or 6): `"<what> is nested more than 64
+ *   levels deep (limit 64)"`, details giving the limit and the rule.
+ * @example
+ * ```ts
+ * checkJsonDepth({ a: [1] }, "network config on stdin"); // ok
+ * checkJsonDepth(JSON.parse("[".repeat(65) + "]".repeat(65)), "network config on stdin");
+ * // throws CniError 7 "network config on stdin is nested more than 64 levels deep (limit 64)"
+ * ```
+ */
+export function checkJsonDepth(value: unknown, what: string, opts: JsonDepthOptions = {}): void {
+  const max = opts.maxDepth ?? MAX_JSON_DEPTH;
+  if (jsonDepth(value, max) <= max) return;
+  throw new CniError(
+    opts.code ?? CniErrorCode.InvalidNetworkConfig,
+    `${what} is nested more than ${max} levels deep (limit ${max})`,
+    `Manifold accepts at most ${max} levels of nested JSON arrays and objects in untrusted input`,
+  );
+}
+
+/**
+ * Parses `text` as JSON and validates it with `schema`; the value must not nest deeper
+ * than {@link MAX_JSON_DEPTH} levels.
  * @param text the raw text (a file, an annotation, a child's output).
  * @param schema the zod schema of the expected shape.
  * @param what names the content in errors, e.g. `"device-info"`, `"network-status annotation"`.
  * @returns the validated value.
- * @throws {CniError} code 6: `"<what> is not valid JSON"` (details: the parser's message) or
- *   `"<what> is invalid"` (details: the prettified zod issues).
+ * @throws {CniError} code 6: `"<what> is not valid JSON"` (details: the parser's message),
+ *   `"<what> is nested more than 64 levels deep (limit 64)"`, or `"<what> is invalid"`
+ *   (details: the prettified zod issues).
  * @example
  * ```ts
  * decodeJson('{"a":1}', z.object({ a: z.number() }), "example"); // { a: 1 }
@@ -33,6 +130,7 @@ export function decodeJson<T>(text: string, schema: z.ZodType<T>, what: string):
       e instanceof Error ? e.message : String(e),
     );
   }
+  checkJsonDepth(raw, what, { code: CniErrorCode.DecodingFailure });
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     throw new CniError(

@@ -8,8 +8,11 @@
  * @module
  */
 
+import { checkJsonDepth, jsonDepth, MAX_JSON_DEPTH } from "./decode.ts";
 import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniCommand } from "./env.ts";
+import { delegateEnv } from "./recursion.ts";
+import { redactText } from "../log/redact.ts";
 import { assertPluginType, isPlainObject } from "./types.ts";
 
 /** One plugin execution request. */
@@ -18,7 +21,10 @@ export interface ExecRequest {
   path: string;
   /** Bytes written to the child's stdin (the JSON config). */
   stdin: Uint8Array;
-  /** The child's complete environment (nothing is inherited). */
+  /**
+   * The child's complete environment (nothing is inherited). {@link ProcessPluginExec}
+   * adds only the delegation marker `MANIFOLD_DELEGATION_DEPTH` (lib/cni/recursion.ts).
+   */
   env: Record<string, string>;
   /** Kill the child with SIGKILL after this many milliseconds. */
   timeoutMs: number;
@@ -66,7 +72,9 @@ export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
 
 /**
  * Runs plugins as child processes with `Deno.Command`: a cleared environment plus
- * exactly `req.env`, no arguments, config on stdin. Spawning is retried on ETXTBSY
+ * exactly `req.env` and the delegation marker `MANIFOLD_DELEGATION_DEPTH` (its depth + 1:
+ * a Manifold started as a delegate refuses to work, see lib/cni/recursion.ts), no
+ * arguments, config on stdin. Spawning is retried on ETXTBSY
  * (the binary is still open for writing, e.g. just installed; libcni `RawExec` does
  * the same); the child is SIGKILLed after `timeoutMs`; each output stream is capped.
  * Needs `--allow-run` (and read access to the binary).
@@ -141,7 +149,7 @@ export class ProcessPluginExec implements PluginExec {
         return new Deno.Command(req.path, {
           args: [],
           clearEnv: true,
-          env: req.env,
+          env: delegateEnv(req.env),
           stdin: "piped",
           stdout: "piped",
           stderr: "piped",
@@ -309,18 +317,22 @@ const MAX_DETAILS_CHARS = 64 * 1024;
  * `CNI_IFNAME`, `CNI_ARGS`, `CNI_PATH` (all six always set, "" when absent, exactly
  * as libcni's `Args.AsEnv`); stdin = the JSON of `config`.
  *
- * On exit 0 the stdout JSON is returned (undefined when stdout is empty). On failure
- * the child's answer is decoded defensively: a valid `{code,msg,details}` on stdout
- * (or, when stdout is empty, on stderr) is preserved as a {@link CniError}; empty
- * stdout yields the stderr text; unparsable stdout yields code 999 with the raw text.
+ * On exit 0 the stdout JSON is returned (undefined when stdout is empty); it must not
+ * nest deeper than `MAX_JSON_DEPTH` (64) levels. On failure the child's answer is decoded
+ * defensively: a valid `{code,msg,details}` on stdout (or, when stdout is empty, on
+ * stderr; at most 64 levels deep) is preserved as a {@link CniError}; empty stdout yields
+ * the stderr text; unparsable stdout yields code 999 with the raw text. Text taken from
+ * the child (its `msg`, `details`, raw output) has secrets masked (`redactText` of
+ * lib/log/redact.ts: a plugin may echo its config, tokens and keys included).
  *
  * @param exec how to run the binary.
  * @param pluginPath the binary, e.g. from {@link findPlugin}.
  * @param config the plugin's full stdin config.
  * @param opts the CNI environment and timeout.
  * @returns the decoded stdout JSON, or undefined when the plugin printed nothing.
- * @throws {CniError} the plugin's own error; code 6 for invalid JSON on success; code 11
- *   on timeout (`plugin X timed out after N ms`); code 999 for an undecodable failure.
+ * @throws {CniError} the plugin's own error; code 6 for invalid JSON on success or a
+ *   result nested too deeply (`result of plugin X is nested more than 64 levels deep
+ *   (limit 64)`); code 11 on timeout (`plugin X timed out after N ms`); code 999 for an undecodable failure.
  */
 export async function invokePlugin(
   exec: PluginExec,
@@ -353,8 +365,9 @@ export async function invokePlugin(
   }
   if (res.code === 0 && res.signal === null) {
     if (stdout === "") return undefined;
+    let result: unknown;
     try {
-      return JSON.parse(stdout);
+      result = JSON.parse(stdout);
     } catch (err) {
       throw new CniError(
         CniErrorCode.DecodingFailure,
@@ -362,6 +375,8 @@ export async function invokePlugin(
         clip(stdout),
       );
     }
+    checkJsonDepth(result, `result of plugin ${name}`, { code: CniErrorCode.DecodingFailure });
+    return result;
   }
   throw decodeChildError(name, res, stdout, stderr);
 }
@@ -406,6 +421,8 @@ function asCniErrorJson(text: string): CniError | undefined {
     return undefined;
   }
   if (!isPlainObject(v)) return undefined;
+  // Too deep to be an error object we can re-encode safely: kept as raw text instead.
+  if (jsonDepth(v, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) return undefined;
   const { code, msg, details } = v;
   if (typeof code !== "number" || !Number.isInteger(code) || code < 1) return undefined;
   if (typeof msg !== "string") return undefined;
@@ -414,11 +431,18 @@ function asCniErrorJson(text: string): CniError | undefined {
     : typeof details === "string"
     ? details
     : JSON.stringify(details);
-  return new CniError(code, msg, d);
+  return new CniError(code, redactText(msg), redactText(d));
 }
 
+/**
+ * A child's output for an error message: cut at `max` characters and with secrets masked
+ * (a delegate may echo its config, tokens included; the error reaches logs, events and the
+ * runtime's logs).
+ */
 function clip(s: string, max = MAX_DETAILS_CHARS): string {
-  return s.length > max ? `${s.slice(0, max)}… (${s.length - max} more characters)` : s;
+  return redactText(
+    s.length > max ? `${s.slice(0, max)}… (${s.length - max} more characters)` : s,
+  );
 }
 
 function basename(p: string): string {

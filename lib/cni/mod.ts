@@ -13,3 +13,5 @@ export * from "./env.ts";
 export * from "./invoke.ts";
 export * from "./runtime.ts";
 export * from "./skel.ts";
+export * from "./decode.ts";
+export * from "./recursion.ts";

@@ -3,7 +3,8 @@
  * for ADD, CHECK, DEL, GC and STATUS, injecting `name`, `cniVersion`, `prevResult` and
  * the capability-filtered `runtimeConfig` into each plugin's config (libcni
  * `buildOneConfig`, `injectRuntimeConfig`). Unlike libcni it keeps no result cache:
- * callers pass `prevResult` to CHECK and DEL themselves.
+ * callers pass `prevResult` to CHECK and DEL themselves. A plugin binary that is Manifold
+ * itself is never run (lib/cni/recursion.ts).
  *
  * @module
  */
@@ -15,6 +16,7 @@ import { formatCniArgs, validateContainerId, validateInterfaceName } from "./env
 import type { CniCommand } from "./env.ts";
 import { findPlugin, invokePlugin } from "./invoke.ts";
 import type { PluginExec } from "./invoke.ts";
+import { realPathOrUndefined, selfExecutable } from "./recursion.ts";
 import { convertResult } from "./result.ts";
 import type { GcAttachment, NetworkConfigList } from "./types.ts";
 import { assertPluginType, isPlainObject, validateNetworkName } from "./types.ts";
@@ -51,6 +53,15 @@ export interface CniRuntimeOptions {
    * read permission). Tests inject a fake to stay permission-free.
    */
   findPlugin?: (type: string, dirs: string[]) => Promise<string>;
+  /**
+   * Real path of Manifold's own executable. A plugin whose real path is this one is
+   * Manifold itself and never runs: ADD, CHECK and STATUS fail with code 7; DEL and GC
+   * skip it with a warning (it cannot have attached anything, and a failing DEL would
+   * keep the attachment cached forever). Default: `selfExecutable()` (the compiled
+   * binary; nothing when Manifold runs from source, where the dynamic guard of
+   * lib/cni/recursion.ts applies). `null` turns the check off.
+   */
+  selfPath?: string | null;
 }
 
 /** Default per-plugin timeout: 60 s. */
@@ -75,8 +86,10 @@ export class CniRuntime {
   #baseEnv: Record<string, string>;
   #logger: Logger;
   #findPlugin: (type: string, dirs: string[]) => Promise<string>;
+  #selfPath: string | null | undefined;
+  #self: Promise<string | undefined> | undefined;
 
-  /** @param opts plugin directories, exec, timeout, base environment and logger. */
+  /** @param opts plugin directories, exec, timeout, base environment, logger and self path. */
   constructor(opts: CniRuntimeOptions) {
     this.#binDirs = [...opts.binDirs];
     this.#exec = opts.exec;
@@ -84,6 +97,7 @@ export class CniRuntime {
     this.#baseEnv = { ...(opts.baseEnv ?? {}) };
     this.#logger = opts.logger ?? nullLogger;
     this.#findPlugin = opts.findPlugin ?? findPlugin;
+    this.#selfPath = opts.selfPath;
   }
 
   /**
@@ -141,8 +155,9 @@ export class CniRuntime {
    * @returns the final raw result in `list.cniVersion` (`{cniVersion}` alone when no
    *   plugin printed a result).
    * @throws {CniError} the failing plugin's error (its code preserved); code 4/7 for an
-   *   invalid container ID, ifName or network name; code 7 when a plugin is not found;
-   *   code 1/6 when a result cannot be decoded or converted.
+   *   invalid container ID, ifName or network name; code 7 when a plugin is not found or
+   *   is Manifold itself (`network "n": plugin "evil" is Manifold itself: recursive
+   *   delegation refused`); code 1/6 when a result cannot be decoded or converted.
    */
   async addNetworkList(
     list: NetworkConfigList,
@@ -305,6 +320,19 @@ export class CniRuntime {
     const log = this.#logger.with({ network: list.name, type, command });
     assertPluginType(type);
     const pluginPath = await this.#findPlugin(type, this.#binDirs);
+    const self = await this.#isSelf(pluginPath);
+    if (self !== undefined) {
+      const why = `${pluginPath} resolves to the running Manifold executable ${self}`;
+      if (command === "DEL" || command === "GC") {
+        log.warn("plugin is Manifold itself, not run", { path: pluginPath, why });
+        return undefined;
+      }
+      throw new CniError(
+        CniErrorCode.InvalidNetworkConfig,
+        `network "${list.name}": plugin "${type}" is Manifold itself: recursive delegation refused`,
+        why,
+      );
+    }
     log.debug("invoking plugin", { path: pluginPath });
     try {
       return await invokePlugin(this.#exec, pluginPath, conf, {
@@ -319,8 +347,20 @@ export class CniRuntime {
       });
     } catch (err) {
       const e = toCniError(err);
-      log.error("plugin failed", { code: e.code, msg: e.msg });
+      log.error("plugin failed", { code: e.code, error: e.msg });
       throw e;
     }
+  }
+
+  /** The executable's real path when `pluginPath` is Manifold itself, else undefined. */
+  async #isSelf(pluginPath: string): Promise<string | undefined> {
+    if (this.#selfPath === null) return undefined;
+    this.#self ??= this.#selfPath !== undefined
+      ? realPathOrUndefined(this.#selfPath).then((p) => p ?? this.#selfPath!)
+      : selfExecutable();
+    const self = await this.#self;
+    if (self === undefined) return undefined;
+    const real = await realPathOrUndefined(pluginPath) ?? pluginPath;
+    return real === self ? self : undefined;
   }
 }

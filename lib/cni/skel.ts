@@ -10,6 +10,7 @@
 
 import { mark, nullLogger } from "../log/mod.ts";
 import type { Logger } from "../log/mod.ts";
+import { checkJsonDepth, MAX_JSON_DEPTH } from "./decode.ts";
 import { CniError, CniErrorCode, toCniError } from "./errors.ts";
 import { isCniCommand, parseCniEnv } from "./env.ts";
 import type { CniEnv } from "./env.ts";
@@ -62,6 +63,8 @@ export interface SkelIO {
 export interface DispatchOptions {
   /** Largest accepted stdin in bytes. Default 1 MiB. */
   maxStdinBytes?: number;
+  /** Deepest accepted nesting of arrays/objects in the stdin config, in levels. Default 64 ({@link MAX_JSON_DEPTH}). */
+  maxJsonDepth?: number;
   logger?: Logger;
 }
 
@@ -75,7 +78,9 @@ export const DEFAULT_MAX_STDIN_BYTES = 1024 * 1024;
  *   but `CNI_COMMAND` (stdin is not read).
  * - Otherwise, in order: a missing/unknown `CNI_COMMAND` (code 4, stdin not read);
  *   read stdin (code 5 on I/O error, code 7 above `maxStdinBytes`); decode the JSON
- *   object (code 6); `cniVersion` must be supported (code 1); the environment must be
+ *   object (code 6); `cniVersion` must be supported (code 1); the object must not nest
+ *   deeper than `maxJsonDepth` (default {@link MAX_JSON_DEPTH} = 64 levels, code 7,
+ *   `checkJsonDepth`); the environment must be
  *   valid (code 4, every variable named in one error); `name` must be valid (code 7);
  *   CHECK needs ≥ 0.4.0 and GC/STATUS ≥ 1.1.0 (code 1, like skel); then the handler.
  *   ADD's result is converted to the config's `cniVersion` and printed.
@@ -84,7 +89,7 @@ export const DEFAULT_MAX_STDIN_BYTES = 1024 * 1024;
  *
  * @param handlers the plugin's operations.
  * @param io environment, stdin and stdout.
- * @param opts stdin cap and logger.
+ * @param opts stdin size and depth caps, and logger.
  * @returns the process exit code: 0 on success, 1 on error.
  * @example
  * ```ts
@@ -99,10 +104,11 @@ export async function dispatch(
 ): Promise<number> {
   const logger = opts.logger ?? nullLogger;
   const maxStdinBytes = opts.maxStdinBytes ?? DEFAULT_MAX_STDIN_BYTES;
+  const maxJsonDepth = opts.maxJsonDepth ?? MAX_JSON_DEPTH;
   let cniVersion: string = CURRENT_VERSION;
   let output: string;
   try {
-    output = await run(handlers, io, maxStdinBytes, (v) => {
+    output = await run(handlers, io, { maxStdinBytes, maxJsonDepth }, (v) => {
       cniVersion = v;
     });
   } catch (err) {
@@ -122,9 +128,10 @@ export async function dispatch(
 async function run(
   handlers: SkelHandlers,
   io: SkelIO,
-  maxStdinBytes: number,
+  limits: { maxStdinBytes: number; maxJsonDepth: number },
   setVersion: (v: string) => void,
 ): Promise<string> {
+  const { maxStdinBytes, maxJsonDepth } = limits;
   const command = io.env.CNI_COMMAND ?? "";
   if (command === "VERSION") {
     return JSON.stringify({ cniVersion: CURRENT_VERSION, supportedVersions: SUPPORTED_VERSIONS });
@@ -176,6 +183,8 @@ async function run(
     );
   }
   setVersion(cniVersion);
+  // Only now does anything walk the whole document (the checks above read top-level keys).
+  checkJsonDepth(config, "network config on stdin", { maxDepth: maxJsonDepth });
 
   const env = parseCniEnv(io.env);
   if (typeof config.name !== "string") {

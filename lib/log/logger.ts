@@ -6,7 +6,7 @@
  * @module
  */
 
-import { redact } from "./redact.ts";
+import { redact, redactText } from "./redact.ts";
 
 /** Severity, lowest first. `verbose` = info. */
 export type LogLevel = "debug" | "verbose" | "warning" | "error" | "panic";
@@ -71,11 +71,16 @@ export function createLogger(opts: LoggerOptions = {}, base: LogFields = {}): Lo
   let fileFailed = false;
   const write = (level: LogLevel, msg: string, fields?: LogFields) => {
     if (RANK[level] < min) return;
+    // Fields never overwrite ts/level/msg (a field named "msg" would hide the message).
+    const { ts: _ts, level: _level, msg: _msg, ...rest } = redact({
+      ...base,
+      ...fields,
+    }) as LogFields;
     const line = JSON.stringify({
       ts: new Date().toISOString(),
       level,
-      msg,
-      ...(redact({ ...base, ...fields }) as LogFields),
+      msg: redactText(msg),
+      ...rest,
     }) + "\n";
     const bytes = enc.encode(line);
     if (toStderr) {

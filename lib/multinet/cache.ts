@@ -300,6 +300,8 @@ export class AttachmentCache {
    * a successful DEL (or a fully rolled-back ADD) so that a repeated DEL does not rebuild and
    * re-run delegates from the pod's annotations; GC removes tombstones of containers the runtime
    * no longer lists (CNI SPEC 1.1 "GC").
+   * Temporary files a killed writer left for the container (`<id>.json.tmp-*`) are removed
+   * too: nothing will ever rename them.
    * @param record the container's record (its `containerId`, `pod`, `netns`… are kept).
    * @param options `now`: the deletion time (tests); default the current time.
    * @throws {CniError} code 4 for a bad `containerId`; code 5 (I/O failure) as for `write`.
@@ -312,6 +314,9 @@ export class AttachmentCache {
       attachments: [],
       deletedAt: (options.now ?? new Date()).toISOString(),
     });
+    // A writer killed between its temp write and the rename left `<id>.json.tmp-*`: the
+    // container is gone now, so nothing will ever rename it.
+    if (await this.#removeTemps(record.containerId) > 0) await this.#syncDir();
   }
 
   /**
@@ -324,11 +329,21 @@ export class AttachmentCache {
   async remove(containerId: string): Promise<void> {
     const path = this.path(containerId);
     await removeIfPresent(path);
-    const stray = new RegExp(`^${escapeRegExp(containerId)}\\.json\\.tmp-\\d+-[0-9a-f]+$`);
-    for (const name of await this.#names()) {
-      if (stray.test(name)) await removeIfPresent(`${this.#dir}/${name}`);
-    }
+    await this.#removeTemps(containerId);
     await this.#syncDir();
+  }
+
+  /** Removes the temporary files crashed writers left for a container; returns how many. */
+  async #removeTemps(containerId: string): Promise<number> {
+    const stray = new RegExp(`^${escapeRegExp(containerId)}\\.json\\.tmp-\\d+-[0-9a-f]+$`);
+    let removed = 0;
+    for (const name of await this.#names()) {
+      if (stray.test(name)) {
+        await removeIfPresent(`${this.#dir}/${name}`);
+        removed++;
+      }
+    }
+    return removed;
   }
 
   /**

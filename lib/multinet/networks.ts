@@ -101,9 +101,10 @@ export async function resolveDefaultNetwork(
       confDir: conf.confDir,
       multusNamespace: conf.multusNamespace,
       isDefault: true,
+      selfTypes: selfTypes(conf),
     });
   }
-  return delegateFromInline(conf.delegates![0], 0, true);
+  return delegateFromInline(conf.delegates![0], 0, true, { selfTypes: selfTypes(conf) });
 }
 
 /**
@@ -118,7 +119,9 @@ export async function resolveExtraDefaults(
 ): Promise<Delegate[]> {
   const out: Delegate[] = [];
   if (!conf.clusterNetwork && conf.delegates) {
-    conf.delegates.slice(1).forEach((d, i) => out.push(delegateFromInline(d, i + 1, false)));
+    conf.delegates.slice(1).forEach((d, i) =>
+      out.push(delegateFromInline(d, i + 1, false, { selfTypes: selfTypes(conf) }))
+    );
   }
   if (pod && conf.systemNamespaces.includes(pod.namespace)) return out;
   const resolved = await Promise.all(
@@ -128,6 +131,7 @@ export async function resolveExtraDefaults(
         confDir: conf.confDir,
         multusNamespace: conf.multusNamespace,
         isDefault: false,
+        selfTypes: selfTypes(conf),
       })
     ),
   );
@@ -164,7 +168,16 @@ export function resolveOptionsFor(
     namespaceIsolation: conf.namespaceIsolation,
     globalNamespaces: conf.globalNamespaces,
     podNamespace,
+    selfTypes: selfTypes(conf),
   };
+}
+
+/**
+ * Plugin types that are Manifold itself: `manifold` and the `type` Manifold was configured
+ * under (a renamed install), refused as delegates — no recursive delegation.
+ */
+export function selfTypes(conf: ManifoldConf): string[] {
+  return conf.type && conf.type !== "manifold" ? ["manifold", conf.type] : ["manifold"];
 }
 
 /**

@@ -3,8 +3,8 @@
  * sets up logging and dependencies, and runs its command.
  *
  * Everything is imported on demand: the process handles one command, so it loads that
- * command's module and the dependencies it builds — never the other commands, and nothing
- * at all for VERSION (which the dispatcher answers alone).
+ * command's module and the dependencies it builds — never the other commands, and for
+ * VERSION (which the dispatcher answers alone) only the import-free recursion guard.
  *
  * @module
  */

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { checkJsonDepth, MAX_JSON_DEPTH } from "../cni/decode.ts";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { isPlainObject, type NetworkConfigList, parseNetworkConfig } from "../cni/types.ts";
 import type { NetworkAttachmentDefinition } from "../k8s/types.ts";
@@ -17,8 +18,31 @@ import type { NadSource } from "./nad_source.ts";
 import { isDns1123Subdomain, parseNetworkReference } from "./selection.ts";
 import { type Delegate, RESOURCE_NAME_ANNOTATION } from "./types.ts";
 
+/**
+ * Largest accepted NAD `spec.config`, in bytes of UTF-8: 256 KiB (Manifold's limit; a
+ * real delegate config is a few hundred bytes, and the selection annotation has the same
+ * cap).
+ */
+export const MAX_NAD_CONFIG_BYTES = 256 * 1024;
+
+/**
+ * Plugin types that are Manifold itself by default: a delegate of one of these types is
+ * refused (no recursive delegation). Callers add Manifold's own configured `type` with
+ * `selfTypes` when it differs.
+ */
+export const DEFAULT_SELF_TYPES: readonly string[] = ["manifold"];
+
+/** What every resolution takes to refuse recursive delegation. */
+export interface SelfTypeOptions {
+  /**
+   * Plugin types that name Manifold itself (its configured `type`); a delegate with a
+   * plugin of one of these types is refused with code 7. Default {@link DEFAULT_SELF_TYPES}.
+   */
+  selfTypes?: readonly string[];
+}
+
 /** Options of {@link resolveNetwork}. */
-export interface ResolveOptions {
+export interface ResolveOptions extends SelfTypeOptions {
   /** Where NetworkAttachmentDefinitions are read from. */
   nads: NadSource;
   /** Directory of on-disk CNI configs for NADs without `spec.config` (Multus `confDir`, default `/etc/cni/multus/net.d`). */
@@ -40,7 +64,7 @@ export interface ResolveOptions {
 }
 
 /** Options of {@link resolveClusterNetwork}. */
-export interface ClusterNetworkOptions {
+export interface ClusterNetworkOptions extends SelfTypeOptions {
   /** Where NetworkAttachmentDefinitions are read from. */
   nads: NadSource;
   /** Directory of on-disk CNI configs (Multus `confDir`). */
@@ -65,12 +89,21 @@ export interface ClusterNetworkOptions {
  * delegate's `statusName` is `"<ns>/<name>"`, `source` `"nad:<ns>/<name>"` or
  * `"file:<path>"`, `resourceName` the NAD's `k8s.v1.cni.cncf.io/resourceName` annotation.
  *
+ * Limits on `spec.config` (untrusted): at most {@link MAX_NAD_CONFIG_BYTES} (256 KiB) of
+ * UTF-8 and at most `MAX_JSON_DEPTH` (64) levels of nesting. A delegate whose plugin `type`
+ * is Manifold itself (`opts.selfTypes`, default `["manifold"]`) is refused: no recursive
+ * delegation.
+ *
  * @param ref the NAD reference (from {@link parseNetworkReference} or a selection element)
  * @param opts see {@link ResolveOptions}
  * @returns the delegate (conflist object, never shared with the NadSource)
  * @throws {CniError} code 7 on an isolation violation (naming the pod namespace and the
  *   NAD), a missing NAD, or when no config is found (naming the NAD, with the files tried in
- *   `details`); the code of `parseNetworkConfig` (6 decoding, 7 invalid, 1 version) when
+ *   `details`); code 7 when `spec.config` is larger than 256 KiB
+ *   (`network attachment definition "ns/n": spec.config is N bytes, more than the limit of
+ *   262144 bytes`) or nests deeper than 64 levels, or when a plugin's type is Manifold
+ *   itself (`… plugin type "manifold" (plugins[0]) is Manifold itself: recursive delegation
+ *   refused`); the code of `parseNetworkConfig` (6 decoding, 7 invalid, 1 version) when
  *   `spec.config` is invalid, with `msg` prefixed by the NAD; errors of the NadSource as is
  */
 export async function resolveNetwork(
@@ -95,28 +128,37 @@ export async function resolveNetwork(
       `network attachment definition "${id}" not found`,
     );
   }
-  return await delegateForNad(ref, nad, opts.confDir, opts.isDefault ?? false);
+  return await delegateForNad(ref, nad, {
+    confDir: opts.confDir,
+    isDefault: opts.isDefault ?? false,
+    selfTypes: opts.selfTypes,
+  });
 }
 
 async function delegateForNad(
   ref: { namespace: string; name: string },
   nad: NetworkAttachmentDefinition | undefined,
-  confDir: string,
-  isDefault: boolean,
+  opts: { confDir: string; isDefault: boolean } & SelfTypeOptions,
 ): Promise<Delegate> {
+  const { confDir, isDefault } = opts;
   const id = `${ref.namespace}/${ref.name}`;
+  const context = `network attachment definition "${id}"`;
   const resourceName = nad?.metadata.annotations?.[RESOURCE_NAME_ANNOTATION];
   const withResource = (d: Delegate): Delegate => resourceName ? { ...d, resourceName } : d;
   const config = nad?.spec.config;
   if (config !== undefined && config.trim() !== "") {
-    const list = withContext(
-      `network attachment definition "${id}"`,
-      () => parseNadConfig(config, ref.name, `nad:${id}`),
-    );
+    const list = withContext(context, () => {
+      checkNadConfigSize(config);
+      const parsed = parseNadConfig(config, ref.name, `nad:${id}`);
+      refuseSelf(parsed, opts.selfTypes);
+      return parsed;
+    });
     return withResource({ statusName: id, conflist: list.raw, isDefault, source: `nad:${id}` });
   }
   const found = await findConfByName(confDir, ref.name);
   if (found.match) {
+    const { list, path } = found.match;
+    withContext(`${context} (config ${path})`, () => refuseSelf(list, opts.selfTypes));
     return withResource({
       statusName: id,
       conflist: found.match.list.raw,
@@ -149,7 +191,9 @@ async function delegateForNad(
  * @param opts see {@link ClusterNetworkOptions}; `isDefault` marks the cluster default network
  * @returns the delegate
  * @throws {CniError} code 7 when nothing is found (`details` lists what was tried) or the
- *   entry is malformed; a named file's parse error keeps its code (6/7/1) with the path in `msg`
+ *   entry is malformed, or when the config's plugin type is Manifold itself (`opts.selfTypes`,
+ *   recursive delegation); a NAD's limits as in {@link resolveNetwork}; a named file's parse
+ *   error keeps its code (6/7/1) with the path in `msg`
  */
 export async function resolveClusterNetwork(
   spec: string,
@@ -159,7 +203,7 @@ export async function resolveClusterNetwork(
   if (entry === "") {
     throw new CniError(CniErrorCode.InvalidNetworkConfig, "empty cluster network name");
   }
-  if (entry.startsWith("/")) return await delegateFromPath(entry, opts.isDefault);
+  if (entry.startsWith("/")) return await delegateFromPath(entry, opts);
   if (entry.includes("/")) {
     const ref = parseNetworkReference(entry, opts.multusNamespace);
     if (ref.interface !== undefined) {
@@ -175,23 +219,24 @@ export async function resolveClusterNetwork(
       globalNamespaces: [],
       podNamespace: opts.multusNamespace,
       isDefault: opts.isDefault,
+      selfTypes: opts.selfTypes,
     });
   }
   const tried: string[] = [];
   if (isDns1123Subdomain(entry)) {
     const nad = await opts.nads.get(opts.multusNamespace, entry);
     if (nad !== undefined) {
-      return await delegateForNad(
-        { namespace: opts.multusNamespace, name: entry },
-        nad,
-        opts.confDir,
-        opts.isDefault,
-      );
+      return await delegateForNad({ namespace: opts.multusNamespace, name: entry }, nad, opts);
     }
     tried.push(`network attachment definition "${opts.multusNamespace}/${entry}": not found`);
   }
   const found = await findConfByName(opts.confDir, entry);
   if (found.match) {
+    const { list, path } = found.match;
+    withContext(
+      `cluster network "${entry}" (config ${path})`,
+      () => refuseSelf(list, opts.selfTypes),
+    );
     return {
       statusName: found.match.list.name,
       conflist: found.match.list.raw,
@@ -213,9 +258,11 @@ export async function resolveClusterNetwork(
  * @param conf the entry as decoded from the Manifold/Multus config (not modified)
  * @param index its index in `delegates` (for messages and `source`)
  * @param isDefault true for `delegates[0]`, the cluster default network
+ * @param opts `selfTypes`: plugin types that are Manifold itself (default `["manifold"]`)
  * @returns the delegate; its conflist is a copy
  * @throws {CniError} the code of `parseNetworkConfig` (7 invalid, 6 not an object,
- *   1 version) with `msg` prefixed by `delegates[i]`
+ *   1 version) with `msg` prefixed by `delegates[i]`; code 7 when a plugin's type is
+ *   Manifold itself (recursive delegation)
  * @example
  * ```ts
  * delegateFromInline({ cniVersion: "1.0.0", name: "cbr0", type: "bridge" }, 0, true);
@@ -227,13 +274,22 @@ export function delegateFromInline(
   conf: Record<string, unknown>,
   index: number,
   isDefault: boolean,
+  opts: SelfTypeOptions = {},
 ): Delegate {
   const where = `delegates[${index}]`;
-  const list = withContext(where, () => parseNetworkConfig(conf, { source: where }));
+  const list = withContext(where, () => {
+    const parsed = parseNetworkConfig(conf, { source: where });
+    refuseSelf(parsed, opts.selfTypes);
+    return parsed;
+  });
   return { statusName: list.name, conflist: list.raw, isDefault, source: `inline:${where}` };
 }
 
-async function delegateFromPath(path: string, isDefault: boolean): Promise<Delegate> {
+async function delegateFromPath(
+  path: string,
+  opts: { isDefault: boolean } & SelfTypeOptions,
+): Promise<Delegate> {
+  const { isDefault } = opts;
   let info: Deno.FileInfo;
   try {
     info = await Deno.stat(path);
@@ -262,7 +318,12 @@ async function delegateFromPath(path: string, isDefault: boolean): Promise<Deleg
       );
     }
     return toDelegate(
-      withContext(`cluster network ${path}`, () => parseNetworkConfig(text, { source: path })),
+      withContext(`cluster network ${path}`, () => {
+        const parsed = parseNetworkConfig(text, { source: path });
+        checkJsonDepth(parsed.raw, "network config");
+        refuseSelf(parsed, opts.selfTypes);
+        return parsed;
+      }),
       path,
     );
   }
@@ -336,10 +397,9 @@ async function readConfDir(dir: string): Promise<{ configs: ConfFile[]; tried: s
   for (const file of names) {
     const path = `${dir.replace(/\/+$/, "")}/${file}`;
     try {
-      configs.push({
-        path,
-        list: parseNetworkConfig(await Deno.readTextFile(path), { source: path }),
-      });
+      const list = parseNetworkConfig(await Deno.readTextFile(path), { source: path });
+      checkJsonDepth(list.raw, "network config");
+      configs.push({ path, list });
     } catch (err) {
       const why = err instanceof CniError ? err.msg : String(err);
       tried.push(`${path}: skipped (${why})`);
@@ -348,7 +408,41 @@ async function readConfDir(dir: string): Promise<{ configs: ConfFile[]; tried: s
   return { configs, tried };
 }
 
-/** Parses a NAD's spec.config, injecting `"name"` when it is missing or empty (§3.4.2). */
+const ENCODER = new TextEncoder();
+
+/** Refuses a `spec.config` larger than {@link MAX_NAD_CONFIG_BYTES} (code 7). */
+function checkNadConfigSize(text: string): void {
+  // UTF-8 bytes ≤ 3 × UTF-16 units: short configs need no encoding to be measured.
+  if (text.length * 3 <= MAX_NAD_CONFIG_BYTES) return;
+  const size = ENCODER.encode(text).length;
+  if (size > MAX_NAD_CONFIG_BYTES) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `spec.config is ${size} bytes, more than the limit of ${MAX_NAD_CONFIG_BYTES} bytes`,
+    );
+  }
+}
+
+/**
+ * Refuses a network config one of whose plugins is Manifold itself (code 7): running it
+ * would make Manifold spawn itself for every pod, recursively.
+ */
+function refuseSelf(list: NetworkConfigList, selfTypes = DEFAULT_SELF_TYPES): void {
+  list.plugins.forEach((p, i) => {
+    const type = String(p.type);
+    if (!selfTypes.includes(type)) return;
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `plugin type "${type}" (plugins[${i}]) is Manifold itself: recursive delegation refused`,
+      `a delegate must be another CNI plugin; Manifold's own types here: ${selfTypes.join(", ")}`,
+    );
+  });
+}
+
+/**
+ * Parses a NAD's spec.config, injecting `"name"` when it is missing or empty (§3.4.2);
+ * at most `MAX_JSON_DEPTH` levels deep.
+ */
 function parseNadConfig(text: string, nadName: string, source: string): NetworkConfigList {
   let decoded: unknown;
   try {
@@ -360,6 +454,7 @@ function parseNadConfig(text: string, nadName: string, source: string): NetworkC
       err instanceof Error ? err.message : String(err),
     );
   }
+  checkJsonDepth(decoded, "spec.config", { maxDepth: MAX_JSON_DEPTH });
   if (isPlainObject(decoded) && (decoded.name === undefined || decoded.name === "")) {
     decoded = injectName(decoded, nadName);
   }

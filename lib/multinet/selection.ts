@@ -12,6 +12,7 @@
  */
 
 import { z } from "zod";
+import { checkJsonDepth, MAX_JSON_DEPTH } from "../cni/decode.ts";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import type { NetworkSelectionElement, PortMapping } from "./types.ts";
 
@@ -19,6 +20,11 @@ import type { NetworkSelectionElement, PortMapping } from "./types.ts";
 export const MAX_SELECTION_ANNOTATION_BYTES = 256 * 1024;
 /** Largest accepted number of elements in one annotation. */
 export const MAX_SELECTION_ELEMENTS = 32;
+/**
+ * Deepest accepted nesting of arrays/objects in a JSON annotation, in levels (the list is
+ * level 1, an element 2, so `cni-args` may nest 62 more): {@link MAX_JSON_DEPTH}, 64.
+ */
+export const MAX_SELECTION_DEPTH = MAX_JSON_DEPTH;
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const MAC_48 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/;
@@ -315,7 +321,8 @@ function buildSchemas() {
  *   `invalid network selection element [1] ("macvlan-conf"): "mac": not a 6-byte MAC address (xx:xx:xx:xx:xx:xx)`,
  *   with `details` = the prettified zod error; also when the text is larger than
  *   {@link MAX_SELECTION_ANNOTATION_BYTES} or has more than {@link MAX_SELECTION_ELEMENTS}
- *   elements, or is not valid JSON
+ *   elements, is not valid JSON, or nests deeper than {@link MAX_SELECTION_DEPTH} levels
+ *   (`"network selection annotation is nested more than 64 levels deep (limit 64)"`)
  * @example
  * ```ts
  * parseNetworkSelection("net-a, other/net-b@eth5", "default");
@@ -387,6 +394,7 @@ function parseJsonList(text: string, podNamespace: string): NetworkSelectionElem
       err instanceof Error ? err.message : String(err),
     );
   }
+  checkJsonDepth(raw, "network selection annotation", { maxDepth: MAX_SELECTION_DEPTH });
   if (!Array.isArray(raw)) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
