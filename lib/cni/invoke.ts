@@ -14,6 +14,7 @@ import type { CniCommand } from "./env.ts";
 import { delegateEnv } from "./recursion.ts";
 import { redactText } from "../log/redact.ts";
 import { assertPluginType, isPlainObject } from "./types.ts";
+import { sleep, startTimer, type Timer } from "./timer.ts";
 
 /** One plugin execution request. */
 export interface ExecRequest {
@@ -108,12 +109,12 @@ export class ProcessPluginExec implements PluginExec {
   async exec(req: ExecRequest): Promise<ExecResponse> {
     const child = await this.#spawn(req);
     let timedOut = false;
-    const timer = setTimeout(() => {
+    const timer = startTimer(req.timeoutMs, () => {
       timedOut = true;
       try {
         child.kill("SIGKILL");
       } catch { /* already exited */ }
-    }, Math.max(0, req.timeoutMs));
+    });
 
     const writing = writeAll(child.stdin, req.stdin);
     const out = readCapped(child.stdout, this.#maxOutputBytes);
@@ -122,16 +123,16 @@ export class ProcessPluginExec implements PluginExec {
     try {
       status = await child.status;
     } finally {
-      clearTimeout(timer);
+      timer.cancel();
     }
     // A grandchild may keep the pipes open after the child exits: read what is
     // there within a grace period, then stop.
-    let graceTimer: ReturnType<typeof setTimeout> | undefined;
+    let graceTimer: Timer | undefined;
     const grace = new Promise<void>((resolve) => {
-      graceTimer = setTimeout(resolve, this.#drainGraceMs);
+      graceTimer = startTimer(this.#drainGraceMs, resolve);
     });
     await Promise.race([Promise.all([out.done, err.done, writing.done]), grace]);
-    clearTimeout(graceTimer);
+    graceTimer?.cancel();
     const [stdout, stderr] = await Promise.all([out.finish(), err.finish(), writing.finish()]);
     return {
       code: status.code,
@@ -448,10 +449,6 @@ function clip(s: string, max = MAX_DETAILS_CHARS): string {
 function basename(p: string): string {
   const i = p.lastIndexOf("/");
   return i >= 0 ? p.slice(i + 1) : p;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 interface PendingWrite {

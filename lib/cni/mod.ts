@@ -15,3 +15,4 @@ export * from "./runtime.ts";
 export * from "./skel.ts";
 export * from "./decode.ts";
 export * from "./recursion.ts";
+export * from "./timer.ts";

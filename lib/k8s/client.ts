@@ -31,6 +31,7 @@ import {
   parsePod,
   type Pod,
 } from "./types.ts";
+import { startTimer } from "../cni/timer.ts";
 
 /** Options of {@link KubeClient}. */
 export interface KubeClientOptions {
@@ -247,7 +248,7 @@ export class KubeClient {
     this.#signal = opts.signal;
   }
 
-  /** HTTP requests actually sent so far, retries and {@link KubeClient.warm} included. */
+  /** HTTP requests actually sent so far, retries included. */
   get requestCount(): number {
     return this.#requestCount;
   }
@@ -347,19 +348,6 @@ export class KubeClient {
     });
   }
 
-  /**
-   * Opens the (TLS) connection early with `GET /version` so a later request reuses it,
-   * e.g. while the pod's network namespace is being prepared. One attempt, no retries;
-   * never throws.
-   */
-  async warm(): Promise<void> {
-    try {
-      await this.#request("GET", "/version", { retries: 0 });
-    } catch (err) {
-      this.#logger.debug("kube api warm-up failed", { error: errorText(err) });
-    }
-  }
-
   /** Cancels in-flight requests and closes pooled connections; idempotent. */
   close(): void {
     if (this.#closer.signal.aborted) return;
@@ -405,11 +393,11 @@ export class KubeClient {
     return new Promise((resolve) => {
       const signals = [this.#closer.signal, this.#signal].filter((s): s is AbortSignal => !!s);
       const done = () => {
-        clearTimeout(timer);
+        timer.cancel();
         for (const s of signals) s.removeEventListener("abort", done);
         resolve();
       };
-      const timer = setTimeout(done, ms);
+      const timer = startTimer(ms, done);
       for (const s of signals) s.addEventListener("abort", done, { once: true });
     });
   }
@@ -439,9 +427,9 @@ export class KubeClient {
       if (token) headers["authorization"] = `Bearer ${token}`;
 
       const timeout = new AbortController();
-      const timer = setTimeout(
-        () => timeout.abort(new DOMException("Request timed out", "TimeoutError")),
+      const timer = startTimer(
         this.#timeoutMs,
+        () => timeout.abort(new DOMException("Request timed out", "TimeoutError")),
       );
       const signals = [timeout.signal, this.#closer.signal];
       if (this.#signal) signals.push(this.#signal);
@@ -472,7 +460,7 @@ export class KubeClient {
           failure = { reason: "ConnectionFailed", message: text };
         }
       } finally {
-        clearTimeout(timer);
+        timer.cancel();
       }
       const ms = Math.round(performance.now() - started);
       this.#logger.debug("kube api request", {

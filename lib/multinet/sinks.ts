@@ -6,12 +6,22 @@
  * @module
  */
 
+import { startTimer, type Timer } from "../cni/timer.ts";
 import type { KubeClient } from "../k8s/client.ts";
 import type { Logger } from "../log/mod.ts";
 import type { EventSink, StatusSink } from "./deps.ts";
 import type { PodRef } from "./pod.ts";
 import { serializeNetworkStatus } from "./status.ts";
 import { NETWORK_STATUS_ANNOTATION, type NetworkStatus } from "./types.ts";
+
+/**
+ * Starts the process-wide TLS client initialisation on this thread, without any request
+ * (`lib/k8s/tls_warm.ts`), so the status PATCH of an ADD that made no other API request does
+ * not pay it. Returns at once; never throws.
+ */
+export function warmApiTls(): void {
+  import("../k8s/tls_warm.ts").then((m) => m.warmTls("here"), () => {});
+}
 
 /**
  * Publishes network-status as one JSON merge patch on the pod's `status` subresource
@@ -30,9 +40,9 @@ export class ApiStatusSink implements StatusSink {
       [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
     });
   }
-  /** The process-wide TLS initialisation, on this thread (no request; see `tls_warm.ts`). */
+  /** See {@link warmApiTls}. */
   warm() {
-    import("../k8s/tls_warm.ts").then((m) => m.warmTls("here"), () => {});
+    warmApiTls();
   }
 }
 
@@ -97,12 +107,13 @@ export class KubeEventSink implements EventSink {
   /** Waits for queued events, at most 2 s. */
   async flush() {
     const pending = this.#pending.splice(0);
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    if (pending.length === 0) return;
+    let timer: Timer | undefined;
     await Promise.race([
       Promise.allSettled(pending),
-      new Promise((r) => timer = setTimeout(r, 2000)),
+      new Promise<void>((r) => timer = startTimer(2000, r)),
     ]);
-    clearTimeout(timer);
+    timer?.cancel();
   }
 }
 

@@ -383,24 +383,6 @@ Deno.test("insecure-skip-tls-verify connects without a CA (node:https transport)
   }, "clientCert");
 });
 
-Deno.test("warm() opens the connection that the next request reuses; never throws", async () => {
-  await withApi(async ({ api, client }) => {
-    const kube = client();
-    await kube.warm();
-    await kube.getPod(NS, POD);
-    assert.deepEqual(api.requests.map((r) => r.path), [
-      "/version",
-      `/api/v1/namespaces/${NS}/pods/${POD}`,
-    ]);
-    assert.equal(api.connectionCount, 1);
-    assert.equal(kube.requestCount, 2);
-    api.down(true);
-    const cold = client();
-    await cold.warm();
-    assert.equal(cold.requestCount, 1, "warm-up is not retried");
-  });
-});
-
 Deno.test("malformed answers are code 6; invalid names are code 7 without a request", async () => {
   await withApi(async ({ api, client }) => {
     const kube = client();

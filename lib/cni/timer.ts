@@ -1,0 +1,43 @@
+/**
+ * Timers for the per-pod hot path. In Deno 2.9 the first `setTimeout` of a process loads the
+ * Node-compatible timers module (≈ 5–9 ms, measured after fetch/spawn had run), while
+ * `AbortSignal.timeout` uses the runtime's own timer (≈ 0.4 ms). Every ADD and DEL needs a
+ * timer (delegate and API time bounds), so these helpers build on `AbortSignal.timeout`.
+ *
+ * A pending timer keeps the event loop alive until it fires, even after {@link Timer.cancel}
+ * (its callback is then not called): fine for the plugin, which ends with `Deno.exit`; use
+ * `setTimeout` in long-running code.
+ *
+ * @module
+ */
+
+/** A started one-shot timer. */
+export interface Timer {
+  /** Prevents the callback (idempotent). */
+  cancel(): void;
+}
+
+/**
+ * Calls `fn` once after `ms` milliseconds (0 or less: on the next timer tick).
+ * @returns a handle whose `cancel()` prevents the call.
+ */
+export function startTimer(ms: number, fn: () => void): Timer {
+  const signal = AbortSignal.timeout(Math.max(0, Math.ceil(ms)));
+  let active = true;
+  signal.addEventListener("abort", () => {
+    if (active) {
+      active = false;
+      fn();
+    }
+  }, { once: true });
+  return {
+    cancel() {
+      active = false;
+    },
+  };
+}
+
+/** Resolves after `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => startTimer(ms, resolve));
+}
