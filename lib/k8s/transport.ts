@@ -1,10 +1,15 @@
 /**
  * One HTTP exchange with the API server, over TLS set up from a {@link KubeConnection}.
  *
- * Two implementations:
+ * Three implementations:
+ * - `http1.ts`: HTTP/1.1 written to a `Deno.connectTls` socket — the default, because the
+ *   first `fetch` of a process costs ≈ 20 ms (measured) and the plugin is a process per pod
+ *   operation. Server verification against the kubeconfig CA (or the system roots) and
+ *   client-certificate TLS.
  * - `fetch` with a `Deno.createHttpClient({ caCerts, cert, key })` (stable in Deno 2.9,
- *   no `--unstable` flag): server verification against the kubeconfig CA (or the
- *   system roots) and client-certificate TLS.
+ *   no `--unstable` flag), used when a proxy environment variable (`HTTPS_PROXY`,
+ *   `HTTP_PROXY`, not excluded by `NO_PROXY`) applies to the server (fetch honours them),
+ *   and for client-certificate authentication (which `http1.ts` does not do).
  * - `node:https` with `rejectUnauthorized: false`, loaded lazily and used only for
  *   kubeconfig `insecure-skip-tls-verify: true`: `Deno.createHttpClient` has no
  *   per-client switch to skip verification (only the process-wide
@@ -16,6 +21,7 @@
 
 import type { KubeConnection } from "./kubeconfig.ts";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { Http1Transport } from "./http1.ts";
 
 /** One request; `url` is absolute, `body` is UTF-8 text. */
 export interface TransportRequest {
@@ -27,10 +33,16 @@ export interface TransportRequest {
   signal: AbortSignal;
 }
 
+/** Response headers: case-insensitive lookup (a `Headers` object fits). */
+export interface ResponseHeaderReader {
+  /** The value of header `name`, repeated headers joined by ", "; null when absent. */
+  get(name: string): string | null;
+}
+
 /** The answer with its body fully read (so the connection can be reused). */
 export interface TransportResponse {
   status: number;
-  headers: Headers;
+  headers: ResponseHeaderReader;
   body: string;
 }
 
@@ -50,14 +62,66 @@ export interface Transport {
  * Creates the transport for a connection. Nothing is opened until the first request.
  *
  * @param conn where and how to connect.
- * @returns a fetch-based transport, or a `node:https` one when
- *   `conn.insecureSkipTlsVerify` is set on an `https:` server.
+ * @param env the process environment, for the proxy variables (default: read from `Deno.env`
+ *   when permitted).
+ * @returns the `node:https` transport when `conn.insecureSkipTlsVerify` is set on an `https:`
+ *   server, the fetch one when a proxy applies or a client certificate is used, else the
+ *   HTTP/1.1 socket one.
  */
-export function createTransport(conn: KubeConnection): Transport {
+export function createTransport(
+  conn: KubeConnection,
+  env: Record<string, string | undefined> = proxyEnv(),
+): Transport {
   if (conn.insecureSkipTlsVerify && conn.server.startsWith("https:")) {
     return new NodeInsecureTransport(conn);
   }
-  return new FetchTransport(conn);
+  if (proxyApplies(conn.server, env) || (conn.clientCertPem && conn.clientKeyPem)) {
+    return new FetchTransport(conn);
+  }
+  return new Http1Transport(conn);
+}
+
+const PROXY_VARS = [
+  "HTTPS_PROXY",
+  "https_proxy",
+  "HTTP_PROXY",
+  "http_proxy",
+  "NO_PROXY",
+  "no_proxy",
+];
+
+function proxyEnv(): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const k of PROXY_VARS) {
+    try {
+      out[k] = Deno.env.get(k);
+    } catch { /* no env permission: no proxy */ }
+  }
+  return out;
+}
+
+/**
+ * True when a proxy variable applies to `server` the way Go's `httpproxy` reads them:
+ * `HTTPS_PROXY` for https, `HTTP_PROXY` for http (upper case first), unless `NO_PROXY` has `*`
+ * or a host suffix / IP that matches (ports and CIDRs are not interpreted: such entries never
+ * exclude, so the proxy-honouring fetch transport is used).
+ * @example proxyApplies("https://10.96.0.1:443", { HTTPS_PROXY: "http://p:3128" }) // true
+ */
+export function proxyApplies(server: string, env: Record<string, string | undefined>): boolean {
+  const url = new URL(server);
+  const proxy = url.protocol === "https:"
+    ? env.HTTPS_PROXY || env.https_proxy
+    : env.HTTP_PROXY || env.http_proxy;
+  if (!proxy) return false;
+  const host = url.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+  for (const raw of (env.NO_PROXY || env.no_proxy || "").split(",")) {
+    const entry = raw.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1");
+    if (entry === "") continue;
+    if (entry === "*") return false;
+    const bare = entry.replace(/^\./, "");
+    if (host === bare || host.endsWith(`.${bare}`)) return false;
+  }
+  return true;
 }
 
 function tlsMaterialError(err: unknown): CniError {

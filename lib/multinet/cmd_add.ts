@@ -63,7 +63,10 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
   let annotations = runtimePodAnnotations(conf.capabilities, conf.runtimeConfig);
   const spawned = deps.delegateSpawned ?? Promise.resolve();
   // Load netlink (module + libraries) while the first delegate runs: verification needs it.
-  spawned.then(() => deps.kernel?.prefetch?.());
+  spawned.then(() => {
+    mark("spawned");
+    deps.kernel?.prefetch?.();
+  });
   if (annotations) {
     log.debug("pod annotations from runtimeConfig");
     // No API request before the NADs and the status patch: initialise TLS while the first
@@ -168,6 +171,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     crashpoint("add:before-intent");
     record.attachments.push(entry);
     await cache.write(record); // intent record before the delegate runs
+    mark(`intent${record.attachments.length}`);
     crashpoint("add:before-delegate");
     const list = parseNetworkConfig(entry.conflist, { source: plan.delegate.source });
     const started = performance.now();
@@ -203,6 +207,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
     });
     await attach(defaultPlan);
     const [extraDefaults, selections] = await restP;
+    mark("networksResolved");
     const plans = planAttachments({ ...planInput, defaultNetworks: extraDefaults, selections });
     for (const plan of plans.slice(1)) await attach(plan);
 

@@ -25,7 +25,8 @@ export function realDeps(processEnv: Record<string, string>): DepsFactory {
   return async (ctx) => {
     if (
       ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) &&
-      !annotationsFromRuntime(ctx.config) && processEnv.MANIFOLD_TLS_WARMUP !== "0"
+      (processEnv.MANIFOLD_TLS_WARMUP !== "0" &&
+        (processEnv.MANIFOLD_TLS_WARMUP === "worker" || !annotationsFromRuntime(ctx.config)))
     ) {
       // The pod GET comes first: pay the first TLS handshake's one-time cost on a worker
       // thread while we start up (MANIFOLD_TLS_WARMUP=0 turns it off, e.g. to measure it).

@@ -1,0 +1,187 @@
+/**
+ * Tests of lib/k8s/http1.ts (the HTTP/1.1 socket transport) against a scripted plain-TCP
+ * server, so every framing and connection case is exact; TLS, auth and the API paths are
+ * covered through KubeClient against the HTTPS stand-in (client_test.ts). Also `proxyApplies`.
+ */
+
+import assert from "node:assert/strict";
+import { Http1Transport, MAX_RESPONSE_BYTES } from "../../lib/k8s/http1.ts";
+import { createTransport, proxyApplies } from "../../lib/k8s/transport.ts";
+
+/** A server answering each request on a connection with the next scripted reply. */
+async function withServer(
+  replies: (string | ((req: string) => string | undefined))[],
+  fn: (url: string, seen: { requests: string[]; connections: number }) => Promise<void>,
+) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const seen = { requests: [] as string[], connections: 0 };
+  let next = 0;
+  const conns: Deno.Conn[] = [];
+  const serving = (async () => {
+    for await (const conn of listener) {
+      seen.connections++;
+      conns.push(conn);
+      (async () => {
+        const buf = new Uint8Array(65536);
+        let pending = "";
+        try {
+          for (;;) {
+            const n = await conn.read(buf);
+            if (n === null) break;
+            pending += new TextDecoder().decode(buf.subarray(0, n));
+            const end = pending.indexOf("\r\n\r\n");
+            if (end < 0) continue;
+            const head = pending.slice(0, end);
+            const len = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0);
+            if (pending.length < end + 4 + len) continue;
+            const req = pending.slice(0, end + 4 + len);
+            pending = pending.slice(end + 4 + len);
+            seen.requests.push(req);
+            const r = replies[next++];
+            const text = typeof r === "function" ? r(req) : r;
+            if (text === undefined) {
+              conn.close();
+              return;
+            }
+            await conn.write(new TextEncoder().encode(text));
+            if (/connection: close/i.test(text)) {
+              conn.close();
+              return;
+            }
+          }
+        } catch { /* closed */ }
+      })();
+    }
+  })();
+  try {
+    await fn(`http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`, seen);
+  } finally {
+    listener.close();
+    for (const c of conns) {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }
+    await serving.catch(() => {});
+  }
+}
+
+const get = (t: Http1Transport, url: string, signal = new AbortController().signal) =>
+  t.send({ method: "GET", url, headers: { accept: "application/json" }, signal });
+
+Deno.test("http1: content-length and chunked bodies, headers, keep-alive reuse", async () => {
+  await withServer([
+    'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{"a":"é"}',
+    "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\nx-a: 2\r\n\r\n" +
+    '4;ext=1\r\n{"b"\r\n3\r\n:2}\r\n0\r\nTrailer: x\r\n\r\n',
+  ], async (url, seen) => {
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false });
+    const a = await get(t, `${url}/api/v1/x?watch=0`);
+    assert.equal(a.status, 200);
+    assert.equal(a.body, '{"a":"é"}');
+    assert.equal(a.headers.get("content-type"), "application/json");
+    const b = await t.send({
+      method: "PATCH",
+      url: `${url}/p`,
+      headers: { "content-type": "application/merge-patch+json" },
+      body: '{"x":1}',
+      signal: new AbortController().signal,
+    });
+    assert.equal(b.status, 201);
+    assert.equal(b.body, '{"b":2}');
+    assert.equal(b.headers.get("X-A"), "1, 2");
+    assert.equal(seen.connections, 1, "the second request reused the connection");
+    assert.match(
+      seen.requests[0],
+      /^GET \/api\/v1\/x\?watch=0 HTTP\/1\.1\r\nhost: 127\.0\.0\.1:\d+\r\n/,
+    );
+    assert.match(seen.requests[1], /content-length: 7\r\n\r\n\{"x":1\}$/);
+    t.close();
+  });
+});
+
+Deno.test("http1: a kept-alive connection closed by the server is retried once on a new one", async () => {
+  await withServer([
+    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    () => undefined, // closes the reused connection without answering
+    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nagain",
+  ], async (url, seen) => {
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false });
+    assert.equal((await get(t, `${url}/a`)).body, "ok");
+    assert.equal((await get(t, `${url}/b`)).body, "again");
+    assert.equal(seen.connections, 2);
+    t.close();
+  });
+});
+
+Deno.test("http1: read-to-close bodies, Connection: close, 204 without body", async () => {
+  await withServer([
+    "HTTP/1.1 204 No Content\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil-close",
+  ], async (url, seen) => {
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false });
+    const a = await get(t, `${url}/a`);
+    assert.equal(a.status, 204);
+    assert.equal(a.body, "");
+    assert.equal((await get(t, `${url}/b`)).body, "until-close");
+    assert.equal(seen.connections, 1);
+    t.close();
+  });
+});
+
+Deno.test("http1: an abort (timeout) rejects with the signal's reason; malformed answers throw", async () => {
+  let received!: () => void;
+  const arrived = new Promise<void>((r) => received = r);
+  await withServer([
+    () => {
+      received();
+      return ""; // never answers
+    },
+    "NOT HTTP\r\n\r\n",
+    `HTTP/1.1 200 OK\r\nContent-Length: ${MAX_RESPONSE_BYTES + 1}\r\n\r\n`,
+  ], async (url) => {
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false });
+    const timeout = new AbortController();
+    const pending = get(t, `${url}/slow`, timeout.signal);
+    await arrived;
+    timeout.abort(new DOMException("Request timed out", "TimeoutError"));
+    await assert.rejects(pending, (e: Error) => e.name === "TimeoutError");
+    await assert.rejects(get(t, `${url}/bad`), /malformed HTTP status line/);
+    await assert.rejects(get(t, `${url}/big`), /response body over/);
+    t.close();
+    await assert.rejects(get(t, `${url}/closed`), /closed/);
+  });
+});
+
+Deno.test("proxyApplies follows HTTPS_PROXY/HTTP_PROXY and NO_PROXY like Go", () => {
+  const p = "http://proxy:3128";
+  assert.equal(proxyApplies("https://10.96.0.1:443", {}), false);
+  assert.equal(proxyApplies("https://10.96.0.1:443", { HTTPS_PROXY: p }), true);
+  assert.equal(proxyApplies("https://10.96.0.1:443", { https_proxy: p }), true);
+  assert.equal(proxyApplies("http://10.96.0.1:80", { HTTPS_PROXY: p }), false);
+  assert.equal(
+    proxyApplies("https://10.96.0.1:443", { HTTPS_PROXY: p, NO_PROXY: "10.96.0.1" }),
+    false,
+  );
+  assert.equal(
+    proxyApplies("https://api.corp.example:6443", { HTTPS_PROXY: p, NO_PROXY: ".corp.example" }),
+    false,
+  );
+  assert.equal(
+    proxyApplies("https://[fd00::1]:443", { HTTPS_PROXY: p, no_proxy: "[fd00::1]" }),
+    false,
+  );
+  assert.equal(proxyApplies("https://10.96.0.1:443", { HTTPS_PROXY: p, NO_PROXY: "*" }), false);
+  assert.equal(
+    proxyApplies("https://10.96.0.1:443", { HTTPS_PROXY: p, NO_PROXY: "10.0.0.0/8" }),
+    true,
+  );
+  // createTransport picks fetch for a proxy or a client certificate, else http1.
+  const conn = { server: "https://10.96.0.1:443", insecureSkipTlsVerify: false };
+  assert.ok(createTransport(conn, {}) instanceof Http1Transport);
+  assert.ok(!(createTransport(conn, { HTTPS_PROXY: p }) instanceof Http1Transport));
+  assert.ok(
+    !(createTransport({ ...conn, clientCertPem: "c", clientKeyPem: "k" }, {}) instanceof
+      Http1Transport),
+  );
+});
