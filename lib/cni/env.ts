@@ -208,14 +208,24 @@ function containerIdProblem(id: string): string | undefined {
   return undefined;
 }
 
-function interfaceNameProblem(ifName: string): string | undefined {
+/**
+ * Why `ifName` is not a valid interface name, or undefined when it is: the union of libcni
+ * `ValidateInterfaceName` (1–15 bytes, not "." or "..", no "/", ":" or `unicode.IsSpace` rune —
+ * JavaScript's `\s` plus U+0085) and the kernel's `dev_valid_name` (no NUL, and no byte its
+ * `isspace()` accepts, which includes 0xa0: "à" is c3 a0 in UTF-8).
+ *
+ * @param ifName candidate name
+ * @returns the problem, or undefined
+ * @example interfaceNameProblem("net1") // undefined
+ */
+export function interfaceNameProblem(ifName: string): string | undefined {
   if (ifName === "") return "interface name is empty";
-  const bytes = new TextEncoder().encode(ifName).length;
-  if (bytes > MAX_INTERFACE_NAME_BYTES) {
-    return `interface name "${ifName}" is ${bytes} bytes, at most ${MAX_INTERFACE_NAME_BYTES} allowed`;
+  const bytes = new TextEncoder().encode(ifName);
+  if (bytes.length > MAX_INTERFACE_NAME_BYTES) {
+    return `interface name "${ifName}" is ${bytes.length} bytes, at most ${MAX_INTERFACE_NAME_BYTES} allowed`;
   }
   if (ifName === "." || ifName === "..") return `interface name "${ifName}" is . or ..`;
-  if (/[/:\s\0]/u.test(ifName)) {
+  if (/[/:\s\u0085\0]/u.test(ifName) || bytes.includes(0xa0)) {
     return `interface name ${JSON.stringify(ifName)} contains / or : or whitespace`;
   }
   return undefined;

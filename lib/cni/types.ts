@@ -279,6 +279,8 @@ export function parseNetworkConfig(
     const single = checkPlugin(decoded, "type", src);
     plugins = [single];
     raw = { name: top.name, cniVersion, plugins: [single] };
+    if (disableCheck) raw.disableCheck = true;
+    if (disableGC) raw.disableGC = true;
   }
   return { cniVersion, name: top.name, plugins, disableCheck, disableGC, raw };
 }

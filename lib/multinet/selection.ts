@@ -14,6 +14,7 @@
 import { z } from "zod";
 import { checkJsonDepth, MAX_JSON_DEPTH } from "../cni/decode.ts";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { interfaceNameProblem } from "../cni/env.ts";
 import type { NetworkSelectionElement, PortMapping } from "./types.ts";
 
 /** Largest accepted annotation value, in bytes of UTF-8 (256 KiB; Kubernetes allows 256 KiB for all annotations together). */
@@ -79,14 +80,7 @@ export function isDns1123Subdomain(value: string): boolean {
  * ```
  */
 export function isValidInterfaceName(value: string): boolean {
-  if (value === "." || value === "..") return false;
-  const bytes = ENCODER.encode(value);
-  if (bytes.length < 1 || bytes.length > 15) return false;
-  for (const b of bytes) {
-    if (b === 0x2f || b === 0x3a || b === 0x00 || b === 0x20 || b === 0xa0) return false;
-    if (b >= 0x09 && b <= 0x0d) return false;
-  }
-  return true;
+  return interfaceNameProblem(value) === undefined;
 }
 
 /**

@@ -27,11 +27,11 @@ export const HOST_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0]
  * @example align(5) // 8
  */
 export function align(n: number): number {
-  return (n + NL_ALIGNTO - 1) & ~(NL_ALIGNTO - 1);
+  return Math.ceil(n / NL_ALIGNTO) * NL_ALIGNTO;
 }
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
  * Builds netlink bytes: fixed headers, attributes and nested attributes, zero padding to
@@ -239,6 +239,11 @@ export class AttributeDecoder {
   /** Whether the current attribute carries `NLA_F_NET_BYTEORDER`. */
   get isNetByteOrder(): boolean {
     return (this.#flags & NLA_F_NET_BYTEORDER) !== 0;
+  }
+
+  /** Offset of the current attribute's payload in the whole buffer (for error positions). */
+  get offset(): number {
+    return this.#base + this.#start;
   }
 
   /** Payload length of the current attribute in bytes. */

@@ -192,7 +192,7 @@ export function decodeRoute(message: NetlinkMessage): Route {
         r.prefsrc = formatIp(ad.bytes());
         break;
       case RTA_MULTIPATH:
-        r.nexthops = decodeNextHops(ad.bytes(), message.offset);
+        r.nexthops = decodeNextHops(ad.bytes(), ad.offset);
         break;
     }
   }
