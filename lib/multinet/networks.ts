@@ -124,7 +124,7 @@ export async function resolveExtraDefaults(
     );
   }
   if (pod && conf.systemNamespaces.includes(pod.namespace)) return out;
-  const resolved = await Promise.all(
+  const resolved = await inOrder(
     conf.defaultNetworks.map((name) =>
       resolveClusterNetwork(name, {
         nads: nads ?? emptyNads,
@@ -206,7 +206,8 @@ export async function resolveSelection(
 }
 
 /**
- * Resolves every selection element to its delegate (concurrently; attachments stay serial).
+ * Resolves every selection element to its delegate (concurrently; attachments stay serial;
+ * when several fail, the first in list order is reported, whatever finishes first).
  * @throws {CniError} code 7 for a missing NAD, an isolation violation, or when the pod
  *   selects networks but Manifold has neither an API nor a `nadDir`.
  */
@@ -217,5 +218,16 @@ export async function resolveSelections(
   elements: NetworkSelectionElement[],
 ): Promise<PodNetworks["selections"]> {
   if (!pod || elements.length === 0) return [];
-  return await Promise.all(elements.map((e) => resolveSelection(conf, nads, pod, e)));
+  return await inOrder(elements.map((e) => resolveSelection(conf, nads, pod, e)));
+}
+
+/**
+ * Awaits every promise (they run concurrently) and returns the values in order; when some
+ * fail, throws the failure of the first in list order — the same error whatever finishes first.
+ */
+async function inOrder<T>(promises: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((s) => s.status === "rejected");
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
 }
