@@ -24,7 +24,7 @@ import { ProcessPluginExec } from "../lib/cni/invoke.ts";
 import { CniRuntime } from "../lib/cni/runtime.ts";
 import { type NetworkConfigList, parseNetworkConfig } from "../lib/cni/types.ts";
 import { linkNames } from "../tests/support/netns.ts";
-import { k8sArgs } from "../tests/support/plugin.ts";
+import { k8sArgs, MANIFOLD } from "../tests/support/plugin.ts";
 import { NS, POD, world } from "../tests/support/world.ts";
 
 const { values } = parseArgs({
@@ -81,6 +81,19 @@ try {
       },
     },
   };
+
+  // The node-local NAD mirror, kept by `manifold mirror` as the DaemonSet runs it.
+  const mirrorDir = `${await w.scratch.dir()}/nads`;
+  const mirror = new Deno.Command(MANIFOLD, {
+    args: ["mirror", "--dir", mirrorDir, "--kubeconfig", String(w.conf.kubeconfig)],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  for (let i = 0; i < 100; i++) {
+    if (await Deno.stat(`${mirrorDir}/.mirror.json`).then(() => true, () => false)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const mirrorMode = { ...runtimeMode, nadMirrorDir: mirrorDir };
 
   /** Runs the plugin as the runtime would (w.call), under /usr/bin/time for its peak RSS. */
   const measured = async (
@@ -175,6 +188,8 @@ try {
     delApi: [] as number[],
     addRt: [] as number[],
     delRt: [] as number[],
+    addMirror: [] as number[],
+    reqAddMirror: [] as number[],
     addDirect: [] as number[],
     delDirect: [] as number[],
     toStdin: [] as number[],
@@ -207,12 +222,21 @@ try {
     const getsAddRt = w.api.requests.slice(before).filter((r) => r.method === "GET").length;
     const delRt = await measured("DEL", id, runtimeMode);
     must(delRt, "DEL (runtime annotations)");
-    // 3. The delegates alone.
+    // 3. Manifold, annotations from the runtime and NADs from the mirror.
+    id = `bench${i}m${crypto.randomUUID().slice(0, 8)}`;
+    before = count();
+    const addMirror = await measured("ADD", id, mirrorMode);
+    must(addMirror, "ADD (runtime annotations + NAD mirror)");
+    const reqAddMirror = count() - before;
+    must(await measured("DEL", id, mirrorMode), "DEL (mirror mode)");
+    // 4. The delegates alone.
     const floor = await runDirect(`bench${i}c${crypto.randomUUID().slice(0, 8)}`, direct);
     if (warm) continue;
     t.addApi.push(add.ms);
     t.delApi.push(del.ms);
     t.addRt.push(addRt.ms);
+    t.addMirror.push(addMirror.ms);
+    t.reqAddMirror.push(reqAddMirror);
     t.delRt.push(delRt.ms);
     t.addDirect.push(floor.add);
     t.delDirect.push(floor.del);
@@ -271,9 +295,14 @@ try {
   console.log(`${"".padEnd(52)} ${"p50".padStart(8)} ${"p95".padStart(8)}`);
   row("ADD, annotations from the API", t.addApi);
   row("ADD, annotations from the runtime", t.addRt);
+  row("ADD, annotations from the runtime + NAD mirror", t.addMirror);
   row("ADD, the 3 delegates alone (floor)", t.addDirect);
   row("ADD overhead (API mode − delegates, paired)", t.addApi.map((x, i) => x - t.addDirect[i]));
   row("ADD overhead (runtime mode − delegates, paired)", t.addRt.map((x, i) => x - t.addDirect[i]));
+  row(
+    "ADD overhead (mirror mode − delegates, paired)",
+    t.addMirror.map((x, i) => x - t.addDirect[i]),
+  );
   row("DEL (API mode config)", t.delApi);
   row("DEL (runtime mode config)", t.delRt);
   row("DEL, the 3 delegates alone (floor)", t.delDirect);
@@ -283,6 +312,7 @@ try {
   row("API requests per ADD (API mode, events included)", t.reqAdd, "req");
   row("API requests per ADD (runtime mode, events included)", t.reqAddRt, "req");
   row("  of which GETs (runtime mode)", t.getsAddRt, "req");
+  row("API requests per ADD (mirror mode, events included)", t.reqAddMirror, "req");
   row("API requests per DEL", t.reqDel, "req");
   console.log(
     `\nScaling (annotations from the API, default + n−1 bridge NADs, ${SCALE_N} iterations): p50 ms`,
@@ -300,6 +330,8 @@ try {
         `${(over / n).toFixed(1).padStart(9)} ${stats(s.del).p50.toFixed(1).padStart(8)}`,
     );
   }
+  mirror.kill("SIGTERM");
+  await mirror.status;
 } finally {
   await w.api.stop();
   await w.scratch.cleanup();

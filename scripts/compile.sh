@@ -19,7 +19,8 @@ fi
 mkdir -p dist
 # shellcheck disable=SC2046
 if ! deno compile --quiet --no-code-cache --cached-only --no-check \
-  $(cat scripts/permissions) --include lib/k8s/tls_warm_worker.ts -o dist/manifold main.ts 2>dist/compile.err; then
+  $(cat scripts/permissions scripts/runtime-flags) --include lib/k8s/tls_warm_worker.ts \
+  -o dist/manifold main.ts 2>dist/compile.err; then
   cat dist/compile.err >&2
   if [ -z "${DENORT_BIN:-}" ]; then
     cat >&2 <<MSG
