@@ -14,7 +14,7 @@
 
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import type { KubeConnection } from "./kubeconfig.ts";
-import type { TransportRequest } from "./transport.ts";
+import { insecureRequestOptions, loadInsecureHttps, type TransportRequest } from "./transport.ts";
 
 /** An answer whose body is still arriving. */
 export interface StreamResponse {
@@ -163,37 +163,16 @@ class NodeInsecureStreamTransport implements StreamTransport {
   }
 
   #load() {
-    this.#https ??= import("node:https").then((mod) => {
-      const https = (mod.default ?? mod) as NodeHttps;
-      const c = this.#conn;
-      const agent = new https.Agent({
-        keepAlive: true,
-        rejectUnauthorized: false,
-        ...(c.clientCertPem && c.clientKeyPem
-          ? { cert: c.clientCertPem, key: c.clientKeyPem }
-          : {}),
-      });
-      return { https, agent };
-    });
-    return this.#https;
+    return this.#https ??= loadInsecureHttps(this.#conn);
   }
 
   async open(req: TransportRequest): Promise<StreamResponse> {
     if (this.#closed) throw new Error("Transport is closed");
     const { https, agent } = await this.#load();
     req.signal.throwIfAborted();
-    const url = new URL(req.url);
     return await new Promise<StreamResponse>((resolve, reject) => {
       const onAbort = () => r.destroy(req.signal.reason);
-      const r = https.request({
-        hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
-        port: url.port || 443,
-        path: url.pathname + url.search,
-        method: req.method,
-        headers: req.headers,
-        agent,
-        rejectUnauthorized: false,
-      }, (res) => {
+      const r = https.request(insecureRequestOptions(req, agent), (res) => {
         const headers = new Headers();
         for (const [k, v] of Object.entries(res.headers)) {
           if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : String(v));

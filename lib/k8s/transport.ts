@@ -180,6 +180,44 @@ class FetchTransport implements Transport {
 
 type NodeHttps = typeof import("node:https");
 
+/**
+ * `node:https` and a keep-alive agent that skips server verification (kubeconfig
+ * `insecure-skip-tls-verify`), with the connection's client certificate; loaded on first use.
+ * Shared by the request transport here and the streaming one (`stream.ts`).
+ */
+export function loadInsecureHttps(
+  conn: KubeConnection,
+): Promise<{ https: NodeHttps; agent: import("node:https").Agent }> {
+  return import("node:https").then((mod) => {
+    const https = (mod.default ?? mod) as NodeHttps;
+    const agent = new https.Agent({
+      keepAlive: true,
+      rejectUnauthorized: false,
+      ...(conn.clientCertPem && conn.clientKeyPem
+        ? { cert: conn.clientCertPem, key: conn.clientKeyPem }
+        : {}),
+    });
+    return { https, agent };
+  });
+}
+
+/** `https.request` options for `req` over `agent` (no server verification). */
+export function insecureRequestOptions(
+  req: TransportRequest,
+  agent: import("node:https").Agent,
+): import("node:https").RequestOptions {
+  const url = new URL(req.url);
+  return {
+    hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+    port: url.port || 443,
+    path: url.pathname + url.search,
+    method: req.method,
+    headers: req.headers,
+    agent,
+    rejectUnauthorized: false,
+  };
+}
+
 class NodeInsecureTransport implements Transport {
   #conn: KubeConnection;
   #https: Promise<{ https: NodeHttps; agent: import("node:https").Agent }> | undefined;
@@ -190,37 +228,16 @@ class NodeInsecureTransport implements Transport {
   }
 
   #load() {
-    this.#https ??= import("node:https").then((mod) => {
-      const https = (mod.default ?? mod) as NodeHttps;
-      const c = this.#conn;
-      const agent = new https.Agent({
-        keepAlive: true,
-        rejectUnauthorized: false,
-        ...(c.clientCertPem && c.clientKeyPem
-          ? { cert: c.clientCertPem, key: c.clientKeyPem }
-          : {}),
-      });
-      return { https, agent };
-    });
-    return this.#https;
+    return this.#https ??= loadInsecureHttps(this.#conn);
   }
 
   async send(req: TransportRequest): Promise<TransportResponse> {
     if (this.#closed) throw new Error("Transport is closed");
     const { https, agent } = await this.#load();
     req.signal.throwIfAborted();
-    const url = new URL(req.url);
     return await new Promise<TransportResponse>((resolve, reject) => {
       const onAbort = () => r.destroy(req.signal.reason);
-      const r = https.request({
-        hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
-        port: url.port || 443,
-        path: url.pathname + url.search,
-        method: req.method,
-        headers: req.headers,
-        agent,
-        rejectUnauthorized: false,
-      }, (res) => {
+      const r = https.request(insecureRequestOptions(req, agent), (res) => {
         const chunks: Uint8Array[] = [];
         res.on("data", (c: Uint8Array) => chunks.push(c));
         res.on("error", reject);
