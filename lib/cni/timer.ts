@@ -41,3 +41,21 @@ export function startTimer(ms: number, fn: () => void): Timer {
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => startTimer(ms, resolve));
 }
+
+/**
+ * Waits `ms` milliseconds, or less when `signal` aborts; never rejects. Built on `setTimeout`
+ * (cleared on abort), so nothing stays pending: for long-running loops (`manifold mirror`,
+ * `manifold install`), not for the per-pod hot path.
+ */
+export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

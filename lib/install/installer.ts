@@ -31,6 +31,7 @@ import {
   SERVICE_ACCOUNT_FILES,
 } from "./kubeconfig.ts";
 import { findPrimaryConfig } from "./primary.ts";
+import { sleepUnlessAborted } from "../cni/timer.ts";
 
 /** Defaults of {@link InstallerOptions}. */
 export const INSTALL_DEFAULTS = {
@@ -279,7 +280,7 @@ export async function runInstaller(options: InstallerOptions = {}): Promise<Inst
     const left = !everReady && o.primaryTimeoutMs > 0
       ? Math.max(1, o.primaryTimeoutMs - (Date.now() - started))
       : o.pollIntervalMs;
-    await sleep(Math.min(o.pollIntervalMs, left), signal);
+    await sleepUnlessAborted(Math.min(o.pollIntervalMs, left), signal);
   }
   let cleanedUp = false;
   if (o.cleanupConfigOnExit) {
@@ -297,19 +298,6 @@ async function exists(path: string): Promise<boolean> {
     if (err instanceof Deno.errors.NotFound) return false;
     throw err;
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 function message(err: unknown): string {

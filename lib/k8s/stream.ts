@@ -12,9 +12,14 @@
  * @module
  */
 
-import { CniError, CniErrorCode } from "../cni/errors.ts";
+import type { CniError } from "../cni/errors.ts";
 import type { KubeConnection } from "./kubeconfig.ts";
-import { insecureRequestOptions, loadInsecureHttps, type TransportRequest } from "./transport.ts";
+import {
+  createFetchClient,
+  insecureRequestOptions,
+  loadInsecureHttps,
+  type TransportRequest,
+} from "./transport.ts";
 
 /** An answer whose body is still arriving. */
 export interface StreamResponse {
@@ -56,14 +61,6 @@ export function createStreamTransport(conn: KubeConnection): StreamTransport {
   return new FetchStreamTransport(conn);
 }
 
-function tlsMaterialError(err: unknown): CniError {
-  return new CniError(
-    CniErrorCode.InvalidNetworkConfig,
-    "Unusable TLS certificate or key in the Kubernetes connection",
-    err instanceof Error ? err.message : String(err),
-  );
-}
-
 async function readText(body: AsyncIterable<Uint8Array>, maxBytes: number): Promise<string> {
   const dec = new TextDecoder();
   let out = "";
@@ -86,20 +83,7 @@ class FetchStreamTransport implements StreamTransport {
   }
 
   #httpClient(): Deno.HttpClient {
-    if (this.#client) return this.#client;
-    const c = this.#conn;
-    const opts: Deno.CreateHttpClientOptions & Partial<Deno.TlsCertifiedKeyPem> = {};
-    if (c.caCertPem) opts.caCerts = [c.caCertPem];
-    if (c.clientCertPem && c.clientKeyPem) {
-      opts.cert = c.clientCertPem;
-      opts.key = c.clientKeyPem;
-    }
-    try {
-      this.#client = Deno.createHttpClient(opts as Deno.CreateHttpClientOptions);
-    } catch (err) {
-      throw tlsMaterialError(err);
-    }
-    return this.#client;
+    return this.#client ??= createFetchClient(this.#conn);
   }
 
   async open(req: TransportRequest): Promise<StreamResponse> {

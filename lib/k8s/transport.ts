@@ -124,6 +124,25 @@ export function proxyApplies(server: string, env: Record<string, string | undefi
   return true;
 }
 
+/**
+ * The `fetch` client of a connection: the kubeconfig CA (else the system roots) and the client
+ * certificate. Shared by the request transport here and the streaming one (`stream.ts`).
+ * @throws {CniError} code 7 when the certificate or key is unusable.
+ */
+export function createFetchClient(conn: KubeConnection): Deno.HttpClient {
+  const opts: Deno.CreateHttpClientOptions & Partial<Deno.TlsCertifiedKeyPem> = {};
+  if (conn.caCertPem) opts.caCerts = [conn.caCertPem];
+  if (conn.clientCertPem && conn.clientKeyPem) {
+    opts.cert = conn.clientCertPem;
+    opts.key = conn.clientKeyPem;
+  }
+  try {
+    return Deno.createHttpClient(opts as Deno.CreateHttpClientOptions);
+  } catch (err) {
+    throw tlsMaterialError(err);
+  }
+}
+
 function tlsMaterialError(err: unknown): CniError {
   return new CniError(
     CniErrorCode.InvalidNetworkConfig,
@@ -142,20 +161,7 @@ class FetchTransport implements Transport {
   }
 
   #httpClient(): Deno.HttpClient {
-    if (this.#client) return this.#client;
-    const c = this.#conn;
-    const opts: Deno.CreateHttpClientOptions & Partial<Deno.TlsCertifiedKeyPem> = {};
-    if (c.caCertPem) opts.caCerts = [c.caCertPem];
-    if (c.clientCertPem && c.clientKeyPem) {
-      opts.cert = c.clientCertPem;
-      opts.key = c.clientKeyPem;
-    }
-    try {
-      this.#client = Deno.createHttpClient(opts as Deno.CreateHttpClientOptions);
-    } catch (err) {
-      throw tlsMaterialError(err);
-    }
-    return this.#client;
+    return this.#client ??= createFetchClient(this.#conn);
   }
 
   async send(req: TransportRequest): Promise<TransportResponse> {

@@ -38,6 +38,7 @@ import {
   type NetworkAttachmentDefinition,
   parseNetworkAttachmentDefinition,
 } from "./types.ts";
+import { sleepUnlessAborted } from "../cni/timer.ts";
 
 /** A collection that can be listed and watched. */
 export interface ListWatchResource<T> {
@@ -397,7 +398,7 @@ class ListWatchLoop<T> {
     const base = Math.min(max, min * 2 ** Math.min(this.#failures - 1, 30));
     const delayMs = Math.round(base * (0.5 + this.#random() / 2));
     this.#log.warn(what, { error: describe(err), failures: this.#failures, delayMs });
-    await sleep(delayMs, this.#signal);
+    await sleepUnlessAborted(delayMs, this.#signal);
   }
 
   async #watch(rv: string): Promise<StreamEnd> {
@@ -501,20 +502,6 @@ class ListWatchLoop<T> {
       await this.#chain;
     }
   }
-}
-
-/** Waits `ms`, or less when `signal` aborts; never rejects. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 function describe(err: unknown): string {
