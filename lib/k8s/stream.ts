@@ -12,7 +12,6 @@
  * @module
  */
 
-import type { CniError } from "../cni/errors.ts";
 import type { KubeConnection } from "./kubeconfig.ts";
 import {
   createFetchClient,
@@ -40,7 +39,7 @@ export interface StreamTransport {
    * Sends one request and resolves once the status line and headers are in.
    * `req.signal` also aborts reading the body later.
    * @throws whatever the underlying stack throws for connection, TLS and abort failures,
-   *   or {@link CniError} 7 when the TLS material is unusable.
+   *   or `CniError` 7 (lib/cni/errors.ts) when the TLS material is unusable.
    */
   open(req: TransportRequest): Promise<StreamResponse>;
   /** Closes its connections; idempotent. */
