@@ -1,76 +1,59 @@
 /**
  * TLS warm-up for the per-pod hot path. A fresh Deno process pays a one-time, process-wide
- * TLS client initialisation on its first handshake (≈ 45–65 ms of CPU on the 2-core CI
+ * TLS client initialisation on its first handshake (≈ 40–60 ms of CPU on the 2-core CI
  * machines, measured with `Deno.connectTls`; later handshakes ≈ 2 ms whatever the CA). Paid
- * by the first API request, it lands on the critical path of ADD.
+ * by the first API request, it lands on the critical path of ADD, and everything on the main
+ * thread (the event loop included) waits for it.
  *
- * {@link warmTls} pays it early with a handshake that needs no server: a TLS client against a
- * plain TCP listener of our own on loopback. The handshake fails (the peer speaks no TLS), but
- * only after the initialisation has run. No packet leaves the host; no API request is made.
- * - `"worker"`: on a worker thread, in parallel with the main thread's start-up (for ADD with
- *   annotations from the API, whose first request comes before any delegate runs). Creating a
- *   worker costs the main thread ≈ 15–25 ms, so this pays off only when the main thread would
- *   otherwise block on the initialisation.
- * - `"here"`: on the calling thread, asynchronously — for when the main thread is about to wait
- *   anyway (a delegate process is running), e.g. before the final status PATCH of an ADD that
- *   made no other API request.
+ * {@link warmTls} pays it on a worker thread, started as soon as ADD knows it will talk to the
+ * API, in parallel with the main thread's start-up and default delegate. Creating the worker
+ * costs the main thread ≈ 16 ms; measured net gain ≈ 20 ms for ADDs with annotations from the
+ * runtime, neutral for those from the API. (Doing it on the main thread while the first
+ * delegate runs gains nothing: the initialisation blocks the event loop longer than the
+ * delegate runs.)
  *
- * Needs `--allow-net` like the API client. The compiled binary must include the worker module
+ * The worker performs {@link dummyHandshake}: no API request, no packet off the host. It needs
+ * `--allow-net` like the API client. The compiled binary must include the worker module
  * (`deno compile --include lib/k8s/tls_warm_worker.ts`).
  *
  * @module
  */
 
-/** A started warm-up. */
-export interface TlsWarmup {
-  /** Resolves when done (ms it took), or undefined if it could not run. Never rejects. */
-  done: Promise<number | undefined>;
-  /** Stops a worker warm-up (idempotent; a no-op for `"here"`). */
-  stop(): void;
-}
-
-let current: TlsWarmup | undefined;
+let started: Promise<number | undefined> | undefined;
 
 /**
- * Starts the process-wide TLS client initialisation (once per process; later calls return
- * the first warm-up). Never throws: a warm-up that cannot run just means the first API request
- * pays the cost itself.
- * @param where `"worker"` (another thread) or `"here"` (this thread, asynchronously).
+ * Starts the process-wide TLS client initialisation on a worker thread (once per process;
+ * later calls return the first one).
+ * @returns resolves when the worker is done, with the ms its handshake took, or undefined when
+ *   it could not run (the first API request then pays the cost itself). Never rejects.
  */
-export function warmTls(where: "worker" | "here"): TlsWarmup {
-  if (current) return current;
-  if (where === "here") {
-    current = { done: dummyHandshake().catch(() => undefined), stop() {} };
-    return current;
-  }
-  let worker: Worker | undefined;
-  const done = new Promise<number | undefined>((resolve) => {
+export function warmTls(): Promise<number | undefined> {
+  return started ??= new Promise((resolve) => {
+    let worker: Worker;
     try {
       worker = new Worker(new URL("./tls_warm_worker.ts", import.meta.url), { type: "module" });
-      worker.onmessage = (e: MessageEvent<{ ms: number }>) => {
-        resolve(e.data.ms);
-        worker?.terminate();
-      };
-      worker.onerror = (e) => {
-        e.preventDefault();
-        resolve(undefined);
-        worker?.terminate();
-      };
     } catch {
-      resolve(undefined);
+      return resolve(undefined);
     }
+    worker.onmessage = (e: MessageEvent<{ ms: number }>) => {
+      resolve(e.data.ms);
+      worker.terminate();
+    };
+    worker.onerror = (e) => {
+      e.preventDefault();
+      resolve(undefined);
+      worker.terminate();
+    };
   });
-  current = { done, stop: () => worker?.terminate() };
-  return current;
 }
 
 /**
  * One TLS client handshake against a plain TCP listener on 127.0.0.1 (an ephemeral port of
- * this process): it fails by design once the client has initialised TLS.
+ * this process): it fails by design, once the client has initialised TLS.
  * @returns the ms it took.
  */
 export async function dummyHandshake(): Promise<number> {
-  const started = performance.now();
+  const t0 = performance.now();
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const accepting = (async () => {
     try {
@@ -91,5 +74,5 @@ export async function dummyHandshake(): Promise<number> {
   } catch { /* expected: the peer is not TLS */ }
   listener.close();
   await accepting;
-  return performance.now() - started;
+  return performance.now() - t0;
 }

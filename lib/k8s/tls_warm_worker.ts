@@ -1,5 +1,5 @@
 /**
- * Worker body of `warmTls("worker")` (see `tls_warm.ts`): one {@link dummyHandshake} on this
+ * Worker body of `warmTls()` (see `tls_warm.ts`): one {@link dummyHandshake} on this
  * worker's thread, then posts `{ ms }` and closes.
  *
  * @module

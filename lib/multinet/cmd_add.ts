@@ -69,9 +69,6 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<Record<string, unknown
   });
   if (annotations) {
     log.debug("pod annotations from runtimeConfig");
-    // No API request before the NADs and the status patch: initialise TLS while the first
-    // delegate runs (no request is sent; see lib/k8s/tls_warm.ts).
-    spawned.then(() => deps.status.warm?.());
   } else if (pod && deps.pods) {
     const info = await deps.pods.get(pod.namespace, pod.name);
     if (!info) {

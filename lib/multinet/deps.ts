@@ -41,8 +41,6 @@ export interface StatusSink {
    * @throws {CniError} code 11 when the API stays unreachable after retries.
    */
   publish(pod: PodRef | undefined, containerId: string, entries: NetworkStatus[]): Promise<void>;
-  /** Opens connections early (e.g. TLS to the API) so `publish` is fast; never throws. */
-  warm?(): void;
   /** Forgets what `publish` stored for the container (file sinks; DEL). Never throws. */
   remove?(containerId: string): Promise<void>;
 }

@@ -31,7 +31,7 @@ export function realDeps(processEnv: Record<string, string>): DepsFactory {
       // while this one starts up and runs the default delegate: measured 20 ms faster for
       // ADDs with annotations from the runtime, even for those from the API (the worker costs
       // this thread ≈ 16 ms). MANIFOLD_TLS_WARMUP=0 turns it off, e.g. to measure it.
-      (await import("../k8s/tls_warm.ts")).warmTls("worker");
+      (await import("../k8s/tls_warm.ts")).warmTls();
     }
     const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
       import("./config.ts"),

@@ -15,15 +15,6 @@ import { serializeNetworkStatus } from "./status.ts";
 import { NETWORK_STATUS_ANNOTATION, type NetworkStatus } from "./types.ts";
 
 /**
- * Starts the process-wide TLS client initialisation on this thread, without any request
- * (`lib/k8s/tls_warm.ts`), so the status PATCH of an ADD that made no other API request does
- * not pay it. Returns at once; never throws.
- */
-export function warmApiTls(): void {
-  import("../k8s/tls_warm.ts").then((m) => m.warmTls("here"), () => {});
-}
-
-/**
  * Publishes network-status as one JSON merge patch on the pod's `status` subresource
  * (so RBAC needs `pods/status` patch only), NPWG v1.3 §5.
  */
@@ -39,10 +30,6 @@ export class ApiStatusSink implements StatusSink {
     await this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
       [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
     });
-  }
-  /** See {@link warmApiTls}. */
-  warm() {
-    warmApiTls();
   }
 }
 

@@ -20,7 +20,7 @@ import type { ManifoldConf } from "./config.ts";
 import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
 import { netlinkKernel } from "./kernel.ts";
-import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink, warmApiTls } from "./sinks.ts";
+import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
 /** What {@link buildDeps} takes from the process besides the config and the CNI environment. */
 export interface WiringOptions {
@@ -99,7 +99,6 @@ export async function buildDeps(
     pods: { get: async (namespace, name) => (await connect()).pods.get(namespace, name) },
     status: {
       kind: "api",
-      warm: warmApiTls,
       publish: async (pod, containerId, entries) =>
         await (await connect()).status.publish(pod, containerId, entries),
     },
