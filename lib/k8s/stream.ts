@@ -14,7 +14,7 @@
 
 import type { KubeConnection } from "./kubeconfig.ts";
 import {
-  createFetchClient,
+  FetchClient,
   insecureRequestOptions,
   loadInsecureHttps,
   type TransportRequest,
@@ -73,27 +73,14 @@ async function readText(body: AsyncIterable<Uint8Array>, maxBytes: number): Prom
 }
 
 class FetchStreamTransport implements StreamTransport {
-  #conn: KubeConnection;
-  #client: Deno.HttpClient | undefined;
-  #closed = false;
+  #fetch: FetchClient;
 
   constructor(conn: KubeConnection) {
-    this.#conn = conn;
-  }
-
-  #httpClient(): Deno.HttpClient {
-    return this.#client ??= createFetchClient(this.#conn);
+    this.#fetch = new FetchClient(conn);
   }
 
   async open(req: TransportRequest): Promise<StreamResponse> {
-    if (this.#closed) throw new Error("Transport is closed");
-    const res = await fetch(req.url, {
-      method: req.method,
-      headers: req.headers,
-      body: req.body,
-      signal: req.signal,
-      client: this.#httpClient(),
-    });
+    const res = await this.#fetch.fetch(req);
     const stream = res.body;
     let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
     const cancel = () => {
@@ -128,9 +115,7 @@ class FetchStreamTransport implements StreamTransport {
   }
 
   close(): void {
-    this.#closed = true;
-    this.#client?.close();
-    this.#client = undefined;
+    this.#fetch.close();
   }
 }
 

@@ -125,21 +125,56 @@ export function proxyApplies(server: string, env: Record<string, string | undefi
 }
 
 /**
- * The `fetch` client of a connection: the kubeconfig CA (else the system roots) and the client
- * certificate. Shared by the request transport here and the streaming one (`stream.ts`).
- * @throws {CniError} code 7 when the certificate or key is unusable.
+ * `fetch` over the `Deno.HttpClient` of a connection (the kubeconfig CA, else the system
+ * roots, and the client certificate), created on the first request. Shared by the request
+ * transport here and the streaming one (`stream.ts`).
  */
-export function createFetchClient(conn: KubeConnection): Deno.HttpClient {
-  const opts: Deno.CreateHttpClientOptions & Partial<Deno.TlsCertifiedKeyPem> = {};
-  if (conn.caCertPem) opts.caCerts = [conn.caCertPem];
-  if (conn.clientCertPem && conn.clientKeyPem) {
-    opts.cert = conn.clientCertPem;
-    opts.key = conn.clientKeyPem;
+export class FetchClient {
+  #conn: KubeConnection;
+  #client: Deno.HttpClient | undefined;
+  #closed = false;
+
+  /** @param conn where and how to connect; nothing is opened until the first request. */
+  constructor(conn: KubeConnection) {
+    this.#conn = conn;
   }
-  try {
-    return Deno.createHttpClient(opts as Deno.CreateHttpClientOptions);
-  } catch (err) {
-    throw tlsMaterialError(err);
+
+  /**
+   * Sends `req`; the response body is left for the caller to read.
+   * @throws {CniError} code 7 when the certificate or key is unusable; Error when closed;
+   *   whatever `fetch` throws for connection, TLS and abort failures.
+   */
+  fetch(req: TransportRequest): Promise<Response> {
+    if (this.#closed) throw new Error("Transport is closed");
+    return fetch(req.url, {
+      method: req.method,
+      headers: req.headers,
+      body: req.body,
+      signal: req.signal,
+      client: this.#client ??= this.#create(),
+    });
+  }
+
+  /** Closes the client and its pooled connections; idempotent. */
+  close(): void {
+    this.#closed = true;
+    this.#client?.close();
+    this.#client = undefined;
+  }
+
+  #create(): Deno.HttpClient {
+    const c = this.#conn;
+    const opts: Deno.CreateHttpClientOptions & Partial<Deno.TlsCertifiedKeyPem> = {};
+    if (c.caCertPem) opts.caCerts = [c.caCertPem];
+    if (c.clientCertPem && c.clientKeyPem) {
+      opts.cert = c.clientCertPem;
+      opts.key = c.clientKeyPem;
+    }
+    try {
+      return Deno.createHttpClient(opts as Deno.CreateHttpClientOptions);
+    } catch (err) {
+      throw tlsMaterialError(err);
+    }
   }
 }
 
@@ -152,35 +187,19 @@ function tlsMaterialError(err: unknown): CniError {
 }
 
 class FetchTransport implements Transport {
-  #conn: KubeConnection;
-  #client: Deno.HttpClient | undefined;
-  #closed = false;
+  #fetch: FetchClient;
 
   constructor(conn: KubeConnection) {
-    this.#conn = conn;
-  }
-
-  #httpClient(): Deno.HttpClient {
-    return this.#client ??= createFetchClient(this.#conn);
+    this.#fetch = new FetchClient(conn);
   }
 
   async send(req: TransportRequest): Promise<TransportResponse> {
-    if (this.#closed) throw new Error("Transport is closed");
-    const res = await fetch(req.url, {
-      method: req.method,
-      headers: req.headers,
-      body: req.body,
-      signal: req.signal,
-      client: this.#httpClient(),
-    });
-    const body = await res.text();
-    return { status: res.status, headers: res.headers, body };
+    const res = await this.#fetch.fetch(req);
+    return { status: res.status, headers: res.headers, body: await res.text() };
   }
 
   close(): void {
-    this.#closed = true;
-    this.#client?.close();
-    this.#client = undefined;
+    this.#fetch.close();
   }
 }
 
