@@ -13,12 +13,7 @@
  */
 
 import type { KubeConnection } from "./kubeconfig.ts";
-import {
-  FetchClient,
-  insecureRequestOptions,
-  loadInsecureHttps,
-  type TransportRequest,
-} from "./transport.ts";
+import { FetchClient, NodeInsecureClient, type TransportRequest } from "./transport.ts";
 
 /** An answer whose body is still arriving. */
 export interface StreamResponse {
@@ -119,67 +114,19 @@ class FetchStreamTransport implements StreamTransport {
   }
 }
 
-type NodeHttps = typeof import("node:https");
-
 class NodeInsecureStreamTransport implements StreamTransport {
-  #conn: KubeConnection;
-  #https: Promise<{ https: NodeHttps; agent: import("node:https").Agent }> | undefined;
-  #closed = false;
+  #client: NodeInsecureClient;
 
   constructor(conn: KubeConnection) {
-    this.#conn = conn;
-  }
-
-  #load() {
-    return this.#https ??= loadInsecureHttps(this.#conn);
+    this.#client = new NodeInsecureClient(conn);
   }
 
   async open(req: TransportRequest): Promise<StreamResponse> {
-    if (this.#closed) throw new Error("Transport is closed");
-    const { https, agent } = await this.#load();
-    req.signal.throwIfAborted();
-    return await new Promise<StreamResponse>((resolve, reject) => {
-      const onAbort = () => r.destroy(req.signal.reason);
-      const r = https.request(insecureRequestOptions(req, agent), (res) => {
-        const headers = new Headers();
-        for (const [k, v] of Object.entries(res.headers)) {
-          if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : String(v));
-        }
-        const cancel = () => {
-          req.signal.removeEventListener("abort", onAbort);
-          res.destroy();
-        };
-        const body: AsyncIterable<Uint8Array> = {
-          async *[Symbol.asyncIterator]() {
-            try {
-              for await (const chunk of res) yield chunk as Uint8Array;
-            } catch (err) {
-              throw req.signal.aborted ? req.signal.reason : err;
-            } finally {
-              cancel();
-            }
-          },
-        };
-        resolve({
-          status: res.statusCode ?? 0,
-          headers,
-          body,
-          text: (maxBytes = 65536) => readText(body, maxBytes),
-          cancel,
-        });
-      });
-      r.on("error", (err: Error) => {
-        req.signal.removeEventListener("abort", onAbort);
-        reject(req.signal.aborted ? req.signal.reason : err);
-      });
-      req.signal.addEventListener("abort", onAbort, { once: true });
-      r.end(req.body);
-    });
+    const res = await this.#client.request(req);
+    return { ...res, text: (maxBytes = 65536) => readText(res.body, maxBytes) };
   }
 
   close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#https?.then(({ agent }) => agent.destroy(), () => {});
+    this.#client.close();
   }
 }

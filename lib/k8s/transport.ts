@@ -205,81 +205,75 @@ class FetchTransport implements Transport {
 
 type NodeHttps = typeof import("node:https");
 
+/** An answer of {@link NodeInsecureClient}, its body still arriving. */
+export interface InsecureResponse {
+  status: number;
+  headers: Headers;
+  /**
+   * The body's bytes as they arrive; iterate once. Throws the request signal's reason when
+   * it aborts. Ending or breaking the iteration releases the response.
+   */
+  body: AsyncIterable<Uint8Array>;
+  /** Stops reading and releases the response (idempotent). */
+  cancel(): void;
+}
+
 /**
- * `node:https` and a keep-alive agent that skips server verification (kubeconfig
- * `insecure-skip-tls-verify`), with the connection's client certificate; loaded on first use.
- * Shared by the request transport here and the streaming one (`stream.ts`).
+ * Requests over `node:https` without server verification (kubeconfig
+ * `insecure-skip-tls-verify`; `Deno.createHttpClient` has no per-client switch for it), with
+ * the connection's client certificate and a keep-alive agent; `node:https` is loaded on the
+ * first request. Shared by the request transport here and the streaming one (`stream.ts`).
  */
-export function loadInsecureHttps(
-  conn: KubeConnection,
-): Promise<{ https: NodeHttps; agent: import("node:https").Agent }> {
-  return import("node:https").then((mod) => {
-    const https = (mod.default ?? mod) as NodeHttps;
-    const agent = new https.Agent({
-      keepAlive: true,
-      rejectUnauthorized: false,
-      ...(conn.clientCertPem && conn.clientKeyPem
-        ? { cert: conn.clientCertPem, key: conn.clientKeyPem }
-        : {}),
-    });
-    return { https, agent };
-  });
-}
-
-/** `https.request` options for `req` over `agent` (no server verification). */
-export function insecureRequestOptions(
-  req: TransportRequest,
-  agent: import("node:https").Agent,
-): import("node:https").RequestOptions {
-  const url = new URL(req.url);
-  return {
-    hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
-    port: url.port || 443,
-    path: url.pathname + url.search,
-    method: req.method,
-    headers: req.headers,
-    agent,
-    rejectUnauthorized: false,
-  };
-}
-
-class NodeInsecureTransport implements Transport {
+export class NodeInsecureClient {
   #conn: KubeConnection;
   #https: Promise<{ https: NodeHttps; agent: import("node:https").Agent }> | undefined;
   #closed = false;
 
+  /** @param conn where and how to connect; nothing is opened until the first request. */
   constructor(conn: KubeConnection) {
     this.#conn = conn;
   }
 
-  #load() {
-    return this.#https ??= loadInsecureHttps(this.#conn);
-  }
-
-  async send(req: TransportRequest): Promise<TransportResponse> {
+  /**
+   * Sends `req` and resolves once the status and headers are in.
+   * @throws Error when closed; the signal's reason when it aborts; the connection's error.
+   */
+  async request(req: TransportRequest): Promise<InsecureResponse> {
     if (this.#closed) throw new Error("Transport is closed");
     const { https, agent } = await this.#load();
     req.signal.throwIfAborted();
-    return await new Promise<TransportResponse>((resolve, reject) => {
+    const url = new URL(req.url);
+    return await new Promise<InsecureResponse>((resolve, reject) => {
       const onAbort = () => r.destroy(req.signal.reason);
-      const r = https.request(insecureRequestOptions(req, agent), (res) => {
-        const chunks: Uint8Array[] = [];
-        res.on("data", (c: Uint8Array) => chunks.push(c));
-        res.on("error", reject);
-        res.on("end", () => {
+      const r = https.request({
+        hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+        port: url.port || 443,
+        path: url.pathname + url.search,
+        method: req.method,
+        headers: req.headers,
+        agent,
+        rejectUnauthorized: false,
+      }, (res) => {
+        const headers = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) {
+          if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : String(v));
+        }
+        const cancel = () => {
           req.signal.removeEventListener("abort", onAbort);
-          const headers = new Headers();
-          for (const [k, v] of Object.entries(res.headers)) {
-            if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : String(v));
-          }
-          const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-          let off = 0;
-          for (const c of chunks) {
-            bytes.set(c, off);
-            off += c.length;
-          }
-          resolve({ status: res.statusCode ?? 0, headers, body: new TextDecoder().decode(bytes) });
-        });
+          res.destroy();
+        };
+        const body: AsyncIterable<Uint8Array> = {
+          async *[Symbol.asyncIterator]() {
+            try {
+              for await (const chunk of res) yield chunk as Uint8Array;
+            } catch (err) {
+              throw req.signal.aborted ? req.signal.reason : err;
+            } finally {
+              cancel();
+            }
+          },
+        };
+        resolve({ status: res.statusCode ?? 0, headers, body, cancel });
       });
       r.on("error", (err: Error) => {
         req.signal.removeEventListener("abort", onAbort);
@@ -290,9 +284,50 @@ class NodeInsecureTransport implements Transport {
     });
   }
 
+  /** Destroys the agent's connections; idempotent. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#https?.then(({ agent }) => agent.destroy(), () => {});
+  }
+
+  #load() {
+    return this.#https ??= import("node:https").then((mod) => {
+      const https = (mod.default ?? mod) as NodeHttps;
+      const c = this.#conn;
+      const agent = new https.Agent({
+        keepAlive: true,
+        rejectUnauthorized: false,
+        ...(c.clientCertPem && c.clientKeyPem
+          ? { cert: c.clientCertPem, key: c.clientKeyPem }
+          : {}),
+      });
+      return { https, agent };
+    });
+  }
+}
+
+class NodeInsecureTransport implements Transport {
+  #client: NodeInsecureClient;
+
+  constructor(conn: KubeConnection) {
+    this.#client = new NodeInsecureClient(conn);
+  }
+
+  async send(req: TransportRequest): Promise<TransportResponse> {
+    const res = await this.#client.request(req);
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of res.body) chunks.push(chunk);
+    const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+    let off = 0;
+    for (const c of chunks) {
+      bytes.set(c, off);
+      off += c.length;
+    }
+    return { status: res.status, headers: res.headers, body: new TextDecoder().decode(bytes) };
+  }
+
+  close(): void {
+    this.#client.close();
   }
 }
