@@ -22,6 +22,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { outputs, type TextOutputs } from "./io.ts";
 import { CniError } from "../cni/errors.ts";
 import { parseNetworkConfig } from "../cni/types.ts";
 import {
@@ -379,10 +380,7 @@ export function formatDoctorReport(report: DoctorReport): string {
 }
 
 /** Injected I/O of {@link runDoctor}. */
-export interface DoctorIO {
-  stdout?: (s: string) => void;
-  stderr?: (s: string) => void;
-}
+export type DoctorIO = TextOutputs;
 
 /**
  * `manifold doctor …`: parses the flags, runs the checks, prints the report.
@@ -392,8 +390,7 @@ export interface DoctorIO {
  * @returns 0 no failure, 1 a check failed, 2 usage error
  */
 export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<number> {
-  const stdout = io.stdout ?? ((s: string) => void Deno.stdout.writeSync(enc(s)));
-  const stderr = io.stderr ?? ((s: string) => void Deno.stderr.writeSync(enc(s)));
+  const { stdout, stderr } = outputs(io);
   let values;
   try {
     ({ values } = parseArgs({
@@ -703,8 +700,4 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
 
 function printable(s: string): string {
   return s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
-}
-
-function enc(s: string): Uint8Array {
-  return new TextEncoder().encode(s);
 }

@@ -18,6 +18,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { outputs, type TextOutputs } from "./io.ts";
 import { formatCniArgs } from "../cni/env.ts";
 import { CniError } from "../cni/errors.ts";
 import type { PluginExec } from "../cni/invoke.ts";
@@ -329,9 +330,7 @@ export function formatExplainText(report: ExplainReport): string {
 }
 
 /** Injected I/O of {@link runExplain}. */
-export interface ExplainIO {
-  stdout?: (s: string) => void;
-  stderr?: (s: string) => void;
+export interface ExplainIO extends TextOutputs {
   /** Environment (in-cluster API settings when the config has no kubeconfig). */
   env?: Record<string, string>;
 }
@@ -345,8 +344,7 @@ export interface ExplainIO {
  * @returns 0 shown, 1 the ADD would fail or the pod/config cannot be read, 2 usage error
  */
 export async function runExplain(args: string[], io: ExplainIO = {}): Promise<number> {
-  const stdout = io.stdout ?? ((s: string) => void Deno.stdout.writeSync(enc(s)));
-  const stderr = io.stderr ?? ((s: string) => void Deno.stderr.writeSync(enc(s)));
+  const { stdout, stderr } = outputs(io);
   let opts: ReturnType<typeof parseExplainArgs>;
   try {
     opts = parseExplainArgs(args);
@@ -531,8 +529,4 @@ const CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
 
 function printable(s: string): string {
   return s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
-}
-
-function enc(s: string): Uint8Array {
-  return new TextEncoder().encode(s);
 }

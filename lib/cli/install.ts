@@ -13,6 +13,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { errorMessage, outputs, stopSignal, type TextOutputs } from "./io.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
 import {
   INSTALL_DEFAULTS,
@@ -61,11 +62,7 @@ Exit codes: 0 done or stopped by a signal, 1 failure, 2 usage error.
 `;
 
 /** Injected I/O of {@link runInstall}; defaults are the process's. */
-export interface InstallIO {
-  /** Receives `--help`. */
-  stdout?: (s: string) => void;
-  /** Receives usage errors and the final failure. */
-  stderr?: (s: string) => void;
+export interface InstallIO extends TextOutputs {
   /** Environment (`KUBERNETES_SERVICE_HOST`/`PORT`). */
   env?: Record<string, string>;
   /** Stops the installer; default: SIGTERM and SIGINT of the process. */
@@ -85,8 +82,7 @@ export interface InstallIO {
  * @returns 0 done or stopped, 1 failure, 2 usage error
  */
 export async function runInstall(args: string[], io: InstallIO = {}): Promise<number> {
-  const stdout = io.stdout ?? ((s: string) => void Deno.stdout.writeSync(enc(s)));
-  const stderr = io.stderr ?? ((s: string) => void Deno.stderr.writeSync(enc(s)));
+  const { stdout, stderr } = outputs(io);
   let options: InstallerOptions;
   try {
     const parsed = parseInstallArgs(
@@ -100,33 +96,22 @@ export async function runInstall(args: string[], io: InstallIO = {}): Promise<nu
     }
     options = parsed;
   } catch (e) {
-    stderr(`manifold install: ${message(e)}\nTry 'manifold install --help'.\n`);
+    stderr(`manifold install: ${errorMessage(e)}\nTry 'manifold install --help'.\n`);
     return 2;
   }
   const logger = io.logger ??
     createLogger({ level: "verbose", toStderr: true }).with({ cmd: "install" });
-  let stop: AbortController | undefined;
-  const onSignal = () => stop?.abort();
-  let signal = io.signal;
-  if (!signal) {
-    stop = new AbortController();
-    signal = stop.signal;
-    Deno.addSignalListener("SIGTERM", onSignal);
-    Deno.addSignalListener("SIGINT", onSignal);
-  }
+  const { signal, release } = stopSignal(io.signal);
   try {
     const result = await runInstaller({ ...options, logger, signal });
     logger.info("installer finished", { ...result });
     return 0;
   } catch (e) {
-    logger.error("install failed", { error: message(e) });
-    stderr(`manifold install: ${message(e)}\n`);
+    logger.error("install failed", { error: errorMessage(e) });
+    stderr(`manifold install: ${errorMessage(e)}\n`);
     return 1;
   } finally {
-    if (stop) {
-      Deno.removeSignalListener("SIGTERM", onSignal);
-      Deno.removeSignalListener("SIGINT", onSignal);
-    }
+    release();
   }
 }
 
@@ -214,7 +199,7 @@ function parseInstallArgs(
     try {
       extra = JSON.parse(values["plugin-conf"]);
     } catch (e) {
-      throw new Error(`--plugin-conf is not valid JSON: ${message(e)}`);
+      throw new Error(`--plugin-conf is not valid JSON: ${errorMessage(e)}`);
     }
     if (typeof extra !== "object" || extra === null || Array.isArray(extra)) {
       throw new Error("--plugin-conf must be a JSON object");
@@ -266,16 +251,4 @@ function parseInstallArgs(
     once: values.once === true,
     cleanupConfigOnExit: values["cleanup-config-on-exit"] === true,
   };
-}
-
-function enc(s: string): Uint8Array {
-  return new TextEncoder().encode(s);
-}
-
-function message(e: unknown): string {
-  if (e instanceof Error) {
-    const details = (e as { details?: unknown }).details;
-    return typeof details === "string" && details !== "" ? `${e.message}: ${details}` : e.message;
-  }
-  return String(e);
 }

@@ -18,6 +18,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { errorMessage, outputs, stopSignal, type TextOutputs } from "./io.ts";
 import { KubeClient } from "../k8s/client.ts";
 import { inClusterConnection, type KubeConnection, loadKubeconfig } from "../k8s/kubeconfig.ts";
 import { type ListWatchOptions, watchNetworkAttachmentDefinitions } from "../k8s/watch.ts";
@@ -47,11 +48,7 @@ Exit codes: 0 done or stopped by a signal, 1 failure, 2 usage error.
 `;
 
 /** Injected I/O of {@link runMirror}; defaults are the process's. */
-export interface MirrorIO {
-  /** Receives `--help`. */
-  stdout?: (s: string) => void;
-  /** Receives usage errors and the final failure. */
-  stderr?: (s: string) => void;
+export interface MirrorIO extends TextOutputs {
   /** Environment (`KUBERNETES_SERVICE_HOST`/`PORT` for the in-cluster connection). */
   env?: Record<string, string>;
   /** Stops the mirror; default: SIGTERM and SIGINT of the process. */
@@ -80,8 +77,7 @@ interface MirrorArgs {
  * @returns 0 done or stopped, 1 failure, 2 usage error
  */
 export async function runMirror(args: string[], io: MirrorIO = {}): Promise<number> {
-  const stdout = io.stdout ?? ((s: string) => void Deno.stdout.writeSync(enc(s)));
-  const stderr = io.stderr ?? ((s: string) => void Deno.stderr.writeSync(enc(s)));
+  const { stdout, stderr } = outputs(io);
   let opts: MirrorArgs;
   try {
     const parsed = parseMirrorArgs(args);
@@ -91,21 +87,13 @@ export async function runMirror(args: string[], io: MirrorIO = {}): Promise<numb
     }
     opts = parsed;
   } catch (e) {
-    stderr(`manifold mirror: ${message(e)}\nTry 'manifold mirror --help'.\n`);
+    stderr(`manifold mirror: ${errorMessage(e)}\nTry 'manifold mirror --help'.\n`);
     return 2;
   }
   const logger = io.logger ??
     createLogger({ level: opts.logLevel, toStderr: true }).with({ cmd: "mirror" });
 
-  let stop: AbortController | undefined;
-  const onSignal = () => stop?.abort();
-  let signal = io.signal;
-  if (!signal) {
-    stop = new AbortController();
-    signal = stop.signal;
-    Deno.addSignalListener("SIGTERM", onSignal);
-    Deno.addSignalListener("SIGINT", onSignal);
-  }
+  const { signal, release } = stopSignal(io.signal);
   let kube: KubeClient | undefined;
   try {
     const connection = await connect(opts.kubeconfig, io.env ?? Deno.env.toObject());
@@ -132,15 +120,12 @@ export async function runMirror(args: string[], io: MirrorIO = {}): Promise<numb
     }
     return 0;
   } catch (e) {
-    logger.error("mirror failed", { error: message(e) });
-    stderr(`manifold mirror: ${message(e)}\n`);
+    logger.error("mirror failed", { error: errorMessage(e) });
+    stderr(`manifold mirror: ${errorMessage(e)}\n`);
     return 1;
   } finally {
     kube?.close();
-    if (stop) {
-      Deno.removeSignalListener("SIGTERM", onSignal);
-      Deno.removeSignalListener("SIGINT", onSignal);
-    }
+    release();
   }
 }
 
@@ -200,12 +185,4 @@ function parseMirrorArgs(args: string[]): MirrorArgs | "help" {
     throw new Error(`--log-level must be debug, verbose, error or panic, got ${logLevel}`);
   }
   return { dir, kubeconfig: values.kubeconfig, once: values.once ?? false, logLevel, apiTimeoutMs };
-}
-
-function message(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-function enc(s: string): Uint8Array {
-  return new TextEncoder().encode(s);
 }

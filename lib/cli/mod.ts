@@ -11,3 +11,4 @@ export * from "./install.ts";
 export * from "./doctor.ts";
 export * from "./explain.ts";
 export * from "./mirror.ts";
+export * from "./io.ts";
