@@ -25,6 +25,7 @@ import { CniRuntime } from "../lib/cni/runtime.ts";
 import { type NetworkConfigList, parseNetworkConfig } from "../lib/cni/types.ts";
 import { linkNames } from "../tests/support/netns.ts";
 import { k8sArgs, MANIFOLD } from "../tests/support/plugin.ts";
+import { exists, until } from "../tests/support/wait.ts";
 import { NS, POD, world } from "../tests/support/world.ts";
 
 const { values } = parseArgs({
@@ -89,10 +90,7 @@ try {
     stdout: "null",
     stderr: "null",
   }).spawn();
-  for (let i = 0; i < 100; i++) {
-    if (await Deno.stat(`${mirrorDir}/.mirror.json`).then(() => true, () => false)) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await until(() => exists(`${mirrorDir}/.mirror.json`), "the NAD mirror's first list", 10_000);
   const mirrorMode = { ...runtimeMode, nadMirrorDir: mirrorDir };
 
   /** Runs the plugin as the runtime would (w.call), under /usr/bin/time for its peak RSS. */

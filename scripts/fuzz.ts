@@ -23,7 +23,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { formatStats, type FuzzStats } from "../tests/support/fuzz.ts";
+import { emptyFuzzStats, formatStats, type FuzzStats } from "../tests/support/fuzz.ts";
 import { TARGETS } from "../tests/fuzz/targets.ts";
 import type { WorkerReply, WorkerRequest } from "../tests/fuzz/worker.ts";
 
@@ -102,17 +102,7 @@ function parseOptions(): Options {
 
 /** Adds up the stats of a target's workers. */
 function merge(target: string, seed: number, parts: FuzzStats[], elapsedMs: number): FuzzStats {
-  const out: FuzzStats = {
-    target,
-    seed,
-    cases: 0,
-    accepted: 0,
-    rejected: 0,
-    rejections: {},
-    maxCaseMs: 0,
-    maxCaseIndex: -1,
-    elapsedMs,
-  };
+  const out = emptyFuzzStats(target, seed, elapsedMs);
   for (const p of parts) {
     out.cases += p.cases;
     out.accepted += p.accepted;

@@ -8,23 +8,7 @@ import { runMirror } from "../../lib/cli/mirror.ts";
 import { nullLogger } from "../../lib/log/mod.ts";
 import { MIRROR_STATE_FILE, mirrorPath, parseMirrorState } from "../../lib/multinet/nad_mirror.ts";
 import { startKubeApi } from "../support/kube_api.ts";
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(cond: () => Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!await cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+import { exists, until } from "../support/wait.ts";
 
 Deno.test("mirror: --help, usage errors (exit 2), no API (exit 1)", async () => {
   const out = { o: "", e: "" };

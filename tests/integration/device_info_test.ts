@@ -21,6 +21,7 @@ import {
   type PodResourcesServer,
   startPodResourcesServer,
 } from "../devices/pod_resources_server.ts";
+import { exists } from "../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 const SYSFS = new URL("../fixtures/sysfs/vf-rdma", import.meta.url).pathname;
@@ -57,15 +58,6 @@ async function records(log: string, command: string): Promise<Recorded[]> {
   const text = await Deno.readTextFile(log).catch(() => "");
   return text.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Recorded)
     .filter((r) => r.env.CNI_COMMAND === command);
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function statusOf(w: World, ifName: string): Record<string, unknown> {

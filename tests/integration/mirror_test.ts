@@ -10,6 +10,7 @@ import { MIRROR_STATE_FILE, mirrorPath } from "../../lib/multinet/nad_mirror.ts"
 import { isRoot, linkNames } from "../support/netns.ts";
 import { MANIFOLD } from "../support/plugin.ts";
 import { done, expectOk, NS, podStatus, type World, world } from "../support/world.ts";
+import { exists, until } from "../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 
@@ -33,23 +34,6 @@ function mirrorConf(w: World, dir: string, selection: string): Record<string, un
 /** Requests to API resources (anything but `/version`, the connection warm-up). */
 function apiRequests(w: World, since: number) {
   return w.api.requests.slice(since).filter((r) => r.path.startsWith("/api"));
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(cond: () => Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!await cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 function mirrorProcess(args: string[]): Deno.ChildProcess {
@@ -119,10 +103,10 @@ Deno.test({
     const output = child.output();
     let stopped = false;
     try {
-      await until(() => exists(`${dir}/${MIRROR_STATE_FILE}`), "the first list");
-      await until(() => Promise.resolve(w.api.nadWatchCount === 1), "the watch");
+      await until(() => exists(`${dir}/${MIRROR_STATE_FILE}`), "the first list", 15_000);
+      await until(() => Promise.resolve(w.api.nadWatchCount === 1), "the watch", 15_000);
       w.api.addNad({ namespace: NS, name: "late-net", config: w.nadConfigs["bridge-net"] });
-      await until(() => exists(mirrorPath(dir, NS, "late-net")), "the new NAD mirrored");
+      await until(() => exists(mirrorPath(dir, NS, "late-net")), "the new NAD mirrored", 15_000);
 
       const since = w.api.requests.length;
       const conf = mirrorConf(w, dir, "late-net@late0");
@@ -134,7 +118,11 @@ Deno.test({
 
       // A deleted NAD disappears from the mirror; SIGTERM stops it cleanly.
       w.api.deleteNad(NS, "late-net");
-      await until(async () => !await exists(mirrorPath(dir, NS, "late-net")), "the file removed");
+      await until(
+        async () => !await exists(mirrorPath(dir, NS, "late-net")),
+        "the file removed",
+        15_000,
+      );
       child.kill("SIGTERM");
       stopped = true;
       const out = await output;

@@ -24,6 +24,7 @@ import {
   startKubeApi,
   type StartKubeApiOptions,
 } from "../support/kube_api.ts";
+import { until } from "../support/wait.ts";
 
 const NAD_PATH = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions";
 const CONFIG = '{"cniVersion":"1.0.0","type":"macvlan"}';
@@ -63,15 +64,6 @@ function recorder(): Recorder {
     },
   };
   return r;
-}
-
-/** Polls `cond` every 10 ms for up to `ms`. */
-async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 interface Run {

@@ -751,6 +751,21 @@ export interface FuzzStats {
   elapsedMs: number;
 }
 
+/** Stats of a run that has not run a case yet (`elapsedMs` as given). */
+export function emptyFuzzStats(target: string, seed: number, elapsedMs = 0): FuzzStats {
+  return {
+    target,
+    seed,
+    cases: 0,
+    accepted: 0,
+    rejected: 0,
+    rejections: {},
+    maxCaseMs: 0,
+    maxCaseIndex: -1,
+    elapsedMs,
+  };
+}
+
 /** A case broke the oracle: an untyped error, a broken property, or a case over the time limit. */
 export class FuzzFailure extends Error {
   /** Target name. */
@@ -845,17 +860,7 @@ export function fuzz<I, O>(target: FuzzTarget<I, O>, options: FuzzOptions): Fuzz
   const runs = options.only !== undefined ? 1 : options.runs ?? 1000;
   const budget = options.timeBudgetMs ?? Infinity;
   const progressEvery = options.progressEvery ?? 10000;
-  const stats: FuzzStats = {
-    target: target.name,
-    seed,
-    cases: 0,
-    accepted: 0,
-    rejected: 0,
-    rejections: {},
-    maxCaseMs: 0,
-    maxCaseIndex: -1,
-    elapsedMs: 0,
-  };
+  const stats = emptyFuzzStats(target.name, seed);
   const show = (input: I) => {
     try {
       return target.show ? target.show(input) : describeInput(input);
