@@ -23,7 +23,7 @@
 
 import { parseArgs } from "node:util";
 import { outputs, type TextOutputs } from "./io.ts";
-import { CniError } from "../cni/errors.ts";
+
 import { parseNetworkConfig } from "../cni/types.ts";
 import {
   findPrimaryConfig,
@@ -34,6 +34,7 @@ import {
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
+import { errorText, oneLine, printable } from "../util/text.ts";
 
 /** Result of one check. */
 export type CheckStatus = "ok" | "warn" | "fail";
@@ -115,7 +116,7 @@ export async function runDoctorChecks(options: DoctorOptions = {}): Promise<Doct
     try {
       await fn();
     } catch (e) {
-      add(name, "fail", `unexpected error: ${errorText(e)}`);
+      add(name, "fail", `unexpected error: ${oneLine(errorText(e))}`);
     }
   };
 
@@ -156,7 +157,7 @@ export async function runDoctorChecks(options: DoctorOptions = {}): Promise<Doct
       text = await Deno.readTextFile(host(path));
       conf = await parseOwnConfig(text);
     } catch (e) {
-      add("config", "fail", `${path} is not a valid Manifold config: ${errorText(e)}`);
+      add("config", "fail", `${path} is not a valid Manifold config: ${oneLine(errorText(e))}`);
       return;
     }
     if (st.mode !== null && (st.mode & 0o077) !== 0) {
@@ -225,7 +226,7 @@ export async function runDoctorChecks(options: DoctorOptions = {}): Promise<Doct
       add(
         "primary",
         "fail",
-        `clusterNetwork ${net} cannot be read: ${errorText(e)}`,
+        `clusterNetwork ${net} cannot be read: ${oneLine(errorText(e))}`,
         "the installer removes Manifold's config when the primary goes away; is it running?",
       );
       return;
@@ -234,7 +235,7 @@ export async function runDoctorChecks(options: DoctorOptions = {}): Promise<Doct
     try {
       list = parseNetworkConfig(text, { source: net });
     } catch (e) {
-      add("primary", "fail", `clusterNetwork ${net} does not parse: ${errorText(e)}`);
+      add("primary", "fail", `clusterNetwork ${net} does not parse: ${oneLine(errorText(e))}`);
       return;
     }
     add("primary", "ok", `${net} (${list.name}, cniVersion ${list.cniVersion})`);
@@ -274,7 +275,12 @@ export async function runDoctorChecks(options: DoctorOptions = {}): Promise<Doct
     try {
       connection = await loadKubeconfigUnder(conf.kubeconfig, hostRoot);
     } catch (e) {
-      add("kubeconfig", "fail", `${conf.kubeconfig}: ${errorText(e)}`, "rerun `manifold install`");
+      add(
+        "kubeconfig",
+        "fail",
+        `${conf.kubeconfig}: ${oneLine(errorText(e))}`,
+        "rerun `manifold install`",
+      );
       return;
     }
     if (connection.tokenFile) {
@@ -417,7 +423,7 @@ export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<numb
       throw new Error("--api-timeout-ms must be an integer between 1 and 999999");
     }
   } catch (e) {
-    stderr(`manifold doctor: ${errorText(e)}\nTry 'manifold doctor --help'.\n`);
+    stderr(`manifold doctor: ${oneLine(errorText(e))}\nTry 'manifold doctor --help'.\n`);
     return 2;
   }
   if (values.help) {
@@ -545,7 +551,7 @@ async function checkApi(
       opts.add(
         "api",
         "fail",
-        `${conn.server} unreachable: ${errorText(e)}`,
+        `${conn.server} unreachable: ${oneLine(errorText(e))}`,
         "the plugin runs on the host: the server address must be reachable from the node",
       );
       return;
@@ -604,7 +610,7 @@ async function checkApi(
           );
         } else opts.add(name, "fail", `unexpected HTTP ${r.status}: ${r.message}`);
       } catch (e) {
-        opts.add(name, "fail", `request failed: ${errorText(e)}`);
+        opts.add(name, "fail", `request failed: ${oneLine(errorText(e))}`);
       }
     }
   } finally {
@@ -642,7 +648,7 @@ async function checkCache(
       }
     } catch (e) {
       corrupt.push(
-        e instanceof CacheCorruptError ? `${id} (${e.reason})` : `${id} (${errorText(e)})`,
+        e instanceof CacheCorruptError ? `${id} (${e.reason})` : `${id} (${oneLine(errorText(e))})`,
       );
     }
   }
@@ -682,22 +688,4 @@ function collectingLogger(into: string[]): Logger {
     void into.push(fields?.error ? `${msg}: ${fields.error}` : msg);
   const l: Logger = { debug: () => {}, info: () => {}, warn: rec, error: rec, with: () => l };
   return l;
-}
-
-function errorText(e: unknown): string {
-  if (e instanceof CniError) {
-    return oneLine(e.details ? `${e.msg}: ${e.details}` : e.msg);
-  }
-  return oneLine(e instanceof Error ? e.message : String(e));
-}
-
-function oneLine(s: string): string {
-  return s.replace(/\s*\n\s*/g, " ").trim();
-}
-
-// deno-lint-ignore no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
-
-function printable(s: string): string {
-  return s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }

@@ -30,6 +30,7 @@ import type { ManifoldConf } from "../multinet/config.ts";
 import type { NadSource } from "../multinet/nad_source.ts";
 import type { PodRef } from "../multinet/pod.ts";
 import type { AttachmentPlan, NetworkSelectionElement } from "../multinet/types.ts";
+import { errorText, printable } from "../util/text.ts";
 
 /** Layout version of the `--json` output. */
 export const EXPLAIN_JSON_VERSION = 1;
@@ -326,7 +327,7 @@ export function formatExplainText(report: ExplainReport): string {
     });
     for (const n of a.notes) out.push(`  note: ${n}`);
   });
-  return out.map(printable).join("\n") + "\n";
+  return out.map((l) => printable(l, { keepNewlines: true })).join("\n") + "\n";
 }
 
 /** Injected I/O of {@link runExplain}. */
@@ -349,7 +350,9 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
   try {
     opts = parseExplainArgs(args);
   } catch (e) {
-    stderr(`manifold explain: ${errorText(e)}\nTry 'manifold explain --help'.\n`);
+    stderr(
+      `manifold explain: ${errorText(e, { multiline: true })}\nTry 'manifold explain --help'.\n`,
+    );
     return 2;
   }
   if (opts === "help") {
@@ -414,7 +417,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
     stdout(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatExplainText(report));
     return 0;
   } catch (e) {
-    stderr(`manifold explain: ${errorText(e)}\n`);
+    stderr(`manifold explain: ${errorText(e, { multiline: true })}\n`);
     return 1;
   } finally {
     close();
@@ -515,18 +518,4 @@ function mapConf(conf: ManifoldConf, host: (p: string) => string): ManifoldConf 
     nadDir: abs(conf.nadDir),
     // kubeconfig stays a host path: loadKubeconfigUnder maps it and the files it names.
   };
-}
-
-function errorText(e: unknown): string {
-  if (e instanceof CniError) {
-    return e.details ? `${e.msg}\n  ${e.details.replace(/\n/g, "\n  ")}` : e.msg;
-  }
-  return e instanceof Error ? e.message : String(e);
-}
-
-// deno-lint-ignore no-control-regex
-const CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
-
-function printable(s: string): string {
-  return s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }

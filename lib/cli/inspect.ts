@@ -43,6 +43,7 @@ import {
   resolveNetnsPath,
   type Route,
 } from "../netlink/mod.ts";
+import { errorText, oneLine, printable } from "../util/text.ts";
 
 /** Layout version of the `--json` output; bumped on incompatible changes. */
 export const INSPECT_JSON_VERSION = 1;
@@ -225,7 +226,7 @@ export function buildInspectReport(
         result: a.result,
       });
     } catch (e) {
-      problems.push(`cached delegate result cannot be decoded: ${oneLine(errorMessage(e))}`);
+      problems.push(`cached delegate result cannot be decoded: ${oneLine(errorText(e))}`);
       status = { name: a.statusName, interface: a.ifName, default: a.isDefault };
     }
     if (a.state === "adding") problems.push("ADD of this attachment did not finish");
@@ -416,7 +417,7 @@ export async function runInspect(args: string[], io: InspectIO = {}): Promise<nu
   try {
     opts = parseInspectArgs(args, io.env ?? processEnv());
   } catch (e) {
-    stderr(`manifold inspect: ${printable(errorMessage(e))}\nTry 'manifold inspect --help'.\n`);
+    stderr(`manifold inspect: ${printable(errorText(e))}\nTry 'manifold inspect --help'.\n`);
     return 2;
   }
   if (opts.help) {
@@ -465,7 +466,7 @@ export async function runInspect(args: string[], io: InspectIO = {}): Promise<nu
     stdout(opts.json ? formatInspectJson(report) : formatInspectTable(report));
     return 0;
   } catch (e) {
-    return fail(errorMessage(e));
+    return fail(errorText(e));
   }
 }
 
@@ -531,7 +532,7 @@ async function findPodSandboxes(
     try {
       record = await cache.read(id);
     } catch (e) {
-      logger.warn(`skipping cache record ${id}: ${errorMessage(e)}`);
+      logger.warn(`skipping cache record ${id}: ${errorText(e)}`);
       continue;
     }
     if (!record || record.deletedAt !== undefined) continue;
@@ -710,31 +711,10 @@ function alignColumns(rows: string[][]): string[] {
   return cells.map((r) => r.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd());
 }
 
-// deno-lint-ignore no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
-
-/** Escapes C0/C1 control characters as `\xNN` so names from the kernel or cache cannot drive a terminal. */
-function printable(s: string): string {
-  return s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
-}
-
 /** NetnsError already says "Cannot open network namespace <path>: ENOENT"; others get context. */
 function netnsFailure(e: unknown, path: string): string {
   if (e instanceof Error && e.name === "NetnsError") return e.message;
-  return `Cannot inspect network namespace ${path}: ${errorMessage(e)}`;
-}
-
-/** A multi-line message (e.g. a prettified zod error) as one line: one problem, one line. */
-function oneLine(s: string): string {
-  return s.replace(/\s*\n\s*/g, " ").trim();
-}
-
-function errorMessage(e: unknown): string {
-  if (e instanceof Error) {
-    const details = (e as { details?: unknown }).details;
-    return typeof details === "string" && details !== "" ? `${e.message}: ${details}` : e.message;
-  }
-  return String(e);
+  return `Cannot inspect network namespace ${path}: ${errorText(e)}`;
 }
 
 function writeTo(file: { writeSync(p: Uint8Array): number }): (s: string) => void {

@@ -13,7 +13,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { errorMessage, outputs, stopSignal, type TextOutputs } from "./io.ts";
+import { outputs, stopSignal, type TextOutputs } from "./io.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
 import {
   INSTALL_DEFAULTS,
@@ -22,6 +22,7 @@ import {
   runInstaller,
   serverFromEnv,
 } from "../install/mod.ts";
+import { errorText } from "../util/text.ts";
 
 /** Usage text of `manifold install`. */
 export const INSTALL_USAGE = `Usage: manifold install [options]
@@ -96,7 +97,7 @@ export async function runInstall(args: string[], io: InstallIO = {}): Promise<nu
     }
     options = parsed;
   } catch (e) {
-    stderr(`manifold install: ${errorMessage(e)}\nTry 'manifold install --help'.\n`);
+    stderr(`manifold install: ${errorText(e)}\nTry 'manifold install --help'.\n`);
     return 2;
   }
   const logger = io.logger ??
@@ -107,8 +108,8 @@ export async function runInstall(args: string[], io: InstallIO = {}): Promise<nu
     logger.info("installer finished", { ...result });
     return 0;
   } catch (e) {
-    logger.error("install failed", { error: errorMessage(e) });
-    stderr(`manifold install: ${errorMessage(e)}\n`);
+    logger.error("install failed", { error: errorText(e) });
+    stderr(`manifold install: ${errorText(e)}\n`);
     return 1;
   } finally {
     release();
@@ -199,7 +200,7 @@ function parseInstallArgs(
     try {
       extra = JSON.parse(values["plugin-conf"]);
     } catch (e) {
-      throw new Error(`--plugin-conf is not valid JSON: ${errorMessage(e)}`);
+      throw new Error(`--plugin-conf is not valid JSON: ${errorText(e)}`);
     }
     if (typeof extra !== "object" || extra === null || Array.isArray(extra)) {
       throw new Error("--plugin-conf must be a JSON object");

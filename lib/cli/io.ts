@@ -42,12 +42,3 @@ export function stopSignal(given?: AbortSignal): { signal: AbortSignal; release(
     },
   };
 }
-
-/** An error as one message; a `CniError`'s `details` are appended after ": ". */
-export function errorMessage(e: unknown): string {
-  if (e instanceof Error) {
-    const details = (e as { details?: unknown }).details;
-    return typeof details === "string" && details !== "" ? `${e.message}: ${details}` : e.message;
-  }
-  return String(e);
-}

@@ -14,7 +14,7 @@ import type { CniCommand } from "./env.ts";
 import { delegateEnv } from "./recursion.ts";
 import { redactText } from "../log/redact.ts";
 import { assertPluginType, isPlainObject } from "./types.ts";
-import { sleep, startTimer, type Timer } from "./timer.ts";
+import { sleep, startTimer, type Timer } from "../util/timer.ts";
 
 /** One plugin execution request. */
 export interface ExecRequest {

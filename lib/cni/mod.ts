@@ -15,4 +15,3 @@ export * from "./runtime.ts";
 export * from "./skel.ts";
 export * from "./decode.ts";
 export * from "./recursion.ts";
-export * from "./timer.ts";

@@ -14,6 +14,7 @@
 import type { Logger } from "../log/mod.ts";
 import { readCheckpointDevices } from "./checkpoint.ts";
 import type { PodResources } from "./pod_resources_proto.ts";
+import { errorText } from "../util/text.ts";
 
 /** The pod whose devices are wanted (from CNI_ARGS K8S_POD_*). */
 export interface PodKey {
@@ -180,12 +181,4 @@ export class DeviceAllocator {
   #devices(): Promise<PodDevices> {
     return this.#loading ??= this.#load();
   }
-}
-
-function errorText(e: unknown): string {
-  if (e instanceof Error) {
-    const details = (e as { details?: unknown }).details;
-    return typeof details === "string" && details ? `${e.message}: ${details}` : e.message;
-  }
-  return String(e);
 }

@@ -31,7 +31,7 @@ import {
   SERVICE_ACCOUNT_FILES,
 } from "./kubeconfig.ts";
 import { findPrimaryConfig } from "./primary.ts";
-import { sleepUnlessAborted } from "../cni/timer.ts";
+import { sleepUnlessAborted } from "../util/timer.ts";
 
 /** Defaults of {@link InstallerOptions}. */
 export const INSTALL_DEFAULTS = {

@@ -39,6 +39,7 @@ import { DEVICE_ID_CAPABILITY, DEVICE_INFO_CAPABILITY } from "../devices/constan
 import type { Logger } from "../log/mod.ts";
 import { mark, timeline } from "../log/trace.ts";
 import { crashpoint } from "./crashpoint.ts";
+import { oneLine } from "../util/text.ts";
 
 /**
  * Runs ADD for one sandbox.
@@ -461,12 +462,4 @@ function hasPciId(result: unknown): boolean {
   const interfaces = (result as { interfaces?: unknown } | undefined)?.interfaces;
   return Array.isArray(interfaces) &&
     interfaces.some((i) => typeof (i as { pciID?: unknown } | null)?.pciID === "string");
-}
-
-/**
- * A multi-line message on one line, for events: a prettified zod error's
- * `"✖ problem\n  → at path"` pairs become `"✖ problem → at path"`, other lines join with "; ".
- */
-function oneLine(s: string): string {
-  return s.replace(/\s*\n\s*(?=→)/g, " ").replace(/\s*\n\s*/g, "; ").trim();
 }

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { startTimer, type Timer } from "../cni/timer.ts";
+import { startTimer, type Timer } from "../util/timer.ts";
 import type { KubeClient } from "../k8s/client.ts";
 import type { Logger } from "../log/mod.ts";
 import type { EventSink, StatusSink } from "./deps.ts";
