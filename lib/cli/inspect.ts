@@ -21,6 +21,8 @@
  * @module
  */
 
+import { parseResult } from "../cni/result.ts";
+import type { CniResult } from "../cni/types.ts";
 import { parseArgs } from "node:util";
 import type { LogFields, Logger } from "../log/mod.ts";
 import {
@@ -218,12 +220,14 @@ export function buildInspectReport(
   report.interfaces = record.attachments.map((a, index) => {
     const problems: string[] = [];
     let status: NetworkStatus;
+    let result: CniResult | undefined;
     try {
+      result = a.result === undefined ? undefined : parseResult(a.result);
       status = buildNetworkStatus({
         statusName: a.statusName,
         ifName: a.ifName,
         isDefault: a.isDefault,
-        result: a.result,
+        result,
       });
     } catch (e) {
       problems.push(`cached delegate result cannot be decoded: ${oneLine(errorText(e))}`);
@@ -235,7 +239,7 @@ export function buildInspectReport(
     const reconciled = reconcileStatus(
       { ...status, interface: ifName },
       snapshot,
-      claimsSandboxInterface(a.result, ifName),
+      claimsSandboxInterface(result, ifName),
     );
     problems.push(...reconciled.problems);
     const iface = snapshot.interfaces.find((i) => i.name === ifName);

@@ -170,11 +170,79 @@ export function parseResult(raw: unknown): CniResult {
 }
 
 /**
+ * A delegate's result decoded once: the raw JSON object as the plugin printed it (forwarded
+ * as `prevResult`, cached for DEL/CHECK, returned to the runtime) and its normalized value
+ * (read by network-status building and the kernel check). Both describe the same result in
+ * `result.cniVersion`.
+ */
+export interface DecodedResult {
+  /** The raw result object; unknown keys survive. */
+  raw: Record<string, unknown>;
+  /** The same result in the normalized 1.x shape ({@link parseResult}). */
+  result: CniResult;
+}
+
+/**
+ * Decodes a raw result of any supported version once ({@link parseResult}), keeping the raw
+ * object next to its normalized value.
+ *
+ * @param raw the decoded JSON a plugin printed (or a cached result).
+ * @returns the raw object (not copied) and its normalized value.
+ * @throws {CniError} code 6 on a bad shape; code 1 for an unknown `cniVersion`.
+ * @example
+ * ```ts
+ * decodeResult({ cniVersion: "1.0.0", ips: [{ address: "10.0.0.2/24" }] }).result.ips;
+ * // [{ address: "10.0.0.2/24" }]
+ * ```
+ */
+export function decodeResult(raw: unknown): DecodedResult {
+  const result = parseResult(raw);
+  return { raw: raw as Record<string, unknown>, result };
+}
+
+/**
+ * Converts a decoded result to another supported version without decoding it again. Within one
+ * family the raw object is copied with only `cniVersion` changed (unknown keys survive) and the
+ * normalized value is reused; across families the raw object is encoded from the normalized
+ * value (and that encoder output, not the delegate's text, is normalized again). Interface
+ * details and `ips[].interface` cannot be expressed in 0.1.0/0.2.0 and are dropped there;
+ * CNI 1.1-only interface fields are dropped for 0.3.x/0.4.0.
+ *
+ * @param decoded from {@link decodeResult}.
+ * @param toVersion target version, one of `SUPPORTED_VERSIONS`.
+ * @returns a fresh raw object in `toVersion` and its normalized value.
+ * @throws {CniError} code 1 for an unsupported version, or when the target cannot hold the
+ *   result (0.1.0/0.2.0: more than one address per IP family, no address at all, or a route of
+ *   a family without an address).
+ * @example
+ * ```ts
+ * convertDecoded(decodeResult({ cniVersion: "0.4.0", ips: [] }), "0.3.1").raw.cniVersion; // "0.3.1"
+ * ```
+ */
+export function convertDecoded(decoded: DecodedResult, toVersion: string): DecodedResult {
+  if (!isSupportedVersion(toVersion)) {
+    throw new CniError(
+      CniErrorCode.IncompatibleVersion,
+      `cannot convert result to unsupported version "${toVersion}"`,
+      `supported versions: ${SUPPORTED_VERSIONS.join(", ")}`,
+    );
+  }
+  const from = resultFamily(decoded.result.cniVersion);
+  const to = resultFamily(toVersion);
+  if (from === to) {
+    const raw = structuredClone(decoded.raw);
+    raw.cniVersion = toVersion;
+    return { raw, result: { ...decoded.result, cniVersion: toVersion } };
+  }
+  const raw = CODECS[to].encode(decoded.result, toVersion);
+  return { raw, result: CODECS[to].decode(raw, toVersion) };
+}
+
+/**
  * Converts a result of any supported version to any supported version, both
- * directions. Within one family the raw object is copied with only `cniVersion`
- * changed (unknown keys survive); across families it goes through the normalized
- * shape. Interface details and `ips[].interface` cannot be expressed in 0.1.0/0.2.0
- * and are dropped there; CNI 1.1-only interface fields are dropped for 0.3.x/0.4.0.
+ * directions ({@link decodeResult} then {@link convertDecoded}). Within one family the raw
+ * object is copied with only `cniVersion` changed (unknown keys survive); across families it
+ * goes through the normalized shape.
  *
  * @param raw a result object of any supported version.
  * @param toVersion target version, one of `SUPPORTED_VERSIONS`.
@@ -196,15 +264,7 @@ export function convertResult(raw: unknown, toVersion: string): Record<string, u
       `supported versions: ${SUPPORTED_VERSIONS.join(", ")}`,
     );
   }
-  const normalized = parseResult(raw);
-  const from = resultFamily(normalized.cniVersion);
-  const to = resultFamily(toVersion);
-  if (from === to) {
-    const copy = structuredClone(raw as Record<string, unknown>);
-    copy.cniVersion = toVersion;
-    return copy;
-  }
-  return CODECS[to].encode(normalized, toVersion);
+  return convertDecoded(decodeResult(raw), toVersion).raw;
 }
 
 function validate<T>(schema: z.ZodType<T>, raw: unknown, version: string): T {

@@ -75,6 +75,14 @@ export interface ManifoldConf {
    * event request), `"all"` (also one `AddedInterface` per attachment, as Multus) or `"none"`.
    */
   events: "all" | "warnings" | "none";
+  /**
+   * Manifold: what ADD does with an invalid `k8s.v1.cni.cncf.io/networks` annotation:
+   * `"fail"` (default, as Multus: the ADD fails with code 7 naming the element and key) or
+   * `"ignore"` (NPWG v1.3 §4.1.2.1: the annotation "shall be invalid and ignored": the pod
+   * gets the cluster default network only, a Warning event `InvalidNetworkSelection` and a
+   * log line with the reason).
+   */
+  invalidNetworkSelection: "fail" | "ignore";
   /** Manifold: per-delegate time bound, ms (default 60 000). */
   delegateTimeoutMs: number;
   /** Manifold: per API request time bound, ms (default 5 000). */
@@ -143,6 +151,7 @@ function buildSchema() {
     nadDir: optStr,
     nadMirrorDir: optStr,
     events: z.enum(["all", "warnings", "none"]).optional(),
+    invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     delegateTimeoutMs: optNum,
     apiTimeoutMs: optNum,
     readinessTimeoutMs: optNum,
@@ -269,6 +278,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     nadDir: c.nadDir || undefined,
     nadMirrorDir: c.nadMirrorDir || undefined,
     events: c.events ?? "warnings",
+    invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
     raw,
   };
 }

@@ -153,18 +153,13 @@ async function delegateForNad(
       refuseSelf(parsed, opts.selfTypes);
       return parsed;
     });
-    return withResource({ statusName: id, conflist: list.raw, isDefault, source: `nad:${id}` });
+    return withResource(delegateOf(list, { statusName: id, isDefault, source: `nad:${id}` }));
   }
   const found = await findConfByName(confDir, ref.name);
   if (found.match) {
     const { list, path } = found.match;
     withContext(`${context} (config ${path})`, () => refuseSelf(list, opts.selfTypes));
-    return withResource({
-      statusName: id,
-      conflist: found.match.list.raw,
-      isDefault,
-      source: `file:${found.match.path}`,
-    });
+    return withResource(delegateOf(list, { statusName: id, isDefault, source: `file:${path}` }));
   }
   const why = nad === undefined ? "does not exist" : "has no spec.config";
   throw new CniError(
@@ -237,12 +232,11 @@ export async function resolveClusterNetwork(
       `cluster network "${entry}" (config ${path})`,
       () => refuseSelf(list, opts.selfTypes),
     );
-    return {
-      statusName: found.match.list.name,
-      conflist: found.match.list.raw,
+    return delegateOf(list, {
+      statusName: list.name,
       isDefault: opts.isDefault,
-      source: `file:${found.match.path}`,
-    };
+      source: `file:${path}`,
+    });
   }
   throw new CniError(
     CniErrorCode.InvalidNetworkConfig,
@@ -282,7 +276,7 @@ export function delegateFromInline(
     refuseSelf(parsed, opts.selfTypes);
     return parsed;
   });
-  return { statusName: list.name, conflist: list.raw, isDefault, source: `inline:${where}` };
+  return delegateOf(list, { statusName: list.name, isDefault, source: `inline:${where}` });
 }
 
 async function delegateFromPath(
@@ -300,12 +294,8 @@ async function delegateFromPath(
       String(err),
     );
   }
-  const toDelegate = (list: NetworkConfigList, file: string): Delegate => ({
-    statusName: list.name,
-    conflist: list.raw,
-    isDefault,
-    source: `file:${file}`,
-  });
+  const toDelegate = (list: NetworkConfigList, file: string): Delegate =>
+    delegateOf(list, { statusName: list.name, isDefault, source: `file:${file}` });
   if (!info.isDirectory) {
     let text: string;
     try {
@@ -341,6 +331,26 @@ async function delegateFromPath(
     `cluster network "${path}": no valid *.conf, *.conflist or *.json CNI config in the directory`,
     tried.join("\n"),
   );
+}
+
+/**
+ * A delegate of a parsed network config: `conflist` is the list's raw object and `list` the
+ * parsed list itself, so nothing downstream parses the config again.
+ *
+ * @param list the parsed config (`parseNetworkConfig`).
+ * @param fields status name, default flag, source (and optionally resourceName).
+ * @returns the delegate; `conflist === list.raw`.
+ * @example
+ * ```ts
+ * delegateOf(parseNetworkConfig({ cniVersion: "1.0.0", name: "n", type: "bridge" }),
+ *   { statusName: "n", isDefault: true, source: "test" }).list.plugins[0].type; // "bridge"
+ * ```
+ */
+export function delegateOf(
+  list: NetworkConfigList,
+  fields: Omit<Delegate, "conflist" | "list">,
+): Delegate {
+  return { ...fields, conflist: list.raw, list };
 }
 
 /** Plugin types that are delegating plugins themselves, never a cluster default network. */

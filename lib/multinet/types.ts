@@ -7,6 +7,8 @@
  * @module
  */
 
+import type { NetworkConfigList } from "../cni/types.ts";
+
 /** Annotation holding the pod's secondary network selection (NPWG v1.3 §4.1). */
 export const NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks";
 /** Annotation Manifold writes with the attachment results (NPWG v1.3 §5). */
@@ -72,6 +74,8 @@ export interface Delegate {
   statusName: string;
   /** The config as a conflist object (single confs are wrapped: `{cniVersion,name,plugins:[conf]}`), original keys kept. */
   conflist: Record<string, unknown>;
+  /** The same config parsed once (`parseNetworkConfig`); `list.raw === conflist`. */
+  list: NetworkConfigList;
   /** True for the cluster default network (and Multus `delegates[0]`). */
   isDefault: boolean;
   /** Where the config came from, for logs/explain: "nad:ns/name", "file:/path", "inline:delegates[0]". */

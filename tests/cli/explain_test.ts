@@ -354,6 +354,7 @@ Deno.test("explain: usage errors and help", async () => {
       config: "/c",
       cniVersion: "1.0.0",
       attachments: [],
+      warnings: [],
     }),
     "Pod n/p\nConfig /c (cniVersion 1.0.0)\nDry run of ADD: nothing is attached and no delegate runs.\n",
   );
