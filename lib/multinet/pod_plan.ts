@@ -115,8 +115,9 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
   const override = defaultNetworkOverride(conf, pod, input.annotations);
   let elements: NetworkSelectionElement[] = [];
   try {
-    elements = podSelections(pod, input.annotations);
-    checkOneDefaultRoute(override, elements);
+    const parsed = podSelections(pod, input.annotations);
+    checkOneDefaultRoute(override, parsed);
+    elements = parsed;
   } catch (e) {
     const err = toCniError(e);
     if (conf.invalidNetworkSelection === "ignore") plan.ignoredSelection = err;
