@@ -46,6 +46,7 @@ export interface ExplainPlugin {
 export interface ExplainAttachment {
   /** Status name: `"ns/nad"` or the default network's name. */
   network: string;
+  /** True for the cluster default network. */
   isDefault: boolean;
   /** `"nad:ns/name"`, `"file:/path"` or `"inline:delegates[i]"`. */
   source: string;
@@ -55,6 +56,7 @@ export interface ExplainAttachment {
   selection?: NetworkSelectionElement;
   /** runtimeConfig candidates; each reaches only plugins declaring that capability. */
   capabilityArgs: Record<string, unknown>;
+  /** What each plugin of the delegate would receive, in invocation order. */
   plugins: ExplainPlugin[];
   /** What a dry run cannot show or what the plugin would warn about. */
   notes: string[];
@@ -62,12 +64,15 @@ export interface ExplainAttachment {
 
 /** The `--json` output. */
 export interface ExplainReport {
+  /** Layout version, {@link EXPLAIN_JSON_VERSION}. */
   version: number;
+  /** The pod explained. */
   pod: { namespace: string; name: string; uid: string };
   /** Manifold's config file. */
   config: string;
   /** Its cniVersion. */
   cniVersion: string;
+  /** The attachments in ADD order, the default network first. */
   attachments: ExplainAttachment[];
   /** What ADD would warn about for the whole pod (an ignored invalid selection). */
   warnings: string[];
@@ -85,7 +90,9 @@ export interface ExplainInput {
   nads?: NadSource;
   /** CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME of the simulated call. */
   containerId: string;
+  /** CNI_NETNS of the simulated call. */
   netns: string;
+  /** CNI_IFNAME of the simulated call (the runtime's, usually "eth0"). */
   ifName: string;
   /** CNI_PATH of the runtime. */
   cniPath: string[];

@@ -24,9 +24,11 @@ import { supportsCheck, supportsGcAndStatus } from "./version.ts";
 
 /** The arguments of one invocation besides the network config (libcni `RuntimeConf`). */
 export interface RuntimeConf {
+  /** CNI_CONTAINERID (CNI SPEC "Parameters"). */
   containerId: string;
   /** Netns path; may be "" for DEL. */
   netns: string;
+  /** CNI_IFNAME: the interface the plugin creates in the sandbox. */
   ifName: string;
   /** `CNI_ARGS` pairs, e.g. `[["K8S_POD_NAME","web"]]`. */
   args: [string, string][];
@@ -47,6 +49,7 @@ export interface CniRuntimeOptions {
   timeoutMs?: number;
   /** Environment passed to every plugin besides the CNI variables, e.g. `{ PATH }`. */
   baseEnv?: Record<string, string>;
+  /** Where invocations and plugin failures are logged; default no logging. */
   logger?: Logger;
   /**
    * Resolves a plugin `type` to its binary path; default {@link findPlugin} (needs
@@ -89,7 +92,10 @@ export class CniRuntime {
   #selfPath: string | null | undefined;
   #self: Promise<string | undefined> | undefined;
 
-  /** @param opts plugin directories, exec, timeout, base environment, logger and self path. */
+  /**
+   * A runtime over the given plugin directories and executor.
+   * @param opts plugin directories, exec, timeout, base environment, logger and self path.
+   */
   constructor(opts: CniRuntimeOptions) {
     this.#binDirs = [...opts.binDirs];
     this.#exec = opts.exec;

@@ -72,6 +72,7 @@ export interface DispatchOptions {
   maxStdinBytes?: number;
   /** Deepest accepted nesting of arrays/objects in the stdin config, in levels. Default 64 ({@link MAX_JSON_DEPTH}). */
   maxJsonDepth?: number;
+  /** Where a failed command is logged; default no logging. */
   logger?: Logger;
 }
 

@@ -28,8 +28,11 @@ export const DEFAULT_BIN_DIR = "/opt/cni/bin";
  * Times are milliseconds.
  */
 export interface ManifoldConf {
+  /** The list's `cniVersion`, injected by the runtime (CNI SPEC). */
   cniVersion: string;
+  /** The list's network name, injected by the runtime. */
   name: string;
+  /** Manifold's plugin `type` ("manifold" or the name it was installed under). */
   type: string;
   /** Cluster default network: NAD name, conf name, conf dir or conf file (Multus semantics). */
   clusterNetwork?: string;
@@ -39,10 +42,13 @@ export interface ManifoldConf {
   delegates?: Record<string, unknown>[];
   /** Path of the kubeconfig for API access; in-cluster config is tried when empty. */
   kubeconfig?: string;
+  /** Multus `confDir`: on-disk configs for NADs without `spec.config` (NPWG v1.3 §3.4.1); default `/etc/cni/multus/net.d`. */
   confDir: string;
   /** Cache directory (Multus `cniDir`). */
   cniDir: string;
+  /** Multus `binDir`: searched for delegates before `CNI_PATH`; default `/opt/cni/bin`. */
   binDir: string;
+  /** Multus `namespaceIsolation` (NPWG v1.3 §7.4): a pod may use NADs of its own namespace and `globalNamespaces` only. */
   namespaceIsolation: boolean;
   /** Namespaces whose NADs any pod may use under isolation (`default` is always included, as Multus). */
   globalNamespaces: string[];
@@ -52,8 +58,11 @@ export interface ManifoldConf {
   multusNamespace: string;
   /** Wait (≤ `readinessTimeoutMs`) for this file before ADD/GC/STATUS. */
   readinessindicatorfile?: string;
+  /** Multus `logLevel`: `debug`, `verbose`, `error` or `panic` (default). */
   logLevel: string;
+  /** Multus `logFile`: JSON lines, created 0600. */
   logFile?: string;
+  /** Multus `logToStderr` (default true). */
   logToStderr: boolean;
   /** Capabilities Manifold declares to the runtime (what it may receive in runtimeConfig). */
   capabilities: Record<string, boolean>;

@@ -28,7 +28,9 @@ import {
 
 /** A selection element with its resolved delegate. */
 export interface ResolvedSelection {
+  /** The delegate the element resolved to. */
   delegate: Delegate;
+  /** The selection element, as parsed. */
   selection: NetworkSelectionElement;
 }
 

@@ -25,7 +25,7 @@ export const MAX_SELECTION_ELEMENTS = 32;
  * Deepest accepted nesting of arrays/objects in a JSON annotation, in levels (the list is
  * level 1, an element 2, so `cni-args` may nest 62 more): {@link MAX_JSON_DEPTH}, 64.
  */
-export const MAX_SELECTION_DEPTH = MAX_JSON_DEPTH;
+export const MAX_SELECTION_DEPTH: number = MAX_JSON_DEPTH;
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const MAC_48 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/;

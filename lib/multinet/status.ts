@@ -75,7 +75,7 @@ let builtNetworkStatusListSchema: z.ZodType<NetworkStatus[], unknown> | undefine
 
 /**
  * Zod schema of the whole `k8s.v1.cni.cncf.io/network-status` value: a list of entries
- * (NPWG v1.3 §5). Used by {@link parseNetworkStatus} and by the attachment cache.
+ * (NPWG v1.3 §5), used by {@link parseNetworkStatus}.
  * Tolerates Multus's output (bare IPs, missing `default` on non-default entries).
  *
  * Built on the first call and then shared (building zod schemas costs milliseconds, and most
@@ -87,7 +87,7 @@ let builtNetworkStatusListSchema: z.ZodType<NetworkStatus[], unknown> | undefine
  * networkStatusListSchema().safeParse([{ name: "ns/net1", interface: "net1" }]).success; // true
  * ```
  */
-export function networkStatusListSchema(): z.ZodType<NetworkStatus[], unknown> {
+function networkStatusListSchema(): z.ZodType<NetworkStatus[], unknown> {
   return builtNetworkStatusListSchema ??= buildNetworkStatusListSchema();
 }
 
