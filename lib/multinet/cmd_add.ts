@@ -53,7 +53,7 @@ import { oneLine } from "../util/text.ts";
  */
 export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
   const { conf, env } = deps;
-  const runtimeArgs = parseCniArgs(env.args);
+  const runtimeArgs = env.argPairs ?? parseCniArgs(env.args);
   const pod = podRefFromArgs(runtimeArgs, env.containerId);
   const log = deps.logger.with({
     cmd: "ADD",

@@ -34,7 +34,7 @@ function decodeCached(raw: unknown): { value?: DecodedResult; error?: CniError }
  */
 export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
   const { env } = deps;
-  const pod = podRefFromArgs(parseCniArgs(env.args), env.containerId);
+  const pod = podRefFromArgs(env.argPairs ?? parseCniArgs(env.args), env.containerId);
   const record = await deps.cache.read(env.containerId);
   if (!record || record.deletedAt) {
     throw new CniError(

@@ -31,7 +31,7 @@ import { crashpoint } from "./crashpoint.ts";
  */
 export async function cmdDel(deps: ManifoldDeps): Promise<void> {
   const { env, cache } = deps;
-  const runtimeArgs = parseCniArgs(env.args);
+  const runtimeArgs = env.argPairs ?? parseCniArgs(env.args);
   const pod = podRefFromArgs(runtimeArgs, env.containerId);
   const log = deps.logger.with({ cmd: "DEL", containerId: env.containerId });
 
