@@ -68,7 +68,12 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     deps.kernel?.prefetch?.();
   });
 
-  const annotations = await readPodAnnotations(deps, pod, log);
+  // The pod GET (when needed) overlaps the cluster default network's resolution.
+  let podUnreadable = false;
+  const annotations = readPodAnnotations(deps, pod, log).catch((e) => {
+    podUnreadable = true;
+    throw e;
+  });
   const run = new AddRun(deps, pod, log);
   let statuses: NetworkStatus[];
   try {
@@ -100,6 +105,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     mark("published");
     crashpoint("add:after-patch");
   } catch (e) {
+    if (podUnreadable) throw e; // pod gone, recreated or API down: nothing to undo
     throw await run.rollback(e);
   }
   await sendAddedEvents(deps, pod, statuses);

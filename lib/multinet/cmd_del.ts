@@ -19,7 +19,6 @@ import {
 import type { ManifoldDeps } from "./deps.ts";
 import { aggregateDetachError, detachAll } from "./detach.ts";
 import { planPodOf, podRefFromArgs } from "./pod.ts";
-import { rebuildAttachments } from "./rebuild.ts";
 import { mark, timeline } from "../log/trace.ts";
 import { crashpoint } from "./crashpoint.ts";
 
@@ -59,6 +58,8 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
     attachments = record.attachments;
     base = record;
   } else {
+    // Loaded only without a usable cache: a DEL served from the cache never loads planning.
+    const { rebuildAttachments } = await import("./rebuild.ts");
     const rebuilt = await rebuildAttachments(deps, pod, runtimeArgs);
     attachments = rebuilt.attachments;
     const { namespace, name, uid } = planPodOf(pod, env.containerId);

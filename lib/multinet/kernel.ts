@@ -13,7 +13,6 @@ import type { Logger } from "../log/mod.ts";
 import type { DefaultRouteChange, DefaultRouteRequest, NetnsSnapshot } from "../netlink/inspect.ts";
 import type { DecodedResult } from "../cni/result.ts";
 import type { CniResult } from "../cni/types.ts";
-import { formatIp, parseCidr } from "../netlink/ip.ts";
 import type { CacheRecord } from "./cache.ts";
 import type { NetworkStatus } from "./types.ts";
 
@@ -95,12 +94,18 @@ export function isLinkLocal(cidr: string): boolean {
   return /^fe[89ab][0-9a-f]:/i.test(cidr) || cidr.startsWith("169.254.");
 }
 
-/** The address of `"addr[/len]"` in canonical text (`formatIp`), or undefined when invalid. */
-function canonicalAddress(cidr: string): string | undefined {
+/**
+ * The address of `"addr[/len]"` in one canonical text form (IPv6 as the WHATWG URL parser
+ * serializes it: lower case, zeros compressed), so that the delegate's spelling and the
+ * kernel's compare equal. Built in: no netlink module on the hot path for this.
+ */
+function canonicalAddress(cidr: string): string {
+  const addr = cidr.split("/")[0];
+  if (!addr.includes(":")) return addr;
   try {
-    return formatIp(parseCidr(cidr.split("/")[0]).bytes);
+    return new URL(`http://[${addr}]/`).hostname;
   } catch {
-    return undefined;
+    return addr.toLowerCase();
   }
 }
 
@@ -151,11 +156,11 @@ export function reconcileStatus(
     const held = new Map<string, string>();
     for (const a of iface.addresses) {
       const key = canonicalAddress(a);
-      if (key !== undefined && !held.has(key)) held.set(key, a);
+      if (!held.has(key)) held.set(key, a);
     }
     const ips: string[] = [];
     for (const ip of entry.ips) {
-      const kernel = held.get(canonicalAddress(ip) ?? ip);
+      const kernel = held.get(canonicalAddress(ip));
       if (kernel === undefined) {
         problems.push(`address ${ip} reported by the delegate is not on ${iface.name}`);
         continue;

@@ -50,8 +50,12 @@ export interface PodPlanInput {
   ifName: string;
   /** The runtime's CNI_ARGS pairs, parsed once (`parseCniArgs`). */
   runtimeArgs: [string, string][];
-  /** The pod's annotations (runtime-passed or from the API); `{}` when there are none. */
-  annotations: Record<string, string>;
+  /**
+   * The pod's annotations (runtime-passed or from the API); `{}` when there are none. A
+   * promise (ADD's pod GET in flight) lets the cluster default network resolve meanwhile; its
+   * rejection rejects the plan.
+   */
+  annotations: Record<string, string> | Promise<Record<string, string>>;
   /** NADs by reference; undefined without API and `nadDir`. Memoized here. */
   nads?: NadSource;
   /**
@@ -112,10 +116,22 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
     plan.missing.push(`${what}: ${err.message}`);
   };
 
-  const override = defaultNetworkOverride(conf, pod, input.annotations);
+  const nads = input.nads ? memoNadSource(input.nads) : undefined;
+  let annotations: Record<string, string>;
+  let cluster: Promise<Delegate> | undefined;
+  if (input.annotations instanceof Promise) {
+    // While the pod is read, resolve the configured default network (file read, first
+    // config parse): used unless the pod overrides it.
+    cluster = resolveDefaultNetwork(conf, nads, pod, undefined);
+    cluster.catch(() => {}); // awaited below when used
+    annotations = await input.annotations;
+  } else {
+    annotations = input.annotations;
+  }
+  const override = defaultNetworkOverride(conf, pod, annotations);
   let elements: NetworkSelectionElement[] = [];
   try {
-    const parsed = podSelections(pod, input.annotations);
+    const parsed = podSelections(pod, annotations);
     checkOneDefaultRoute(override, parsed);
     elements = parsed;
   } catch (e) {
@@ -125,8 +141,9 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
     else throw err;
   }
 
-  const nads = input.nads ? memoNadSource(input.nads) : undefined;
-  const defaultP = resolveDefaultNetwork(conf, nads, pod, override);
+  const defaultP = cluster && !override
+    ? cluster
+    : resolveDefaultNetwork(conf, nads, pod, override);
   const extraP = resolveExtraDefaults(conf, nads, pod);
   const selectionPs = pod ? elements.map((e) => resolveSelection(conf, nads, pod, e)) : [];
   let defaultNetwork: Delegate;

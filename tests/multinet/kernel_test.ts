@@ -215,3 +215,36 @@ Deno.test("applyDefaultRoute: nothing requested → no kernel call", async () =>
   const record = { attachments: [{ ifName: "eth0" }] } as unknown as CacheRecord;
   assert.equal(await applyDefaultRoute(kernel, "/x", record), undefined);
 });
+
+Deno.test("reconcileStatus: ips are the delegate's, verified; other spellings match, extra kernel addresses are not reported", () => {
+  const { entry, problems } = reconcileStatus(
+    {
+      name: "ns/a",
+      interface: "net1",
+      ips: ["2001:0DB8:0:0::2/64", "192.0.2.2/24"],
+      default: false,
+    },
+    snapshot,
+    true,
+  );
+  assert.deepEqual(problems, []);
+  assert.deepEqual(entry.ips, ["2001:db8::2/64", "192.0.2.2/24"], "delegate order, kernel form");
+  // eth0 holds a link-local and the delegate returned one address: only that one is reported.
+  const eth0 = reconcileStatus(
+    { name: "cbr0", interface: "eth0", ips: ["10.244.1.73/24"], default: true },
+    snapshot,
+    true,
+  );
+  assert.deepEqual(eth0.entry.ips, ["10.244.1.73/24"]);
+  // A delegate that returned no address gets none from the kernel.
+  const none = reconcileStatus({ name: "ns/b", interface: "net1", default: false }, snapshot, true);
+  assert.equal(none.entry.ips, undefined);
+  // A different prefix length is reported as the kernel holds it, with a problem.
+  const other = reconcileStatus(
+    { name: "ns/c", interface: "net1", ips: ["192.0.2.2/16"], default: false },
+    snapshot,
+    true,
+  );
+  assert.deepEqual(other.entry.ips, ["192.0.2.2/24"]);
+  assert.match(other.problems[0], /192\.0\.2\.2\/16 reported by the delegate is 192\.0\.2\.2\/24/);
+});
