@@ -22,7 +22,7 @@ import {
   prefetchDevices,
   prepareDevice,
 } from "./add_devices.ts";
-import { buildPodPlan } from "./pod_plan.ts";
+import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
 import {
   attachmentContext,
   isStaticPod,
@@ -77,15 +77,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
   const run = new AddRun(deps, pod, log);
   let statuses: NetworkStatus[];
   try {
-    const plan = await buildPodPlan({
-      conf,
-      pod,
-      containerId: env.containerId,
-      ifName: env.ifName,
-      runtimeArgs,
-      annotations,
-      nads: deps.nads,
-    });
+    const plan = await buildPodPlan(podPlanInput(deps, { pod, runtimeArgs, annotations }));
     mark("planned");
     if (plan.ignoredSelection) warnIgnoredSelection(deps, pod, log, plan.ignoredSelection);
     if (plan.attachments.some((a) => a.selection?.["default-route"]) && !deps.kernel) {

@@ -15,7 +15,7 @@ import { parseNetworkConfig } from "../cni/types.ts";
 import { CacheCorruptError, type CacheRecord } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { aggregateDetachError, detachAll, type DetachFailure } from "./detach.ts";
-import { buildPodPlan } from "./pod_plan.ts";
+import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
 import { exists, waitForReadiness } from "./readiness.ts";
 
 /** A runtime attachment as GC names it (CNI SPEC 1.1 `cni.dev/valid-attachments`). */
@@ -155,13 +155,7 @@ export async function cmdStatus(deps: ManifoldDeps): Promise<void> {
  */
 async function defaultDelegates(deps: ManifoldDeps): Promise<Record<string, unknown>[]> {
   const plan = await buildPodPlan({
-    conf: deps.conf,
-    pod: undefined,
-    containerId: deps.env.containerId,
-    ifName: deps.env.ifName,
-    runtimeArgs: [],
-    annotations: {},
-    nads: deps.nads,
+    ...podPlanInput(deps, { pod: undefined, runtimeArgs: [], annotations: {} }),
     mode: "rebuild",
   });
   for (const error of plan.missing) {

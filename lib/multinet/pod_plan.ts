@@ -18,6 +18,7 @@
 
 import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
 import type { ManifoldConf } from "./config.ts";
+import type { ManifoldDeps } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
 import {
   defaultNetworkOverride,
@@ -66,6 +67,26 @@ export interface PodPlanInput {
    * must always resolve.
    */
   mode?: "add" | "rebuild";
+}
+
+/**
+ * The plan input of a CNI call from its dependencies: Manifold's configuration, the call's
+ * container ID and ifName, and the NAD source.
+ * @param deps the command's dependencies.
+ * @param call the pod, the parsed CNI_ARGS and the pod's annotations.
+ * @returns the input for {@link buildPodPlan} (mode `"add"`).
+ */
+export function podPlanInput(
+  deps: Pick<ManifoldDeps, "conf" | "env" | "nads">,
+  call: Pick<PodPlanInput, "pod" | "runtimeArgs" | "annotations">,
+): PodPlanInput {
+  return {
+    conf: deps.conf,
+    containerId: deps.env.containerId,
+    ifName: deps.env.ifName,
+    nads: deps.nads,
+    ...call,
+  };
 }
 
 /** The pod's attachments, in the order ADD performs them (default network first). */

@@ -10,7 +10,7 @@ import { CniErrorCode, toCniError } from "../cni/errors.ts";
 import type { CachedAttachment } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { declaresCapability } from "./plan.ts";
-import { buildPodPlan } from "./pod_plan.ts";
+import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
 import { type PodRef, runtimePodAnnotations } from "./pod.ts";
 import type { AttachmentPlan } from "./types.ts";
 import { DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
@@ -58,13 +58,7 @@ export async function rebuildAttachments(
   }
 
   const plan = await buildPodPlan({
-    conf,
-    pod,
-    containerId: env.containerId,
-    ifName: env.ifName,
-    runtimeArgs,
-    annotations: annotations ?? {},
-    nads: deps.nads,
+    ...podPlanInput(deps, { pod, runtimeArgs, annotations: annotations ?? {} }),
     mode: "rebuild",
   });
   // The CNI device-info file ADD would have created (Device Information Spec v1.1 §4.2.1).
