@@ -2,9 +2,10 @@
  * ADD for the delegating plugin (NPWG v1.3 §6.2, §7.2, §7.3), in steps: read the pod's
  * annotations → plan every attachment (all checks, before any delegate runs) → attach each,
  * default network first, one at a time → apply `default-route` → verify with the kernel →
- * cache → publish network-status → events. On any failure after the first delegate, every
- * attachment made is DELeted (reverse order) and the ADD fails. An intent record is cached
- * before each delegate ADD so a DEL after a crash finds everything.
+ * cache → publish network-status → events. On any failure once the pod is read (a plan that
+ * fails its checks included), every attachment made is DELeted (reverse order), an
+ * `ErrorAddingNetwork` event is sent and the ADD fails. An intent record is cached before
+ * each delegate ADD so a DEL after a crash finds everything.
  *
  * @module
  */

@@ -63,8 +63,8 @@ export interface PodPlanInput {
    * `"add"` (default; ADD and explain): the first problem throws. `"rebuild"` (a DEL without
    * cache, GC and STATUS): a network that cannot be resolved is left out and noted in
    * {@link PodPlan.missing}; a plan that fails its checks falls back to the default network
-   * alone (nothing else was attached by an ADD that failed them). The default network itself
-   * must always resolve.
+   * alone (no ADD attached anything else for it). The default network itself must always
+   * resolve.
    */
   mode?: "add" | "rebuild";
 }
@@ -209,7 +209,8 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
     plan.attachments = planAttachments({ ...base, defaultNetworks, selections });
   } catch (e) {
     if (!rebuild) throw e;
-    // The checks reject what ADD rejected before attaching anything but the default network.
+    // ADD fails such a plan before any delegate runs; a Manifold before the planning module
+    // attached the default network first. Its DEL is what may be left to do (idempotent).
     note("plan", e);
     plan.attachments = planAttachments({ ...base, defaultNetworks: [], selections: [] });
   }
