@@ -69,16 +69,21 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     deps.kernel?.prefetch?.();
   });
 
-  // The pod GET (when needed) overlaps the cluster default network's resolution.
+  // The pod GET (when needed) overlaps the cluster default network's resolution, and the API
+  // connection (when the pod is not read from it) the plan.
   let podUnreadable = false;
-  const annotations = readPodAnnotations(deps, pod, log).catch((e) => {
+  const unreadable = (e: unknown): never => {
     podUnreadable = true;
     throw e;
-  });
+  };
+  const annotations = readPodAnnotations(deps, pod, log).catch(unreadable);
+  const ready = deps.ready?.catch(unreadable);
+  ready?.catch(() => {}); // awaited before the first delegate
   const run = new AddRun(deps, pod, log);
   let statuses: NetworkStatus[];
   try {
     const plan = await buildPodPlan(podPlanInput(deps, { pod, runtimeArgs, annotations }));
+    await ready;
     mark("planned");
     if (plan.ignoredSelection) warnIgnoredSelection(deps, pod, log, plan.ignoredSelection);
     if (plan.attachments.some((a) => a.selection?.["default-route"]) && !deps.kernel) {
@@ -98,7 +103,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     mark("published");
     crashpoint("add:after-patch");
   } catch (e) {
-    if (podUnreadable) throw e; // pod gone, recreated or API down: nothing to undo
+    if (podUnreadable) throw e; // pod gone or recreated, API unusable: nothing to undo
     throw await run.rollback(e);
   }
   await sendAddedEvents(deps, pod, statuses);

@@ -92,6 +92,12 @@ export interface ManifoldDeps {
   /** Allocated devices (kubelet); undefined: NADs with a `resourceName` get no `deviceID`. */
   devices?: PodDeviceSource;
   /**
+   * ADD with an API: resolves once the API connection is set up (kubeconfig read, client
+   * loaded), rejects with code 7 for an unreadable or invalid kubeconfig. ADD waits for it
+   * before its first delegate; undefined: nothing to wait for.
+   */
+  ready?: Promise<void>;
+  /**
    * Resolves once the first delegate process of this call has been spawned (ADD starts its
    * NAD requests then, so they never delay that spawn); undefined: do not wait.
    */

@@ -89,13 +89,18 @@ export async function buildDeps(
     };
   }
   // The API sources connect on first use: a DEL or CHECK served from the cache never reads
-  // the kubeconfig nor loads the client. ADD needs the API anyway: a bad kubeconfig fails it
-  // before anything is attached.
-  if (env.command === "ADD") await connect();
+  // the kubeconfig nor loads the client. ADD needs the API anyway: it starts connecting now
+  // and waits for it (`ready`) before its first delegate, so a bad kubeconfig fails it before
+  // anything is attached while the connection is set up alongside the pod's plan.
+  const ready = env.command === "ADD" ? connect().then(() => {}) : undefined;
+  ready?.catch(() => {}); // awaited by ADD
   let queued = Promise.resolve();
   return {
     ...base,
-    nads: { get: async (namespace, name) => (await connect()).nads.get(namespace, name) },
+    ...(ready ? { ready } : {}),
+    nads: conf.nadMirrorDir
+      ? mirrorFirst(conf.nadMirrorDir, connect, logger)
+      : { get: async (namespace, name) => (await connect()).nads.get(namespace, name) },
     pods: { get: async (namespace, name) => (await connect()).pods.get(namespace, name) },
     status: {
       kind: "api",
@@ -107,6 +112,27 @@ export async function buildDeps(
         queued = queued.then(() => connect()).then((api) => api.events.emit(pod, ev), () => {});
       },
       flush: () => queued.then(() => connect()).then((api) => api.events.flush(), () => {}),
+    },
+  };
+}
+
+/**
+ * NADs from the node-local mirror (`nadMirrorDir`), read without waiting for the API
+ * connection; the API (connected on first need) answers what the mirror cannot.
+ */
+function mirrorFirst(
+  dir: string,
+  connect: () => Promise<ApiDeps>,
+  logger: Logger,
+): NadSource {
+  const fromApi: NadSource = {
+    get: async (namespace, name) => (await connect()).nads.get(namespace, name),
+  };
+  let source: Promise<NadSource> | undefined;
+  return {
+    get: async (namespace, name) => {
+      source ??= import("./nad_mirror.ts").then((m) => m.mirrorNadSource(dir, fromApi, logger));
+      return await (await source).get(namespace, name);
     },
   };
 }
@@ -140,19 +166,16 @@ async function apiConnector(
   let api: Promise<ApiDeps> | undefined;
   return () =>
     api ??= (async () => {
-      const [{ loadKubeconfig }, { KubeClient }, { apiNadSource, apiPodSource }, mirror] =
-        await Promise.all([
+      const [{ loadKubeconfig }, { KubeClient }, { apiNadSource, apiPodSource }] = await Promise
+        .all([
           import("../k8s/kubeconfig.ts"),
           import("../k8s/client.ts"),
           import("./api_sources.ts"),
-          conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
         ]);
       const connection = inCluster ?? await loadKubeconfig(conf.kubeconfig!);
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
       return {
-        nads: mirror && conf.nadMirrorDir
-          ? mirror.mirrorNadSource(conf.nadMirrorDir, apiNadSource(kube), logger)
-          : apiNadSource(kube),
+        nads: apiNadSource(kube),
         pods: apiPodSource(kube),
         status: new ApiStatusSink(kube),
         events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),
