@@ -15,6 +15,7 @@ import {
   DEFAULT_POD_RESOURCES_TIMEOUT_MS,
   DEFAULT_SYSFS_ROOT,
 } from "../devices/constants.ts";
+import { type LogOptions, logOptionsIssues } from "../log/rotate.ts";
 
 /** Where Manifold keeps its per-container cache by default (Multus: /var/lib/cni/multus). */
 export const DEFAULT_CNI_DIR = "/var/lib/cni/manifold";
@@ -54,6 +55,8 @@ export interface ManifoldConf {
   readinessindicatorfile?: string;
   logLevel: string;
   logFile?: string;
+  /** Multus `logOptions`: size rotation of `logFile` (lib/log/rotate.ts); absent: none. */
+  logOptions?: LogOptions;
   logToStderr: boolean;
   /** Capabilities Manifold declares to the runtime (what it may receive in runtimeConfig). */
   capabilities: Record<string, boolean>;
@@ -136,6 +139,7 @@ function buildSchema() {
     readinessindicatorfile: optStr,
     logLevel: optStr,
     logFile: optStr,
+    logOptions: z.unknown().optional(), // checked by logOptionsIssues (bounds, unknown keys)
     logToStderr: optBool,
     capabilities: z.record(str, z.boolean()).optional(),
     runtimeConfig: z.record(str, z.unknown()).optional(),
@@ -231,6 +235,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
       120_000,
     ),
   };
+  if (c.logOptions !== undefined) issues.push(...logOptionsIssues(c.logOptions));
   if (issues.length > 0) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
@@ -262,6 +267,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     readinessindicatorfile: c.readinessindicatorfile || undefined,
     logLevel: c.logLevel ?? "panic",
     logFile: c.logFile || undefined,
+    logOptions: c.logOptions as LogOptions | undefined,
     logToStderr: c.logToStderr ?? true,
     capabilities: c.capabilities ?? {},
     runtimeConfig: c.runtimeConfig ?? {},
