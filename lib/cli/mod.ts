@@ -7,6 +7,8 @@
  * @module
  */
 export * from "./inspect.ts";
+export * from "./inspect_report.ts";
+export * from "./inspect_format.ts";
 export * from "./install.ts";
 export * from "./doctor.ts";
 export * from "./explain.ts";
