@@ -22,6 +22,7 @@ export type CheckStatus = "ok" | "warn" | "fail";
 export interface DoctorCheck {
   /** Short name, e.g. `"binary"`, `"api: patch pods/status"`. */
   name: string;
+  /** `ok`, `warn` or `fail`. */
   status: CheckStatus;
   /** What was found, one line. */
   message: string;
@@ -33,6 +34,7 @@ export interface DoctorCheck {
 export interface DoctorReport {
   /** The host root the paths were read under. */
   hostRoot: string;
+  /** Every check, in the order of the steps. */
   checks: DoctorCheck[];
 }
 

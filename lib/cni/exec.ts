@@ -87,7 +87,11 @@ export class ProcessPluginExec implements PluginExec {
   #retryDelayMs: number;
   #drainGraceMs: number;
 
-  /** @param opts caps, retry and drain settings (all optional). */
+  /**
+   * An executor with the given limits.
+   *
+   * @param opts caps, retry and drain settings (all optional).
+   */
   constructor(opts: ProcessPluginExecOptions = {}) {
     this.#maxOutputBytes = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     this.#spawnRetries = opts.spawnRetries ?? 5;

@@ -25,7 +25,11 @@ export class RecordingPluginExec implements PluginExec {
   readonly calls: ExecRequest[] = [];
   #handler: ExecHandler;
 
-  /** @param handler produces the response for each request (may throw). */
+  /**
+   * A fake answering every request with `handler`.
+   *
+   * @param handler produces the response for each request (may throw).
+   */
   constructor(handler: ExecHandler) {
     this.#handler = handler;
   }
@@ -45,7 +49,9 @@ export interface ExecResponseInit {
   stdout?: string | Record<string, unknown>;
   /** stderr text. */
   stderr?: string;
+  /** Terminating signal name, default null. */
   signal?: string | null;
+  /** Whether the fake child timed out, default false. */
   timedOut?: boolean;
 }
 

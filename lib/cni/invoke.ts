@@ -48,9 +48,13 @@ export async function findPlugin(type: string, dirs: string[]): Promise<string> 
 
 /** Options of {@link invokePlugin}: the CNI environment of the call. */
 export interface InvokeOptions {
+  /** `CNI_COMMAND`. */
   command: CniCommand;
+  /** `CNI_CONTAINERID`; "" when absent. */
   containerId?: string;
+  /** `CNI_NETNS` path; "" when absent (DEL may have none). */
   netns?: string;
+  /** `CNI_IFNAME`; "" when absent. */
   ifName?: string;
   /** `CNI_ARGS` value, "K=V;K2=V2". */
   args?: string;

@@ -95,6 +95,8 @@ export interface InstallerResult {
 /** The primary (or readiness file) did not appear within `primaryTimeoutMs`. */
 export class InstallTimeoutError extends Error {
   /**
+   * The error for a wait of `waitedMs` that ended without a ready default network.
+   *
    * @param waitedMs how long the installer waited, ms
    * @param reason why it was not ready, e.g. `no *.conf or *.conflist file in /host/etc/cni/net.d`
    */

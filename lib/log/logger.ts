@@ -19,9 +19,13 @@ export type LogFields = Record<string, unknown>;
 
 /** The logging interface every module takes (inject {@link nullLogger} in tests). */
 export interface Logger {
+  /** Detail for debugging (Multus `debug`). */
   debug(msg: string, fields?: LogFields): void;
+  /** Progress (Multus `verbose`). */
   info(msg: string, fields?: LogFields): void;
+  /** A problem that did not fail the operation (`warning`). */
   warn(msg: string, fields?: LogFields): void;
+  /** A failure (`error`). */
   error(msg: string, fields?: LogFields): void;
   /** A logger that adds `fields` to every line (e.g. containerID, pod). */
   with(fields: LogFields): Logger;

@@ -214,6 +214,8 @@ export class RotatingLogFile {
   #now: () => number;
 
   /**
+   * A writer of `path`; nothing is opened before the first write.
+   *
    * @param path the log file (created 0600 when missing)
    * @param rotation the settings ({@link logRotation})
    * @param now clock for the age limit, ms since the epoch (tests)

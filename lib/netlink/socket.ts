@@ -224,6 +224,7 @@ export class NetlinkSocket implements NetlinkTransport {
     else this.#libc.symbols.close(this.fd);
   }
 
+  /** Same as `close()` (`using` support). */
   [Symbol.dispose](): void {
     this.close();
   }
