@@ -212,6 +212,7 @@ export class RotatingLogFile {
   #file: Deno.FsFile | undefined;
   #ino: number | null = null;
   #now: () => number;
+  #cannotRotate = false;
 
   /**
    * A writer of `path`; nothing is opened before the first write.
@@ -229,7 +230,9 @@ export class RotatingLogFile {
   /**
    * Appends `bytes` (whole lines), rotating first when the file would exceed `maxBytes`
    * (a single line longer than `maxBytes` still goes into a file of its own). After this
-   * process rotated, `notice(rotation)` is written first when given.
+   * process rotated, `notice(rotation)` is written first when given. When rotating fails
+   * (the lock file cannot be created, a rename is refused), the file just grows: this
+   * process does not try again.
    *
    * @param bytes one or more complete lines
    * @param notice builds the first line of a new file after this process rotated
@@ -238,11 +241,22 @@ export class RotatingLogFile {
   write(bytes: Uint8Array, notice?: (outcome: RotationOutcome) => Uint8Array | undefined): void {
     let st = statOrUndefined(this.#path);
     if (!st || st.ino !== this.#ino) st = this.#reopen();
-    if (st.size > 0 && st.size + bytes.length > this.#rotation.maxBytes) {
-      const outcome = rotateLogFile(this.#path, st.ino, this.#rotation, this.#now());
-      this.#reopen();
-      const first = outcome.rotated ? notice?.(outcome) : undefined;
-      if (first) writeAll(this.#file!, first);
+    if (
+      !this.#cannotRotate && st.size > 0 && st.size + bytes.length > this.#rotation.maxBytes
+    ) {
+      let outcome: RotationOutcome | undefined;
+      try {
+        outcome = rotateLogFile(this.#path, st.ino, this.#rotation, this.#now());
+      } catch {
+        // No lock file or no rename in that directory: keep appending (logging never fails
+        // a pod), and stop trying in this process.
+        this.#cannotRotate = true;
+      }
+      if (outcome) {
+        this.#reopen();
+        const first = outcome.rotated ? notice?.(outcome) : undefined;
+        if (first) writeAll(this.#file!, first);
+      }
     }
     writeAll(this.#file!, bytes);
   }

@@ -102,6 +102,20 @@ Deno.test("RotatingLogFile: a line longer than maxBytes gets a file of its own",
     assert.match(Deno.readTextFileSync(path), /^line 0001 [x]+\n$/);
   }));
 
+Deno.test("RotatingLogFile: when rotation is impossible the file keeps growing, nothing is lost", () =>
+  withDir((dir) => {
+    const path = `${dir}/m.log`;
+    Deno.mkdirSync(`${path}.lock`); // the lock file cannot be opened
+    const file = new RotatingLogFile(path, rotation({ maxBytes: 40 }));
+    try {
+      for (let i = 0; i < 3; i++) file.write(line(i));
+    } finally {
+      file.close();
+    }
+    assert.equal(exists(`${path}.1`), false);
+    assert.equal(Deno.readTextFileSync(path).split("\n").filter(Boolean).length, 3);
+  }));
+
 Deno.test("rotateLogFile: maxAge removes backups last written too long ago", () =>
   withDir((dir) => {
     const path = `${dir}/m.log`;
