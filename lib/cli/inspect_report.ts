@@ -8,6 +8,8 @@
  * @module
  */
 
+import { parseResult } from "../cni/result.ts";
+import type { CniResult } from "../cni/types.ts";
 import {
   buildNetworkStatus,
   type CacheRecord,
@@ -198,12 +200,14 @@ function attachmentView(
 ): InspectInterface {
   const problems: string[] = [];
   let claim: NetworkStatus;
+  let result: CniResult | undefined;
   try {
+    result = a.result === undefined ? undefined : parseResult(a.result);
     claim = buildNetworkStatus({
       statusName: a.statusName,
       ifName: a.ifName,
       isDefault: a.isDefault,
-      result: a.result,
+      result,
     });
   } catch (e) {
     problems.push(`cached delegate result cannot be decoded: ${oneLine(errorText(e))}`);
@@ -214,7 +218,7 @@ function attachmentView(
   const reconciled = reconcileStatus(
     { ...claim, interface: ifName },
     snapshot,
-    claimsSandboxInterface(a.result, ifName),
+    claimsSandboxInterface(result, ifName),
   );
   problems.push(...reconciled.problems);
   const iface = snapshot.interfaces.find((i) => i.name === ifName);

@@ -15,7 +15,7 @@ import { parseNetworkConfig } from "../cni/types.ts";
 import { CacheCorruptError, type CacheRecord } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { aggregateDetachError, detachAll, type DetachFailure } from "./detach.ts";
-import { resolveDefaultNetwork, resolveExtraDefaults } from "./networks.ts";
+import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
 import { exists, waitForReadiness } from "./readiness.ts";
 
 /** A runtime attachment as GC names it (CNI SPEC 1.1 `cni.dev/valid-attachments`). */
@@ -147,14 +147,19 @@ export async function cmdStatus(deps: ManifoldDeps): Promise<void> {
   }
 }
 
-/** Conflists of the cluster default network and of the extra default networks. */
+/**
+ * Conflists of the networks every sandbox gets (the cluster default network and the extra
+ * default networks), from the planning module (no pod: no annotations). Extra networks that
+ * cannot be resolved are logged and left out.
+ * @throws {CniError} when the cluster default network cannot be resolved.
+ */
 async function defaultDelegates(deps: ManifoldDeps): Promise<Record<string, unknown>[]> {
-  const main = await resolveDefaultNetwork(deps.conf, deps.nads, undefined, {});
-  let extra: { conflist: Record<string, unknown> }[] = [];
-  try {
-    extra = await resolveExtraDefaults(deps.conf, deps.nads, undefined);
-  } catch (e) {
-    deps.logger.warn("defaultNetworks could not be resolved", { error: toCniError(e).message });
+  const plan = await buildPodPlan({
+    ...podPlanInput(deps, { pod: undefined, runtimeArgs: [], annotations: {} }),
+    mode: "rebuild",
+  });
+  for (const error of plan.missing) {
+    deps.logger.warn("defaultNetworks could not be resolved", { error });
   }
-  return [main.conflist, ...extra.map((d) => d.conflist)];
+  return plan.attachments.map((a) => a.delegate.conflist);
 }

@@ -11,6 +11,8 @@ export * from "./resolve.ts";
 export * from "./nad_source.ts";
 export * from "./nad_mirror.ts";
 export * from "./plan.ts";
+export * from "./pod_plan.ts";
+export * from "./rebuild.ts";
 export * from "./status.ts";
 export * from "./cache.ts";
 export * from "./networks.ts";
