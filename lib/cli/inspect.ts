@@ -527,12 +527,12 @@ async function findPodSandboxes(
 ): Promise<CacheRecord[]> {
   const cache = new AttachmentCache(cniDir);
   const found: CacheRecord[] = [];
-  for (const id of await cache.list()) {
+  for (const { containerId: id, ifName } of await cache.list()) {
     let record: CacheRecord | undefined;
     try {
-      record = await cache.read(id);
+      record = await cache.read(id, ifName);
     } catch (e) {
-      logger.warn(`skipping cache record ${id}: ${errorText(e)}`);
+      logger.warn(`skipping cache record ${id}@${ifName}: ${errorText(e)}`);
       continue;
     }
     if (!record || record.deletedAt !== undefined) continue;

@@ -21,7 +21,7 @@ import { claimsSandboxInterface } from "./kernel.ts";
 export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
   const { env } = deps;
   const pod = podRefFromArgs(parseCniArgs(env.args), env.containerId);
-  const record = await deps.cache.read(env.containerId);
+  const record = await deps.cache.read(env.containerId, env.ifName);
   if (!record || record.deletedAt) {
     throw new CniError(
       CniErrorCode.UnknownContainer,

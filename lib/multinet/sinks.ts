@@ -6,6 +6,7 @@
  * @module
  */
 
+import { writeFileAtomic } from "../fs/atomic.ts";
 import { startTimer, type Timer } from "../util/timer.ts";
 import type { KubeClient } from "../k8s/client.ts";
 import type { Logger } from "../log/mod.ts";
@@ -33,7 +34,11 @@ export class ApiStatusSink implements StatusSink {
   }
 }
 
-/** Standalone mode: writes `<dir>/<containerId>.json` (atomic rename, 0600) and logs the status. */
+/**
+ * Standalone mode: writes `<dir>/<containerId>.json` (mode 0600, dir 0700) with
+ * `writeFileAtomic` — temporary file, fsync, rename, directory fsync, so a crash never leaves
+ * a truncated status — and logs the status.
+ */
 export class FileStatusSink implements StatusSink {
   readonly kind: string;
   #dir: string;
@@ -51,9 +56,7 @@ export class FileStatusSink implements StatusSink {
   async publish(pod: PodRef | undefined, containerId: string, entries: NetworkStatus[]) {
     const text = serializeNetworkStatus(entries);
     await Deno.mkdir(this.#dir, { recursive: true, mode: 0o700 });
-    const tmp = `${this.path(containerId)}.tmp-${Deno.pid}`;
-    await Deno.writeTextFile(tmp, text + "\n", { mode: 0o600 });
-    await Deno.rename(tmp, this.path(containerId));
+    await writeFileAtomic(this.path(containerId), text + "\n", { mode: 0o600 });
     this.#logger.info("network-status", {
       pod: pod ? `${pod.namespace}/${pod.name}` : undefined,
       containerId,

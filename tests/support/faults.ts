@@ -166,9 +166,12 @@ export interface RecordView {
   attachments: { statusName: string; ifName: string; state: string }[];
 }
 
-/** Path of a container's cache record: `<cniDir>/<containerId>.json`. */
-export function recordPath(w: World, containerId: string): string {
-  return `${w.dirs.cache}/${containerId}.json`;
+/**
+ * Path of a container's cache record for the runtime's interface: `<cniDir>/<containerId>@<ifName>.json`
+ * (`lib/multinet/cache.ts`).
+ */
+export function recordPath(w: World, containerId: string, ifName = "eth0"): string {
+  return `${w.dirs.cache}/${containerId}@${ifName}.json`;
 }
 
 /**
