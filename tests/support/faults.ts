@@ -178,8 +178,12 @@ export function recordPath(w: World, containerId: string, ifName = "eth0"): stri
  * Reads a container's cache record as JSON (no validation: the test checks what is there).
  * @throws Error when the file is missing or not JSON.
  */
-export async function readRecord(w: World, containerId: string): Promise<RecordView> {
-  return JSON.parse(await Deno.readTextFile(recordPath(w, containerId))) as RecordView;
+export async function readRecord(
+  w: World,
+  containerId: string,
+  ifName = "eth0",
+): Promise<RecordView> {
+  return JSON.parse(await Deno.readTextFile(recordPath(w, containerId, ifName))) as RecordView;
 }
 
 /** Ways to damage a cache record before DEL (scenario 3). */
