@@ -532,7 +532,7 @@ async function findPodSandboxes(
     try {
       record = await cache.read(id, ifName);
     } catch (e) {
-      logger.warn(`skipping cache record ${id}@${ifName}: ${errorText(e)}`);
+      logger.warn(`skipping cache record ${id}: ${errorText(e)}`);
       continue;
     }
     if (!record || record.deletedAt !== undefined) continue;
