@@ -68,7 +68,7 @@ Deno.test("giveUpExhausted: splits, logs, sends one Warning event per given-up a
     logger,
     events: {
       emit: (_pod: unknown, ev: (typeof events)[0]) => events.push(ev),
-      flush: async () => void flushed++,
+      flush: () => Promise.resolve(void flushed++),
     },
   } as unknown as ManifoldDeps;
   const pod = { namespace: "ns1", name: "p", uid: "", infraContainerId: "c1" };
