@@ -67,6 +67,7 @@ export class NadMirrorWriter implements ListWatchHandler<NetworkAttachmentDefini
   #stateWrittenAt = 0;
 
   /**
+   * Creates a writer for one directory; nothing is touched until the first list.
    * @param dir the mirror directory; created (0700) on the first list
    * @param options logger, clock, state write throttle
    */
