@@ -28,12 +28,13 @@
  */
 
 import { CniError, CniErrorCode } from "../cni/errors.ts";
-import { interfaceNameProblem } from "../cni/env.ts";
 import { syncDir, writeFileAtomic } from "../fs/atomic.ts";
 import { errorText } from "../util/mod.ts";
-import { type CacheRecord, checkRecord, CONTAINER_ID, decodeRecord } from "./cache_record.ts";
+import { type CacheKey, KEY_SEPARATOR, parseRecordName, recordName } from "./cache_names.ts";
+import { type CacheRecord, checkRecord, decodeRecord } from "./cache_record.ts";
 import { crashpoint } from "./crashpoint.ts";
 
+export type { CacheKey } from "./cache_names.ts";
 export {
   CACHE_SCHEMA_VERSION,
   CacheCorruptError,
@@ -43,17 +44,6 @@ export {
   type DelFailures,
 } from "./cache_record.ts";
 
-/** The key of a record: the runtime attachment (CNI SPEC "Parameters"). */
-export interface CacheKey {
-  /** CNI_CONTAINERID. */
-  containerId: string;
-  /** CNI_IFNAME; `""` only for a damaged legacy record whose interface cannot be read. */
-  ifName: string;
-}
-
-const RECORD_SUFFIX = ".json";
-/** Separates the container ID from the interface name in a record's file name. */
-const KEY_SEPARATOR = "@";
 /** Temporary files a pre-`lib/fs` writer left: `<containerId>.json.tmp-<pid>-<hex>`. */
 const LEGACY_TEMP = /^(.+)\.json\.tmp-\d+-[0-9a-f]+$/;
 /** Temporary files of `lib/fs/atomic.ts`: `.<name>.tmp-<pid>-<base36>`. */
@@ -147,7 +137,13 @@ export class AttachmentCache {
    * @throws {TypeError} when `record` does not match the schema (a programming error).
    */
   async write(record: CacheRecord): Promise<void> {
-    if (record.ifName === "") throw invalidKey("ifName", record.ifName, "must not be empty");
+    if (record.ifName === "") {
+      throw new CniError(
+        CniErrorCode.InvalidEnvironment,
+        "invalid interface name for the cache",
+        "the record's ifName is empty",
+      );
+    }
     const path = this.path(record.containerId, record.ifName);
     checkRecord(record);
     try {
@@ -300,65 +296,6 @@ export class AttachmentCache {
     }
     return names;
   }
-}
-
-/** `<containerId>@<encoded ifName>.json`, or `<containerId>.json` for `ifName` `""`. */
-function recordName(containerId: string, ifName: string): string {
-  if (!isValidContainerId(containerId)) {
-    throw invalidKey(
-      "container ID",
-      containerId,
-      `must match ${CONTAINER_ID.source} and not contain ".."`,
-    );
-  }
-  if (ifName === "") return `${containerId}${RECORD_SUFFIX}`;
-  const problem = interfaceNameProblem(ifName);
-  if (problem) throw invalidKey("interface name", ifName, problem);
-  return `${containerId}${KEY_SEPARATOR}${encodeIfName(ifName)}${RECORD_SUFFIX}`;
-}
-
-/** The key of a record file name, or undefined for anything else (temporary, hidden…). */
-function parseRecordName(name: string): CacheKey | undefined {
-  if (!name.endsWith(RECORD_SUFFIX) || name.startsWith(".")) return undefined;
-  const stem = name.slice(0, -RECORD_SUFFIX.length);
-  const at = stem.indexOf(KEY_SEPARATOR);
-  const containerId = at < 0 ? stem : stem.slice(0, at);
-  if (!isValidContainerId(containerId)) return undefined;
-  if (at < 0) return { containerId, ifName: "" };
-  let ifName: string;
-  try {
-    ifName = decodeURIComponent(stem.slice(at + 1));
-  } catch {
-    return undefined;
-  }
-  if (interfaceNameProblem(ifName) || encodeIfName(ifName) !== stem.slice(at + 1)) {
-    return undefined;
-  }
-  return { containerId, ifName };
-}
-
-/** Percent-encodes the UTF-8 bytes of `ifName` outside `[A-Za-z0-9_.-]` (at most 45 chars). */
-function encodeIfName(ifName: string): string {
-  let out = "";
-  for (const byte of new TextEncoder().encode(ifName)) {
-    const ch = String.fromCharCode(byte);
-    out += /[A-Za-z0-9_.-]/.test(ch) && byte < 0x80
-      ? ch
-      : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
-  }
-  return out;
-}
-
-function isValidContainerId(id: string): boolean {
-  return CONTAINER_ID.test(id) && !id.includes("..");
-}
-
-function invalidKey(what: string, value: string, why: string): CniError {
-  return new CniError(
-    CniErrorCode.InvalidEnvironment,
-    `invalid ${what} for the cache`,
-    `${JSON.stringify(value)}: ${why}`,
-  );
 }
 
 function ioError(msg: string, path: string, err: unknown): CniError {
