@@ -316,9 +316,10 @@ async function checkCache(
   const corrupt: string[] = [];
   const unfinished: string[] = [];
   let live = 0;
-  for (const id of ids) {
+  for (const key of ids) {
+    const id = key.ifName ? `${key.containerId}@${key.ifName}` : key.containerId;
     try {
-      const r = await cache.read(id);
+      const r = await cache.read(key.containerId, key.ifName);
       if (!r) continue;
       if (r.deletedAt === undefined) live++;
       if (r.deletedAt === undefined && r.attachments.some((a) => a.state === "adding")) {

@@ -207,10 +207,10 @@ async function findPodSandboxes(
 ): Promise<CacheRecord[]> {
   const cache = new AttachmentCache(cniDir);
   const found: CacheRecord[] = [];
-  for (const id of await cache.list()) {
+  for (const { containerId: id, ifName } of await cache.list()) {
     let record: CacheRecord | undefined;
     try {
-      record = await cache.read(id);
+      record = await cache.read(id, ifName);
     } catch (e) {
       logger.warn(`skipping cache record ${id}: ${errorText(e)}`);
       continue;
