@@ -1,0 +1,52 @@
+/**
+ * A traffic agent run inside a test network namespace (`ip netns exec NS deno run
+ * --allow-net agent.ts`): reads commands from stdin, one per line, answers one line each.
+ *
+ * - `listen PORT…` → TCP listeners on 0.0.0.0 that accept and close; answers `ok`.
+ * - `connect IP PORT TIMEOUT_MS` → a TCP connect; answers `ok` or `fail <reason>`.
+ *
+ * @module
+ */
+
+const enc = new TextEncoder();
+const out = (s: string) => Deno.stdout.writeSync(enc.encode(`${s}\n`));
+
+async function connect(ip: string, port: number, timeoutMs: number): Promise<string> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), timeoutMs);
+  try {
+    const conn = await Promise.race([
+      Deno.connect({ hostname: ip, port }),
+      new Promise<never>((_, rej) =>
+        ac.signal.addEventListener("abort", () => rej(new Error("timeout")))
+      ),
+    ]);
+    conn.close();
+    return "ok";
+  } catch (e) {
+    return `fail ${e instanceof Error ? e.message.split("\n")[0] : e}`;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function serve(l: Deno.Listener): Promise<void> {
+  for await (const c of l) c.close();
+}
+
+let buf = "";
+const dec = new TextDecoder();
+for await (const chunk of Deno.stdin.readable) {
+  buf += dec.decode(chunk);
+  let nl;
+  while ((nl = buf.indexOf("\n")) >= 0) {
+    const [cmd, ...args] = buf.slice(0, nl).trim().split(/\s+/);
+    buf = buf.slice(nl + 1);
+    if (cmd === "listen") {
+      for (const p of args) serve(Deno.listen({ hostname: "0.0.0.0", port: Number(p) }));
+      out("ok");
+    } else if (cmd === "connect") {
+      connect(args[0], Number(args[1]), Number(args[2])).then(out);
+    } else out(`fail unknown command ${cmd}`);
+  }
+}
