@@ -5,8 +5,11 @@
  * only; the library is opened on first use by {@link openLibnftables}, so importing this
  * module needs no `--allow-ffi`.
  *
- * None of these symbols is `nonblocking`: a context opens its netlink socket in the network
- * namespace of the calling thread, which `setns` switched.
+ * Only {@link LIBNFTABLES_SYMBOLS}.`nft_ctx_free_deferred` is `nonblocking`: a context opens
+ * its netlink socket in the network namespace of the calling thread, which `setns` switched,
+ * so every other call stays on that thread; freeing a context (closing its socket) works
+ * from any thread, and after a commit it waits ≈ 15 ms for the kernel's deferred
+ * destruction of the replaced objects — time the caller need not spend.
  *
  * @module
  */
@@ -30,6 +33,16 @@ export const LIBNFTABLES_SYMBOLS = {
   nft_ctx_new: { parameters: ["u32"], result: "pointer" },
   /** `void nft_ctx_free(struct nft_ctx *ctx);` */
   nft_ctx_free: { parameters: ["pointer"], result: "void" },
+  /**
+   * `void nft_ctx_free(struct nft_ctx *ctx);` on a worker thread (returns a Promise): the
+   * socket close after a commit blocks until the kernel's transaction cleanup has run.
+   */
+  nft_ctx_free_deferred: {
+    name: "nft_ctx_free",
+    parameters: ["pointer"],
+    result: "void",
+    nonblocking: true,
+  },
   /** `void nft_ctx_output_set_flags(struct nft_ctx *ctx, unsigned int flags);` */
   nft_ctx_output_set_flags: { parameters: ["pointer", "u32"], result: "void" },
   /** `int nft_ctx_buffer_output(struct nft_ctx *ctx);` (0 on success) */

@@ -13,4 +13,6 @@ export * from "./ports.ts";
 export * from "./ruleset.ts";
 export * from "./engine.ts";
 export * from "./nft.ts";
+export * from "./runner.ts";
+export * from "./libnftables_runner.ts";
 export * from "./apply.ts";

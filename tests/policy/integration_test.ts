@@ -124,7 +124,10 @@ Deno.test({
       assert.deepEqual([...desired.pods.keys()], ["a/server"]);
       assert.deepEqual(desired.problems, []);
       const applier = new PolicyApplier(libnftablesRunner());
-      assert.equal(await applier.apply(p.server.path, desired.pods.get("a/server")!.ruleset), "full");
+      assert.equal(
+        await applier.apply(p.server.path, desired.pods.get("a/server")!.ruleset),
+        "full",
+      );
 
       await t.step("allowed peer passes, denied peer and other ports are dropped", async () => {
         assert.ok(await p.web.connects(srv, 80), "web → 80");
@@ -132,7 +135,9 @@ Deno.test({
         assert.ok(!(await p.other.connects(srv, 80)), "other → 80 dropped");
       });
       await t.step("ipBlock with except; endPort range", async () => {
-        for (const port of [8000, 8001, 8002]) assert.ok(await p.inBlock.connects(srv, port), `${port}`);
+        for (const port of [8000, 8001, 8002]) {
+          assert.ok(await p.inBlock.connects(srv, port), `${port}`);
+        }
         assert.ok(!(await p.inBlock.connects(srv, 8003)), "8003 is past endPort");
         assert.ok(!(await p.excepted.connects(srv, 8000)), "10.99.0.21 is in except");
       });
@@ -223,7 +228,8 @@ Deno.test({
       await t.step("apply timing: libnftables FFI vs nft -j -f - (full batch)", async () => {
         const rs = desired.pods.get("a/server")!.ruleset;
         const batch = JSON.stringify(renderRuleset(rs));
-        const runners = [libnftablesRunner(), nftProcessRunner()];
+        const lib = libnftablesRunner();
+        const runners = [lib, nftProcessRunner()];
         for (const r of runners) {
           const times: number[] = [];
           for (let i = 0; i < 25; i++) {
@@ -231,14 +237,34 @@ Deno.test({
             await r.run(p.server.path, batch);
             times.push(performance.now() - t0);
           }
-          console.log(`apply via ${r.name}: p50 ${p50(times).toFixed(2)} ms (25 applies, ${batch.length} bytes)`);
+          console.log(
+            `apply via ${r.name}: p50 ${
+              p50(times).toFixed(2)
+            } ms (25 applies, ${batch.length} bytes)`,
+          );
         }
+        const tFresh: number[] = [];
+        for (let i = 0; i < 21; i++) {
+          const fresh = libnftablesRunner();
+          const t0 = performance.now();
+          await fresh.run(p.server.path, batch);
+          tFresh.push(performance.now() - t0);
+          await fresh.close();
+        }
+        console.log(
+          `apply via libnftables, new context each time: p50 ${p50(tFresh).toFixed(2)} ms`,
+        );
+        await lib.close();
         const t0 = performance.now();
         for (let i = 0; i < 25; i++) computeDesiredPolicies(world({ app: "web" }));
-        console.log(`translation (engine + render): ${((performance.now() - t0) / 25).toFixed(3)} ms per run`);
+        console.log(
+          `translation (engine + render): ${((performance.now() - t0) / 25).toFixed(3)} ms per run`,
+        );
         // Same state whichever runner applied it.
-        assert.equal((await readRules(p.server.path, { runner: nftProcessRunner() }))?.length,
-          (await readRules(p.server.path))?.length);
+        assert.equal(
+          (await readRules(p.server.path, { runner: nftProcessRunner() }))?.length,
+          (await readRules(p.server.path))?.length,
+        );
         await removePolicy(p.server.path, { runner: nftProcessRunner() });
         assert.equal(await readRules(p.server.path), null);
       });

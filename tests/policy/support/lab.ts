@@ -97,7 +97,20 @@ export class Lab {
   async pod(tag: string, host: number): Promise<LabPod> {
     const ns = await this.scratch.netns(tag);
     const port = `p${this.#n++}`;
-    await ip("link", "add", port, "netns", this.#switch, "type", "veth", "peer", "name", "net1", "netns", ns);
+    await ip(
+      "link",
+      "add",
+      port,
+      "netns",
+      this.#switch,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "net1",
+      "netns",
+      ns,
+    );
     await ip("-n", this.#switch, "link", "set", port, "master", "br0", "up");
     await ip("-n", ns, "addr", "add", `10.99.0.${host}/24`, "dev", "net1");
     await ip("-n", ns, "addr", "add", `fd99::${host}/64`, "dev", "net1", "nodad");
