@@ -183,9 +183,9 @@ function buildDirection(
   const { resolver, pod, attachment, sets } = ctx;
   const rules: AllowRule[] = [];
   const prefix = `${dir === "ingress" ? "in" : "out"}_${attachment.ifName}_`;
-  let count = 0;
+  let group = 0; // one number per peer group; its v4 and v6 sets share it
   const newSet = (family: IpFamily, interval: boolean, elements: string[]): string => {
-    const name = `${prefix}${count++}_${family === "ipv4" ? "v4" : "v6"}`;
+    const name = `${prefix}${group}_${family === "ipv4" ? "v4" : "v6"}`;
     sets.push({ name, family, interval, elements });
     return name;
   };
@@ -212,6 +212,7 @@ function buildDirection(
             rules.push({ comment, set, port });
           }
         }
+        group++;
       });
     });
   }
@@ -268,8 +269,9 @@ function podRuleset(
   applicable: Compiled[],
 ): PodRuleset | null {
   const id = key(pod);
-  for (const c of applicable) {
-    if (!c.policy.spec) {
+  const invalid = new Set<Compiled>();
+  const reportInvalid = () => {
+    for (const c of invalid) {
       resolver.problems.push({
         reason: "InvalidPolicy",
         pod: id,
@@ -279,7 +281,7 @@ function podRuleset(
         }): its interfaces stay closed`,
       });
     }
-  }
+  };
   if (!pod.attachments) {
     resolver.problems.push({
       reason: "UnreadableNetworkStatus",
@@ -288,6 +290,8 @@ function podRuleset(
         LOCKDOWN_KEEP.join(", ")
       } is closed`,
     });
+    for (const c of applicable) if (!c.policy.spec) invalid.add(c);
+    reportInvalid();
     return { interfaces: [], sets: [], lockdown: { keep: [...LOCKDOWN_KEEP] } };
   }
   const sets: AddressSet[] = [];
@@ -297,6 +301,7 @@ function podRuleset(
     if (attachment.isDefault || interfaces.some((i) => i.ifName === attachment.ifName)) continue;
     const ps = applicable.filter((c) => covers(c, attachment));
     if (!ps.length) continue;
+    for (const c of ps) if (!c.policy.spec) invalid.add(c);
     const entry: InterfacePolicy = { ifName: attachment.ifName, network: attachment.network };
     const ctx = { resolver, pod, attachment, sets };
     for (const dir of ["ingress", "egress"] as const) {
@@ -306,6 +311,7 @@ function podRuleset(
     interfaces.push(entry);
   }
   if (!interfaces.length) return null;
+  reportInvalid();
   return { interfaces, sets: sets.sort((a, b) => (a.name < b.name ? -1 : 1)) };
 }
 

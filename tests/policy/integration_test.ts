@@ -20,7 +20,7 @@ import {
   removePolicy,
   renderRuleset,
 } from "../../lib/policy/mod.ts";
-import { isRoot } from "../support/netns.ts";
+import { ip, isRoot, sh } from "../support/netns.ts";
 import { Lab, type LabPod } from "./support/lab.ts";
 
 const root = isRoot();
@@ -270,6 +270,37 @@ Deno.test({
       });
     } finally {
       await lab.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name: "libnftables runner: a netns path reused by a new namespace gets a new context",
+  ignore: !root,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const name = `mft-reuse-${crypto.randomUUID().slice(0, 6)}`;
+    const runner = libnftablesRunner();
+    const rs = { interfaces: [], sets: [] };
+    try {
+      await ip("netns", "add", name);
+      await applyPolicy(name, rs, { runner });
+      assert.equal(runner.openContexts, 1);
+      assert.ok(await readRules(name, { runner }));
+      await ip("netns", "del", name);
+      await ip("netns", "add", name);
+      // Same path, new namespace: the table must be absent (not read from the old one)…
+      assert.equal(await readRules(name, { runner }), null);
+      // …and an apply lands in the new namespace.
+      await applyPolicy(name, rs, { runner });
+      const listed = await sh("ip", ["netns", "exec", name, "nft", "list", "tables"]);
+      assert.match(listed.stdout, /table inet manifold_mnp/);
+      await removePolicy(name, { runner });
+      assert.equal(runner.openContexts, 0, "released on removal");
+    } finally {
+      await runner.close();
+      await sh("ip", ["netns", "del", name]);
     }
   },
 });
