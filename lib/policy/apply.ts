@@ -108,7 +108,11 @@ export class PolicyApplier {
   readonly #runner: NftRunner;
   readonly #applied = new Map<string, PodRuleset>();
 
-  /** @param runner how batches reach the kernel (default libnftables) */
+  /**
+   * An applier with nothing applied yet.
+   *
+   * @param runner how batches reach the kernel (default libnftables)
+   */
   constructor(runner: NftRunner = libnftablesRunner()) {
     this.#runner = runner;
   }

@@ -11,8 +11,11 @@ export type IpFamily = "ipv4" | "ipv6";
 
 /** A parsed prefix: network address as a big integer (host bits cleared), length in bits. */
 export interface Prefix {
+  /** Address family. */
   family: IpFamily;
+  /** Network address (host bits clear), most significant bit first. */
   addr: bigint;
+  /** Prefix length in bits (0–32 or 0–128). */
   len: number;
 }
 

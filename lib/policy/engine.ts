@@ -33,9 +33,11 @@ export const LOCKDOWN_KEEP: readonly string[] = ["eth0", "lo"];
 
 /** Everything the engine reads (what the daemon watches). */
 export interface PolicyWorld {
+  /** Every MultiNetworkPolicy. */
   policies: readonly MultiNetworkPolicy[];
   /** All pods (peers are cluster-wide); local ones are chosen with `nodeName`. */
   pods: readonly PodInfo[];
+  /** Every Namespace (for `namespaceSelector`). */
   namespaces: readonly NamespaceInfo[];
 }
 
@@ -59,7 +61,9 @@ export interface PolicyProblem {
 
 /** A pod's desired ruleset. */
 export interface PodDesired {
+  /** The pod (its uid and name lead the daemon to its netns). */
   pod: PodInfo;
+  /** What to program in its netns. */
   ruleset: PodRuleset;
 }
 

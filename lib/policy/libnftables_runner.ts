@@ -41,7 +41,11 @@ export class LibnftablesRunner implements NftRunner {
   readonly #open = new Map<string, OpenContext>();
   readonly #pending = new Set<Promise<void>>();
 
-  /** @param path the shared object (default `libnftables.so.1`) */
+  /**
+   * A runner with no open context yet (the library loads on the first batch).
+   *
+   * @param path the shared object (default `libnftables.so.1`)
+   */
   constructor(path: string = LIBNFTABLES_PATH) {
     this.#path = path;
   }

@@ -12,6 +12,7 @@ export type L4Protocol = "tcp" | "udp" | "sctp";
 
 /** One port match: the protocol, and the destination port range (inclusive) when limited. */
 export interface PortMatch {
+  /** `tcp`, `udp` or `sctp`. */
   protocol: L4Protocol;
   /** First port; absent = every port of `protocol`. */
   from?: number;

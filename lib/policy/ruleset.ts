@@ -14,6 +14,7 @@ import type { PortMatch } from "./ports.ts";
 export interface AddressSet {
   /** Set name, unique in the pod's table, e.g. `"in_net1_0_v4"`. */
   name: string;
+  /** Address family (`ipv4_addr` or `ipv6_addr` set). */
   family: IpFamily;
   /** Interval set (`ipBlock` CIDRs) or plain addresses (pods). */
   interval: boolean;

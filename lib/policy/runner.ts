@@ -10,13 +10,19 @@ import { resolveNetnsPath } from "../netlink/mod.ts";
 
 /** A batch libnftables or `nft` refused; nothing of it was applied. */
 export class NftablesError extends Error {
+  /** libnftables' or nft's error text (which command, why). */
+  readonly output: string;
+
   /**
+   * A refused batch.
+   *
    * @param message what failed, e.g. `"nft_run_cmd_from_buffer failed"`
-   * @param output libnftables' error text (which command, why)
+   * @param output libnftables' error text
    */
-  constructor(message: string, readonly output: string) {
+  constructor(message: string, output: string) {
     super(output ? `${message}: ${output.trim()}` : message);
     this.name = "NftablesError";
+    this.output = output;
   }
 }
 
@@ -25,6 +31,8 @@ export interface NftRunner {
   /** `"libnftables"` or `"nft"`. */
   readonly name: string;
   /**
+   * Runs one batch (one transaction) in a network namespace.
+   *
    * @param netns a netns path or a name under `/var/run/netns`
    * @param batch the `{"nftables": [...]}` document as text
    * @returns libnftables' output (JSON text for `list`, else usually "")

@@ -26,13 +26,19 @@ export const NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status";
 
 /** Thrown when an object cannot even be identified (no name/namespace). */
 export class PolicyParseError extends Error {
+  /** The prettified zod error (or the JSON error). */
+  readonly details: string;
+
   /**
+   * An object that cannot be identified or decoded.
+   *
    * @param message what is wrong
    * @param details the prettified zod error
    */
-  constructor(message: string, readonly details: string) {
+  constructor(message: string, details: string) {
     super(message);
     this.name = "PolicyParseError";
+    this.details = details;
   }
 }
 
@@ -50,13 +56,28 @@ const requirement = z.object({
   { message: "In/NotIn need values, Exists/DoesNotExist take none" },
 );
 
-/** `metav1.LabelSelector`: matchLabels AND every matchExpressions requirement. */
-export const labelSelectorSchema = z.object({
+/** One `matchExpressions` requirement (`metav1.LabelSelectorRequirement`). */
+export interface LabelSelectorRequirement {
+  /** The label key. */
+  key: string;
+  /** How `values` apply. */
+  operator: "In" | "NotIn" | "Exists" | "DoesNotExist";
+  /** Non-empty for `In`/`NotIn`, empty or absent otherwise. */
+  values?: string[] | null;
+}
+
+/** A validated `metav1.LabelSelector`: matchLabels AND every requirement; `{}` selects all. */
+export interface LabelSelector {
+  /** Labels that must be present with these values. */
+  matchLabels?: Record<string, string> | null;
+  /** Requirements that must all hold. */
+  matchExpressions?: LabelSelectorRequirement[] | null;
+}
+
+const labelSelectorSchema = z.object({
   matchLabels: labels.nullish(),
   matchExpressions: z.array(requirement).nullish(),
 });
-/** A validated label selector; `{}` selects everything. */
-export type LabelSelector = z.infer<typeof labelSelectorSchema>;
 
 const ipBlock = z.object({
   cidr: z.union([z.cidrv4(), z.cidrv6()]),
@@ -72,8 +93,15 @@ const peer = z.object({
     p.ipBlock ? !p.podSelector && !p.namespaceSelector : !!(p.podSelector || p.namespaceSelector),
   { message: "a peer is either ipBlock or podSelector/namespaceSelector" },
 );
-/** One `from[]`/`to[]` entry of a rule. */
-export type PolicyPeer = z.infer<typeof peer>;
+/** One `from[]`/`to[]` entry of a rule: an `ipBlock`, or pod and/or namespace selectors. */
+export interface PolicyPeer {
+  /** Pods (in the policy's namespace unless `namespaceSelector` is given). */
+  podSelector?: LabelSelector | null;
+  /** Namespaces whose pods (matching `podSelector`, if given) are peers. */
+  namespaceSelector?: LabelSelector | null;
+  /** A CIDR (`"a.b.c.d/nn"` or IPv6) minus `except` CIDRs. */
+  ipBlock?: { cidr: string; except?: string[] | null } | null;
+}
 
 const port = z.object({
   protocol: z.enum(["TCP", "UDP", "SCTP"]).nullish(),
@@ -86,8 +114,15 @@ const port = z.object({
   (p) => p.endPort == null || (typeof p.port === "number" && p.endPort >= p.port),
   { message: "endPort needs a numeric port ≤ endPort" },
 );
-/** One `ports[]` entry: protocol (default TCP), port number or name, optional endPort. */
-export type PolicyPort = z.infer<typeof port>;
+/** One `ports[]` entry. */
+export interface PolicyPort {
+  /** Default `TCP`. */
+  protocol?: "TCP" | "UDP" | "SCTP" | null;
+  /** A number 1–65535 or a container port name (IANA_SVC_NAME); absent = all ports. */
+  port?: number | string | null;
+  /** Last port of a range starting at the numeric `port` (inclusive). */
+  endPort?: number | null;
+}
 
 const ingressRule = z.object({
   from: z.array(peer).nullish(),
@@ -98,15 +133,24 @@ const egressRule = z.object({
   ports: z.array(port).nullish(),
 });
 
-/** `spec` of a MultiNetworkPolicy (= NetworkPolicySpec). */
-export const policySpecSchema = z.object({
-  podSelector: labelSelectorSchema,
+const policySpecSchema = z.object({
+  podSelector: labelSelectorSchema.nullish().transform((s) => s ?? {}),
   policyTypes: z.array(z.enum(["Ingress", "Egress"])).nullish(),
   ingress: z.array(ingressRule).nullish(),
   egress: z.array(egressRule).nullish(),
 });
-/** A validated policy spec. */
-export type PolicySpec = z.infer<typeof policySpecSchema>;
+
+/** A validated `spec` of a MultiNetworkPolicy (= `networking.k8s.io/v1` NetworkPolicySpec). */
+export interface PolicySpec {
+  /** The pods of the policy's namespace it applies to (absent in the object = `{}`, all). */
+  podSelector: LabelSelector;
+  /** Directions it isolates; default Ingress, plus Egress when `egress` has rules. */
+  policyTypes?: ("Ingress" | "Egress")[] | null;
+  /** Allowed incoming traffic: peers (`from`) × `ports`. */
+  ingress?: { from?: PolicyPeer[] | null; ports?: PolicyPort[] | null }[] | null;
+  /** Allowed outgoing traffic: peers (`to`) × `ports`. */
+  egress?: { to?: PolicyPeer[] | null; ports?: PolicyPort[] | null }[] | null;
+}
 
 const meta = z.looseObject({
   name: z.string().min(1),
@@ -120,7 +164,9 @@ const namespaceMeta = z.looseObject({ name: z.string().min(1), labels: labels.nu
 
 /** A MultiNetworkPolicy as the engine uses it. */
 export interface MultiNetworkPolicy {
+  /** `metadata.namespace`. */
   namespace: string;
+  /** `metadata.name`. */
   name: string;
   /** The spec, or `null` when it is invalid (see `specError`). */
   spec: PolicySpec | null;
@@ -132,7 +178,9 @@ export interface MultiNetworkPolicy {
 
 /** A Namespace: name and labels. */
 export interface NamespaceInfo {
+  /** `metadata.name`. */
   name: string;
+  /** `metadata.labels` (`{}` when none). */
   labels: Record<string, string>;
 }
 
@@ -150,17 +198,25 @@ export interface PodAttachment {
 
 /** A named container port (`spec.containers[].ports[]`) for named-port resolution. */
 export interface ContainerPort {
+  /** The port's `name`. */
   name: string;
+  /** `containerPort`. */
   port: number;
+  /** `protocol` (default TCP). */
   protocol: "TCP" | "UDP" | "SCTP";
 }
 
 /** A Pod as the engine uses it. */
 export interface PodInfo {
+  /** `metadata.namespace`. */
   namespace: string;
+  /** `metadata.name`. */
   name: string;
+  /** `metadata.uid`. */
   uid?: string;
+  /** `spec.nodeName`: the node it runs on. */
   nodeName?: string;
+  /** `metadata.labels` (`{}` when none). */
   labels: Record<string, string>;
   /** Named container ports. */
   ports: ContainerPort[];

@@ -60,7 +60,7 @@ Deno.test("an invalid spec is kept with its error (the engine fails closed)", ()
     },
     { podSelector: {}, ingress: [{ from: [{}] }] },
     { podSelector: {}, policyTypes: ["Both"] },
-    {},
+    { podSelector: "all" },
   ];
   for (const spec of specs) {
     const p = parseMultiNetworkPolicy({ metadata: { name: "p", namespace: "a" }, spec });
@@ -68,6 +68,11 @@ Deno.test("an invalid spec is kept with its error (the engine fails closed)", ()
     assert.ok(p.specError, JSON.stringify(spec));
   }
   assert.throws(() => parseMultiNetworkPolicy({ metadata: { name: "p" } }), PolicyParseError);
+  const noSpec = parseMultiNetworkPolicy({ metadata: { name: "p", namespace: "a" } });
+  assert.equal(noSpec.spec, null, "no spec at all: invalid");
+  // An absent podSelector is the empty selector, as in NetworkPolicy.
+  const all = parseMultiNetworkPolicy({ metadata: { name: "p", namespace: "a" }, spec: {} });
+  assert.deepEqual(all.spec, { podSelector: {} });
   assert.throws(() => parseMultiNetworkPolicy(null), PolicyParseError);
 });
 
