@@ -197,28 +197,44 @@ function buildDirection(
     const spec = c.policy.spec;
     if (!spec) continue; // invalid: isolated, no allows (reported once per pod below)
     const list = (dir === "ingress" ? spec.ingress : spec.egress) ?? [];
-    list.forEach((rule, i) => {
-      const peers = (dir === "ingress"
-        ? (rule as { from?: PolicyPeer[] | null }).from
-        : (rule as { to?: PolicyPeer[] | null }).to) ?? [];
-      const ports = resolveRulePorts(resolver, { pod, policy: c.id, dir }, rule.ports);
-      const base = `${c.id} ${dir}[${i}]`;
-      if (!peers.length) {
-        for (const port of ports) {
-          rules.push({ comment: clip(base), port });
-        }
-        return;
-      }
-      peers.forEach((peer, j) => {
-        const comment = clip(`${base} ${dir === "ingress" ? "from" : "to"}[${j}]`);
-        for (const set of peerSets(resolver, { peer, c, attachment, newSet })) {
+    const mark = { rules: rules.length, sets: sets.length, group };
+    try {
+      list.forEach((rule, i) => {
+        const peers = (dir === "ingress"
+          ? (rule as { from?: PolicyPeer[] | null }).from
+          : (rule as { to?: PolicyPeer[] | null }).to) ?? [];
+        const ports = resolveRulePorts(resolver, { pod, policy: c.id, dir }, rule.ports);
+        const base = `${c.id} ${dir}[${i}]`;
+        if (!peers.length) {
           for (const port of ports) {
-            rules.push({ comment, set, port });
+            rules.push({ comment: clip(base), port });
           }
+          return;
         }
-        group++;
+        peers.forEach((peer, j) => {
+          const comment = clip(`${base} ${dir === "ingress" ? "from" : "to"}[${j}]`);
+          for (const set of peerSets(resolver, { peer, c, attachment, newSet })) {
+            for (const port of ports) {
+              rules.push({ comment, set, port });
+            }
+          }
+          group++;
+        });
       });
-    });
+    } catch (e) {
+      // Fail closed: none of this policy's allows on this interface, the drop stays.
+      rules.length = mark.rules;
+      sets.length = mark.sets;
+      group = mark.group;
+      resolver.problems.push({
+        reason: "TranslationFailed",
+        pod: key(pod),
+        policy: c.id,
+        message: `Cannot translate the ${dir} rules of ${c.id} for ${attachment.ifName} (${
+          e instanceof Error ? e.message : String(e)
+        }): its allows are left out, the interface stays closed`,
+      });
+    }
   }
   return rules;
 }

@@ -331,3 +331,32 @@ Deno.test("deterministic: input order does not change the output", () => {
   assert.equal(dump(a), dump(b));
   assert.deepEqual([...a.pods.keys()], ["a/db", "a/other", "a/web"]);
 });
+
+Deno.test("fail closed: a rule that cannot be translated drops that policy's allows only", () => {
+  const good = policy("a", "good", {
+    podSelector: { matchLabels: { app: "db" } },
+    ingress: [{ from: [{ ipBlock: { cidr: "10.9.0.0/16" } }] }],
+  });
+  // Built without the parser (as a future field or a parser gap would): a CIDR cidr.ts refuses.
+  const bad = {
+    ...good,
+    name: "bad",
+    spec: {
+      podSelector: {},
+      ingress: [
+        { from: [{ podSelector: {} }] },
+        { from: [{ ipBlock: { cidr: "fe80::1%eth0/64" } }] },
+      ],
+    },
+  };
+  const out = computeDesiredPolicies({ namespaces, pods: basePods(), policies: [good, bad] });
+  const rs = out.pods.get("a/db")!.ruleset;
+  assert.deepEqual(rs.interfaces[0].ingress!.map((r) => r.comment), ["a/good ingress[0] from[0]"]);
+  assert.deepEqual(rs.sets.map((s) => s.name), ["in_net1_0_v4"]);
+  assert.deepEqual(out.pods.get("a/web")!.ruleset.interfaces[0].ingress, [], "closed");
+  assert.ok(
+    out.problems.some((p) =>
+      p.reason === "TranslationFailed" && p.pod === "a/db" && p.policy === "a/bad"
+    ),
+  );
+});
