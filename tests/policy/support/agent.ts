@@ -4,9 +4,13 @@
  *
  * - `listen PORT…` → TCP listeners on 0.0.0.0 that accept and close; answers `ok`.
  * - `connect IP PORT TIMEOUT_MS` → a TCP connect; answers `ok` or `fail <reason>`.
+ * - `udp-listen PORT…` → UDP echo servers on 0.0.0.0; answers `ok`.
+ * - `udp IP PORT TIMEOUT_MS` → one datagram, `ok` when the echo comes back in time.
  *
  * @module
  */
+
+import dgram from "node:dgram";
 
 const enc = new TextEncoder();
 const out = (s: string) => Deno.stdout.writeSync(enc.encode(`${s}\n`));
@@ -30,6 +34,27 @@ async function connect(ip: string, port: number, timeoutMs: number): Promise<str
   }
 }
 
+function udpEcho(port: number): Promise<void> {
+  const sock = dgram.createSocket("udp4");
+  sock.on("message", (msg, rinfo) => sock.send(msg, rinfo.port, rinfo.address));
+  return new Promise((resolve) => sock.bind(port, "0.0.0.0", () => resolve()));
+}
+
+function udpPing(ip: string, port: number, timeoutMs: number): Promise<string> {
+  const sock = dgram.createSocket(ip.includes(":") ? "udp6" : "udp4");
+  return new Promise((resolve) => {
+    const done = (r: string) => {
+      clearTimeout(timer);
+      sock.close();
+      resolve(r);
+    };
+    const timer = setTimeout(() => done("fail timeout"), timeoutMs);
+    sock.on("message", () => done("ok"));
+    sock.on("error", (e) => done(`fail ${e.message}`));
+    sock.send("ping", port, ip);
+  });
+}
+
 async function serve(l: Deno.Listener): Promise<void> {
   for await (const c of l) c.close();
 }
@@ -47,6 +72,10 @@ for await (const chunk of Deno.stdin.readable) {
       out("ok");
     } else if (cmd === "connect") {
       connect(args[0], Number(args[1]), Number(args[2])).then(out);
+    } else if (cmd === "udp-listen") {
+      Promise.all(args.map((p) => udpEcho(Number(p)))).then(() => out("ok"));
+    } else if (cmd === "udp") {
+      udpPing(args[0], Number(args[1]), Number(args[2])).then(out);
     } else out(`fail unknown command ${cmd}`);
   }
 }

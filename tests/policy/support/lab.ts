@@ -53,6 +53,17 @@ export class LabPod {
     return (await this.#ask(`connect ${ip} ${port} ${timeoutMs}`)) === "ok";
   }
 
+  /** Starts UDP echo servers on `ports`. */
+  async udpListen(...ports: number[]): Promise<void> {
+    const r = await this.#ask(`udp-listen ${ports.join(" ")}`);
+    if (r !== "ok") throw new Error(r);
+  }
+
+  /** Whether a UDP datagram to `ip`:`port` is echoed back within `timeoutMs`. */
+  async udpEchoes(ip: string, port: number, timeoutMs = 300): Promise<boolean> {
+    return (await this.#ask(`udp ${ip} ${port} ${timeoutMs}`)) === "ok";
+  }
+
   /** Stops the agent. */
   async close(): Promise<void> {
     await this.#writer.close().catch(() => {});
