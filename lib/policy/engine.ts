@@ -122,40 +122,73 @@ function covers(c: Compiled, a: PodAttachment): boolean {
   return c.networks === "secondary" ? !a.isDefault : c.networks.includes(a.network);
 }
 
+/** A pod's parsed addresses on one network. */
+interface Member {
+  pod: PodInfo;
+  addrs: { family: IpFamily; text: string; value: bigint }[];
+}
+
 /** Per-computation context: indexes and the problem sink. */
 class Resolver {
-  readonly nsLabels: Map<string, Record<string, string>>;
   readonly problems: PolicyProblem[];
-  readonly #pods: readonly PodInfo[];
+  readonly #nsLabels: Map<string, Record<string, string>>;
+  /** Pods with their parsed addresses, per network; unreadable pods under `null`. */
+  readonly #byNetwork = new Map<string | null, Member[]>();
+  readonly #memo = new WeakMap<PolicyPeer, Map<string, Record<IpFamily, string[]>>>();
   #warnedPeers = new Set<string>();
 
   constructor(world: PolicyWorld, problems: PolicyProblem[]) {
-    this.nsLabels = new Map(world.namespaces.map((n) => [n.name, n.labels]));
-    this.#pods = world.pods;
+    this.#nsLabels = new Map(world.namespaces.map((n) => [n.name, n.labels]));
     this.problems = problems;
-  }
-
-  /** Addresses on `network` of the pods a selector peer names, split by family. */
-  peerAddresses(peer: PolicyPeer, policyNs: string, network: string): Record<IpFamily, string[]> {
-    const out: Record<IpFamily, Set<string>> = { ipv4: new Set(), ipv6: new Set() };
-    for (const pod of this.#pods) {
+    const add = (net: string | null, m: Member) => {
+      const list = this.#byNetwork.get(net);
+      if (list) list.push(m);
+      else this.#byNetwork.set(net, [m]);
+    };
+    for (const pod of world.pods) {
       if (pod.finished) continue;
-      if (peer.namespaceSelector) {
-        const labels = this.nsLabels.get(pod.namespace);
-        if (!labels || !matchesSelector(peer.namespaceSelector, labels)) continue;
-      } else if (pod.namespace !== policyNs) continue;
-      if (peer.podSelector && !matchesSelector(peer.podSelector, pod.labels)) continue;
       if (!pod.attachments) {
-        this.#warnPeer(pod);
+        add(null, { pod, addrs: [] });
         continue;
       }
       for (const a of pod.attachments) {
-        if (a.network !== network) continue;
-        for (const ip of a.ips) {
-          const p = parseIp(ip);
-          if (p) out[p.family].add(canonicalIp(ip)!);
-        }
+        const addrs = a.ips.flatMap((text) => {
+          const p = parseIp(text);
+          return p ? [{ family: p.family, text: canonicalIp(text)!, value: p.addr }] : [];
+        });
+        add(a.network, { pod, addrs });
       }
+    }
+  }
+
+  /**
+   * Addresses on `network` of the pods a selector peer names, split by family, sorted;
+   * memoised per peer object and network (every local pod a policy selects shares them).
+   */
+  peerAddresses(peer: PolicyPeer, policyNs: string, network: string): Record<IpFamily, string[]> {
+    let byNet = this.#memo.get(peer);
+    if (!byNet) this.#memo.set(peer, byNet = new Map());
+    let found = byNet.get(network);
+    if (!found) byNet.set(network, found = this.#resolve(peer, policyNs, network));
+    return found;
+  }
+
+  #names(peer: PolicyPeer, policyNs: string, pod: PodInfo): boolean {
+    if (peer.namespaceSelector) {
+      const labels = this.#nsLabels.get(pod.namespace);
+      if (!labels || !matchesSelector(peer.namespaceSelector, labels)) return false;
+    } else if (pod.namespace !== policyNs) return false;
+    return !peer.podSelector || matchesSelector(peer.podSelector, pod.labels);
+  }
+
+  #resolve(peer: PolicyPeer, policyNs: string, network: string): Record<IpFamily, string[]> {
+    for (const { pod } of this.#byNetwork.get(null) ?? []) {
+      if (this.#names(peer, policyNs, pod)) this.#warnPeer(pod);
+    }
+    const out: Record<IpFamily, Map<string, bigint>> = { ipv4: new Map(), ipv6: new Map() };
+    for (const m of this.#byNetwork.get(network) ?? []) {
+      if (!this.#names(peer, policyNs, m.pod)) continue;
+      for (const a of m.addrs) out[a.family].set(a.text, a.value);
     }
     return { ipv4: sortIps(out.ipv4), ipv6: sortIps(out.ipv6) };
   }
@@ -172,10 +205,8 @@ class Resolver {
   }
 }
 
-function sortIps(ips: Set<string>): string[] {
-  return [...ips].map((s) => ({ s, v: parseIp(s)!.addr })).sort((a, b) =>
-    a.v < b.v ? -1 : a.v > b.v ? 1 : 0
-  ).map((x) => x.s);
+function sortIps(ips: Map<string, bigint>): string[] {
+  return [...ips].sort((a, b) => (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0)).map(([s]) => s);
 }
 
 /** Builds one interface's rules of one direction; sets are appended to `sets`. */
