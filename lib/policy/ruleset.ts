@@ -57,3 +57,15 @@ export interface PodRuleset {
    */
   lockdown?: { keep: string[] };
 }
+
+/** Something that made a ruleset narrower than the policy text (→ a Warning event). */
+export interface PolicyProblem {
+  /** Machine-readable reason, e.g. `"InvalidPolicy"`, `"UnreadableNetworkStatus"`. */
+  reason: string;
+  /** Sentence-case message for the event. */
+  message: string;
+  /** The local pod concerned (`ns/name`), when there is one. */
+  pod?: string;
+  /** The policy concerned (`ns/name`), when there is one. */
+  policy?: string;
+}
