@@ -203,6 +203,20 @@ Deno.test({
         assert.deepEqual((set!.set as { elem: unknown[] }).elem, ["10.99.0.11"]);
       });
 
+      await t.step("namespace label change moves a namespace's pods out and back", async () => {
+        const w = world({ app: "other" });
+        const relabelled = [namespaces[0], parseNamespace({ metadata: { name: "b", labels: {} } })];
+        const d = computeDesiredPolicies({ ...w, namespaces: relabelled }, { nodeName: "node1" });
+        assert.equal(await applier.apply(p.server.path, d.pods.get("a/server")!.ruleset), "sets");
+        assert.ok(!(await p.fromB.connects(srv, 9000)), "ns b no longer team=b");
+        const back = computeDesiredPolicies(w, { nodeName: "node1" });
+        assert.equal(
+          await applier.apply(p.server.path, back.pods.get("a/server")!.ruleset),
+          "sets",
+        );
+        assert.ok(await p.fromB.connects(srv, 9000), "back in");
+      });
+
       await t.step("egress policy: only the allowed destination", async () => {
         const egress = {
           metadata: {
