@@ -1,8 +1,9 @@
 /**
  * MultiNetworkPolicy on secondary networks → nftables in each pod's network namespace.
  * `types.ts` validates the watched objects, `engine.ts` computes each local pod's
- * {@link PodRuleset} (pure), `nft.ts` renders it as a libnftables JSON batch and `apply.ts`
- * programs it atomically. The resident daemon feeds the engine and calls the applier.
+ * {@link PodRuleset} (pure), `nft.ts` renders it as a libnftables JSON batch, `apply.ts`
+ * programs it atomically, and `reconcile.ts` ties them together for the resident daemon:
+ * it feeds watched objects to a {@link PolicyReconciler} and calls `sync()`.
  *
  * @module
  */
@@ -16,3 +17,4 @@ export * from "./nft.ts";
 export * from "./runner.ts";
 export * from "./libnftables_runner.ts";
 export * from "./apply.ts";
+export * from "./reconcile.ts";

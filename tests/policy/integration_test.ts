@@ -15,6 +15,7 @@ import {
   parseNamespace,
   parsePod,
   PolicyApplier,
+  PolicyReconciler,
   type PolicyWorld,
   readRules,
   removePolicy,
@@ -265,6 +266,67 @@ Deno.test({
         await applyPolicy(p.web.path, d.pods.get("a/web")!.ruleset);
         assert.ok(!(await p.web.connects(p.inBlock.ip4, 80)), "net1 closed");
         await removePolicy(p.web.path);
+      });
+
+      await t.step("reconciler: policy changes → kernel, p50 over 20 syncs", async () => {
+        const netns = new Map([
+          ["a/server", p.server.path],
+          ["a/web", p.web.path],
+          ["a/other", p.other.path],
+        ]);
+        const runner = libnftablesRunner();
+        const r = new PolicyReconciler({
+          nodeName: "node1",
+          applier: new PolicyApplier(runner),
+          netnsOf: (x) => netns.get(`${x.namespace}/${x.name}`),
+        });
+        try {
+          for (const n of ["a", "b"]) {
+            r.upsertNamespace({ metadata: { name: n, labels: { team: n } } });
+          }
+          r.upsertPod(podObject("server", "a", { app: "db" }, "10.99.0.10"));
+          r.upsertPod(podObject("web", "a", { app: "web" }, "10.99.0.11"));
+          r.upsertPod(podObject("other", "a", { app: "other" }, "10.99.0.12"));
+          const policyWithPort = (port: number) => ({
+            metadata: {
+              name: "srv",
+              namespace: "a",
+              annotations: { "k8s.v1.cni.cncf.io/policy-for": "net1" },
+            },
+            spec: {
+              podSelector: { matchLabels: { app: "db" } },
+              ingress: [{
+                from: [{ podSelector: { matchLabels: { app: "web" } } }],
+                ports: [{ port }],
+              }],
+            },
+          });
+          const times: number[] = [];
+          for (let i = 0; i < 20; i++) {
+            const port = i % 2 ? 81 : 80;
+            r.upsertPolicy(policyWithPort(port));
+            const rep = await r.sync();
+            times.push(rep.durationMs);
+            assert.deepEqual(rep.problems, []);
+            assert.equal(rep.applied[0].mode, "full", "a port change rewrites the rules");
+            if (i < 2) {
+              assert.ok(await p.web.connects(srv, port), `web → ${port}`);
+              assert.ok(
+                !(await p.web.connects(srv, port === 80 ? 81 : 80)),
+                "the other port closed",
+              );
+            }
+          }
+          console.log(
+            `policy change → kernel (reconciler sync, full batch): p50 ${p50(times).toFixed(2)} ms`,
+          );
+          r.deletePolicy("a", "srv");
+          const rep = await r.sync();
+          assert.deepEqual(rep.removed.map((x) => x.pod), ["a/server"]);
+          assert.ok(await p.other.connects(srv, 80, 1000), "open again");
+        } finally {
+          await runner.close();
+        }
       });
 
       await t.step("policy removal restores traffic", async () => {
