@@ -338,12 +338,16 @@ function openSocketIn(options: OpenNetlinkSocketOptions): NetlinkSocket {
  *
  * @param netns a path (`/var/run/netns/x`, `/proc/<pid>/ns/net`) or a name under `/var/run/netns`
  * @param fn the synchronous work to do inside the namespace
- * @param logger where the fatal "cannot switch back" error goes
+ * @param logger where the fatal "cannot switch back" error goes (a `Logger`)
  * @returns what `fn` returns
  * @throws {NetnsError} when the namespace cannot be opened or entered (CNI code 8 at the caller);
  *   whatever `fn` throws
  */
-export function withNetns<T>(netns: string, fn: () => T, logger: Logger = nullLogger): T {
+export function withNetns<T>(
+  netns: string,
+  fn: () => T,
+  logger: { error(msg: string, fields?: Record<string, unknown>): void } = nullLogger,
+): T {
   const libc = openLibc();
   const path = resolveNetnsPath(netns);
   const target = libc.symbols.open(cString(path), O_RDONLY_CLOEXEC);

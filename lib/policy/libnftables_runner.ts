@@ -19,6 +19,7 @@ import {
   NFT_CTX_OUTPUT_JSON,
   openLibnftables,
 } from "../../native/libnftables.ts";
+import type { Logger } from "../log/mod.ts";
 import { resolveNetnsPath, withNetns } from "../netlink/mod.ts";
 import { NftablesError, type NftRunner } from "./runner.ts";
 
@@ -37,6 +38,7 @@ export class LibnftablesRunner implements NftRunner {
   /** Always `"libnftables"`. */
   readonly name = "libnftables";
   readonly #path: string;
+  readonly #logger: Logger | undefined;
   #lib: Libnftables | undefined;
   readonly #open = new Map<string, OpenContext>();
   readonly #pending = new Set<Promise<void>>();
@@ -45,9 +47,11 @@ export class LibnftablesRunner implements NftRunner {
    * A runner with no open context yet (the library loads on the first batch).
    *
    * @param path the shared object (default `libnftables.so.1`)
+   * @param logger where a fatal "cannot switch back to the original netns" goes
    */
-  constructor(path: string = LIBNFTABLES_PATH) {
+  constructor(path: string = LIBNFTABLES_PATH, logger?: Logger) {
     this.#path = path;
+    this.#logger = logger;
   }
 
   /**
@@ -100,7 +104,7 @@ export class LibnftablesRunner implements NftRunner {
         );
       }
       return out;
-    });
+    }, this.#logger);
   }
 
   /**
@@ -136,8 +140,12 @@ export class LibnftablesRunner implements NftRunner {
  * file's inode).
  *
  * @param path the shared object (default `libnftables.so.1`, package `libnftables1`)
+ * @param logger where a fatal "cannot switch back to the original netns" goes
  * @returns the runner; `close()` it when done
  */
-export function libnftablesRunner(path: string = LIBNFTABLES_PATH): LibnftablesRunner {
-  return new LibnftablesRunner(path);
+export function libnftablesRunner(
+  path: string = LIBNFTABLES_PATH,
+  logger?: Logger,
+): LibnftablesRunner {
+  return new LibnftablesRunner(path, logger);
 }
