@@ -28,7 +28,9 @@ const root = isRoot();
 
 function podObject(name: string, ns: string, labels: Record<string, string>, ip?: string) {
   const status = [{ name: "cbr0", interface: "eth0", ips: ["10.244.0.9"], default: true }];
-  if (ip) status.push({ name: "a/net1", interface: "net1", ips: [ip], default: false });
+  // The lab gives 10.99.0.N and fd99::N on net1.
+  const v6 = ip && `fd99::${ip.split(".")[3]}`;
+  if (ip) status.push({ name: "a/net1", interface: "net1", ips: [ip, v6!], default: false });
   return {
     metadata: {
       name,
@@ -140,6 +142,13 @@ Deno.test({
         assert.ok(!(await p.web.connects(srv, 81)), "web → 81 dropped");
         assert.ok(!(await p.other.connects(srv, 80)), "other → 80 dropped");
       });
+      await t.step("IPv6: peers by address family, neighbour discovery passes", async () => {
+        const srv6 = p.server.ip6;
+        assert.ok(await p.web.connects(srv6, 80, 1000), "web → [fd99::10]:80");
+        assert.ok(!(await p.other.connects(srv6, 80)), "other → [fd99::10]:80 dropped");
+        assert.ok(!(await p.web.connects(srv6, 81)), "web → [fd99::10]:81 dropped");
+      });
+
       await t.step("ipBlock with except; endPort range", async () => {
         for (const port of [8000, 8001, 8002]) {
           assert.ok(await p.inBlock.connects(srv, port), `${port}`);

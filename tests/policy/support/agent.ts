@@ -2,7 +2,7 @@
  * A traffic agent run inside a test network namespace (`ip netns exec NS deno run
  * --allow-net agent.ts`): reads commands from stdin, one per line, answers one line each.
  *
- * - `listen PORT…` → TCP listeners on 0.0.0.0 that accept and close; answers `ok`.
+ * - `listen PORT…` → TCP listeners on `::` (IPv4 and IPv6) that accept and close; answers `ok`.
  * - `connect IP PORT TIMEOUT_MS` → a TCP connect; answers `ok` or `fail <reason>`.
  * - `udp-listen PORT…` → UDP echo servers on 0.0.0.0; answers `ok`.
  * - `udp IP PORT TIMEOUT_MS` → one datagram, `ok` when the echo comes back in time.
@@ -68,7 +68,7 @@ for await (const chunk of Deno.stdin.readable) {
     const [cmd, ...args] = buf.slice(0, nl).trim().split(/\s+/);
     buf = buf.slice(nl + 1);
     if (cmd === "listen") {
-      for (const p of args) serve(Deno.listen({ hostname: "0.0.0.0", port: Number(p) }));
+      for (const p of args) serve(Deno.listen({ hostname: "::", port: Number(p) }));
       out("ok");
     } else if (cmd === "connect") {
       connect(args[0], Number(args[1]), Number(args[2])).then(out);
