@@ -296,7 +296,7 @@ export class KubeApiServer {
   }
 
   #startEtcd(): Daemon {
-    const { etcd, etcdPeer } = this.ports;
+    const { etcdPeer } = this.ports;
     const peer = `http://127.0.0.1:${etcdPeer}`;
     return new Daemon("etcd", [
       "--name=envtest",
@@ -376,7 +376,10 @@ export async function startKubeApiServer(opts: StartOptions = {}): Promise<KubeA
       groups: u.groups ?? [],
       token: u.token ?? randomToken(),
     }));
-    const rows = [{ name: "envtest-admin", groups: ["system:masters"], token: adminToken }, ...users]
+    const rows = [
+      { name: "envtest-admin", groups: ["system:masters"], token: adminToken },
+      ...users,
+    ]
       .map((u, i) => `${u.token},${u.name},uid-${i},"${u.groups.join(",")}"`);
     await Deno.writeTextFile(`${dir}/tokens.csv`, rows.join("\n") + "\n", { mode: 0o600 });
     const ports = { api: freePort(), etcd: freePort(), etcdPeer: freePort() };

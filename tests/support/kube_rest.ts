@@ -22,7 +22,12 @@ export interface RawAnswer {
 
 /** A failed request (status ≥ 400), with the server's `Status` reason and message. */
 export class KubeRestError extends Error {
-  constructor(readonly status: number, readonly method: string, readonly path: string, body: unknown) {
+  constructor(
+    readonly status: number,
+    readonly method: string,
+    readonly path: string,
+    body: unknown,
+  ) {
     const b = body as { reason?: string; message?: string } | string;
     super(
       `${method} ${path}: ${status} ${
@@ -157,7 +162,10 @@ export class KubeRest {
   ): Promise<KubeObject> {
     const path = objectPath(ref.apiVersion, ref.kind, ref.namespace, ref.name) +
       (subresource ? `/${subresource}` : "");
-    return this.request("PATCH", path, { body: patch, contentType: "application/merge-patch+json" });
+    return this.request("PATCH", path, {
+      body: patch,
+      contentType: "application/merge-patch+json",
+    });
   }
 
   /** Deletes one object with grace period 0; a missing object is fine. */
@@ -264,7 +272,10 @@ export class KubeRest {
   /** Events of the namespace about `involvedName` (`kubectl get events --field-selector`). */
   async events(namespace: string, involvedName: string): Promise<KubeObject[]> {
     const sel = encodeURIComponent(`involvedObject.name=${involvedName}`);
-    const r = await this.request("GET", `/api/v1/namespaces/${namespace}/events?fieldSelector=${sel}`);
+    const r = await this.request(
+      "GET",
+      `/api/v1/namespaces/${namespace}/events?fieldSelector=${sel}`,
+    );
     return r.items;
   }
 }
