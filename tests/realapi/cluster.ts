@@ -12,7 +12,7 @@ import { parseAllDocuments } from "yaml";
 import type { KubeApiServer } from "../support/kube_apiserver.ts";
 import { type KubeObject, type KubeRest, NAD_CRD } from "../support/kube_rest.ts";
 import { Scratch } from "../support/netns.ts";
-import { k8sArgs, type PluginCall, runPlugin } from "../support/plugin.ts";
+import { k8sArgs, MANIFOLD, type PluginCall, runPlugin } from "../support/plugin.ts";
 import { type Node, node, type NodeOptions } from "../support/world.ts";
 
 export const POD = "web-0";
@@ -119,4 +119,43 @@ export async function done(w: RealWorld): Promise<void> {
 export function networkStatus(pod: KubeObject): Record<string, unknown>[] | undefined {
   const text = pod.metadata?.annotations?.["k8s.v1.cni.cncf.io/network-status"];
   return text === undefined ? undefined : JSON.parse(text);
+}
+
+/** A running `manifold mirror` process (scripts/manifold, as the DaemonSet runs it). */
+export interface MirrorProcess {
+  child: Deno.ChildProcess;
+  /** `<dir>/<namespace>/<name>.json` (README "manifold mirror"). */
+  file(namespace: string, name: string): string;
+  /** `<dir>/.mirror.json`. */
+  stateFile: string;
+  /** SIGTERM, then the exit code and stderr (JSON log lines). */
+  stop(): Promise<{ code: number; stderr: string }>;
+}
+
+/** Starts `manifold mirror --dir <dir> --kubeconfig <kubeconfig>`; always `stop()` it. */
+export function startMirror(dir: string, kubeconfig: string): MirrorProcess {
+  const child = new Deno.Command(MANIFOLD, {
+    args: ["mirror", "--dir", dir, "--kubeconfig", kubeconfig, "--log-level", "debug"],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const output = child.output();
+  let stopped: Promise<{ code: number; stderr: string }> | undefined;
+  return {
+    child,
+    file: (ns, name) => `${dir}/${ns}/${name}.json`,
+    stateFile: `${dir}/.mirror.json`,
+    stop() {
+      stopped ??= (async () => {
+        try {
+          child.kill("SIGCONT");
+          child.kill("SIGTERM");
+        } catch { /* already gone */ }
+        const out = await output;
+        return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+      })();
+      return stopped;
+    },
+  };
 }

@@ -45,6 +45,17 @@ export interface StartOptions {
   extraArgs?: string[];
   /** Bound on reaching `/readyz`, ms; default 60 000. */
   readyTimeoutMs?: number;
+  /** Write an audit log (level Metadata, ResponseComplete) readable with `auditEvents()`. */
+  audit?: boolean;
+}
+
+/** One audit record (`audit.k8s.io/v1` Event, level Metadata), the fields tests read. */
+export interface AuditEvent {
+  verb: string;
+  requestURI: string;
+  user: { username: string; groups?: string[] };
+  objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string };
+  responseStatus?: { code: number };
 }
 
 /** The binary named by `MANIFOLD_KUBE_APISERVER` when it and `etcd` are usable, else undefined. */
@@ -206,6 +217,15 @@ export class KubeApiServer {
       "current-context": "envtest",
     };
     await Deno.writeTextFile(path, JSON.stringify(doc, null, 2), { mode: 0o600 });
+  }
+
+  /** The audit log so far (empty unless started with `audit: true`). */
+  async auditEvents(): Promise<AuditEvent[]> {
+    let text = "";
+    try {
+      text = await Deno.readTextFile(`${this.dir}/audit.log`);
+    } catch { /* none yet */ }
+    return text.split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
   }
 
   /** Starts etcd (once) and kube-apiserver, and waits for `/readyz`. */
@@ -382,6 +402,21 @@ export async function startKubeApiServer(opts: StartOptions = {}): Promise<KubeA
     ]
       .map((u, i) => `${u.token},${u.name},uid-${i},"${u.groups.join(",")}"`);
     await Deno.writeTextFile(`${dir}/tokens.csv`, rows.join("\n") + "\n", { mode: 0o600 });
+    const extraArgs = [...opts.extraArgs ?? []];
+    if (opts.audit) {
+      const policy = {
+        apiVersion: "audit.k8s.io/v1",
+        kind: "Policy",
+        omitStages: ["RequestReceived"],
+        rules: [{ level: "Metadata" }],
+      };
+      await Deno.writeTextFile(`${dir}/audit-policy.json`, JSON.stringify(policy));
+      extraArgs.push(
+        `--audit-policy-file=${dir}/audit-policy.json`,
+        `--audit-log-path=${dir}/audit.log`,
+        "--audit-log-mode=blocking",
+      );
+    }
     const ports = { api: freePort(), etcd: freePort(), etcdPeer: freePort() };
     api = new KubeApiServer(
       dir,
@@ -390,7 +425,7 @@ export async function startKubeApiServer(opts: StartOptions = {}): Promise<KubeA
       users,
       ports,
       binary,
-      opts.extraArgs ?? [],
+      extraArgs,
     );
     await api.start(opts.readyTimeoutMs);
     api.bootMs = Math.round(performance.now() - began);
