@@ -128,8 +128,8 @@ export interface MirrorProcess {
   file(namespace: string, name: string): string;
   /** `<dir>/.mirror.json`. */
   stateFile: string;
-  /** SIGTERM, then the exit code and stderr (JSON log lines). */
-  stop(): Promise<{ code: number; stderr: string }>;
+  /** SIGTERM, then the exit code, stderr (JSON log lines) and ms from SIGTERM to exit. */
+  stop(): Promise<{ code: number; stderr: string; ms: number }>;
 }
 
 /** Starts `manifold mirror --dir <dir> --kubeconfig <kubeconfig>`; always `stop()` it. */
@@ -141,19 +141,24 @@ export function startMirror(dir: string, kubeconfig: string): MirrorProcess {
     stderr: "piped",
   }).spawn();
   const output = child.output();
-  let stopped: Promise<{ code: number; stderr: string }> | undefined;
+  let stopped: Promise<{ code: number; stderr: string; ms: number }> | undefined;
   return {
     child,
     file: (ns, name) => `${dir}/${ns}/${name}.json`,
     stateFile: `${dir}/.mirror.json`,
     stop() {
       stopped ??= (async () => {
+        const t0 = performance.now();
         try {
           child.kill("SIGCONT");
           child.kill("SIGTERM");
         } catch { /* already gone */ }
         const out = await output;
-        return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+        return {
+          code: out.code,
+          stderr: new TextDecoder().decode(out.stderr),
+          ms: Math.round(performance.now() - t0),
+        };
       })();
       return stopped;
     },

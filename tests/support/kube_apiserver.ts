@@ -257,12 +257,16 @@ export class KubeApiServer {
   /**
    * Stops kube-apiserver and starts it again on the same port with the same flags (etcd and
    * its data stay): clients see their connections and watches drop.
-   * @param downMs how long to stay down before starting again.
+   *
+   * SIGTERM stops its listener at once, but its graceful shutdown then waits for open
+   * watches to end (up to a minute); after `graceMs` it is killed.
+   * @param opts `downMs`: how long to stay down before starting again (default 0);
+   *   `graceMs`: SIGTERM → SIGKILL delay (default 1000).
    */
-  async restartApiServer(downMs = 0): Promise<void> {
-    await this.#apiserver?.stop();
+  async restartApiServer(opts: { downMs?: number; graceMs?: number } = {}): Promise<void> {
+    await this.#apiserver?.stop(opts.graceMs ?? 1000);
     this.admin.close();
-    if (downMs) await new Promise((r) => setTimeout(r, downMs));
+    if (opts.downMs) await new Promise((r) => setTimeout(r, opts.downMs));
     await this.start();
   }
 
