@@ -7,12 +7,11 @@
 
 import assert from "node:assert/strict";
 import { realApiSuite } from "../support/kube_apiserver.ts";
-import { ipJson, isRoot, linkNames } from "../support/netns.ts";
+import { ipJson, linkNames } from "../support/netns.ts";
 import { expectOk } from "../support/world.ts";
 import { done, networkStatus, POD, realWorld } from "./cluster.ts";
 
-const suite = realApiSuite();
-const ignore = suite.ignore || !isRoot();
+const suite = realApiSuite({ root: true });
 
 const SELECTION = JSON.stringify([
   { name: "bridge-net" },
@@ -22,12 +21,7 @@ const SELECTION = JSON.stringify([
 
 const DNS = { nameservers: ["10.96.0.10"], domain: "tenant.svc", search: ["tenant.svc"] };
 
-function test(name: string, fn: Parameters<typeof suite.test>[1]) {
-  if (ignore) Deno.test({ name, ignore: true, fn() {} });
-  else suite.test(name, fn);
-}
-
-test("ADD → CHECK → DEL → DEL: default + 3 NADs, network-status read back from the server", async (api) => {
+suite.test("ADD → CHECK → DEL → DEL: default + 3 NADs, network-status read back from the server", async (api) => {
   const w = await realWorld(api, {
     annotations: { "k8s.v1.cni.cncf.io/networks": SELECTION },
     extraNads: (n) => ({
@@ -94,7 +88,7 @@ test("ADD → CHECK → DEL → DEL: default + 3 NADs, network-status read back 
   }
 });
 
-test("a failed ADD posts ErrorAddingNetwork, readable with a fieldSelector list", async (api) => {
+suite.test("a failed ADD posts ErrorAddingNetwork, readable with a fieldSelector list", async (api) => {
   const w = await realWorld(api, {
     annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net, broken-net" },
     extraNads: () => ({
@@ -125,7 +119,7 @@ test("a failed ADD posts ErrorAddingNetwork, readable with a fieldSelector list"
   }
 });
 
-test('events "all": a healthy ADD posts AddedInterface per attachment', async (api) => {
+suite.test('events "all": a healthy ADD posts AddedInterface per attachment', async (api) => {
   const w = await realWorld(api, {
     annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net" },
     conf: { events: "all" },
@@ -147,4 +141,4 @@ test('events "all": a healthy ADD posts AddedInterface per attachment', async (a
   }
 });
 
-if (!ignore) suite.end();
+suite.end();
