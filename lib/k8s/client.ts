@@ -646,10 +646,11 @@ export class KubeClient {
       ms: Math.round(performance.now() - started),
     });
     // Stopping must end the read of a quiet stream. The signal handed to fetch is not
-    // enough in Deno 2.9.6: after a garbage collection its abort may no longer reach the
-    // body (measured against a real kube-apiserver: `manifold mirror` took 282 s to stop on
-    // SIGTERM; with gc() between opening and aborting, 3 of 40 watches did not end).
-    // Cancelling the body ends the iteration; `aborted()` then throws below.
+    // enough in Deno 2.9.6: once the `Response` object is garbage-collected (the transport
+    // keeps only its body stream), aborting that signal no longer errors the body, and the
+    // read waits until the server ends the watch (`manifold mirror` took 282 s to stop on
+    // SIGTERM against a real kube-apiserver; tests/k8s/watch_abort_test.ts). Cancelling the
+    // body ends the iteration; `aborted()` then throws below.
     const cancelOnAbort = () => res.cancel();
     for (const s of signals) s.addEventListener("abort", cancelOnAbort, { once: true });
     try {
