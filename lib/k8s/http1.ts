@@ -18,7 +18,7 @@
  */
 
 import type { KubeConnection } from "./kubeconfig.ts";
-import type { Transport, TransportRequest, TransportResponse } from "./transport.ts";
+import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 
 /** Largest response body accepted (bytes); larger answers fail the request. */
 export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;

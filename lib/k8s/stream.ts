@@ -34,7 +34,7 @@ export interface StreamTransport {
    * Sends one request and resolves once the status line and headers are in.
    * `req.signal` also aborts reading the body later.
    * @throws whatever the underlying stack throws for connection, TLS and abort failures,
-   *   or `CniError` 7 (lib/cni/errors.ts) when the TLS material is unusable.
+   *   or a `KubeError` of kind `"config"` when the TLS material is unusable.
    */
   open(req: TransportRequest): Promise<StreamResponse>;
   /** Closes its connections; idempotent. */

@@ -20,43 +20,16 @@
  */
 
 import type { KubeConnection } from "./kubeconfig.ts";
-import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { KubeError } from "./errors.ts";
 import { Http1Transport } from "./http1.ts";
+import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 
-/** One request; `url` is absolute, `body` is UTF-8 text. */
-export interface TransportRequest {
-  method: string;
-  url: string;
-  headers: Record<string, string>;
-  body?: string;
-  /** Aborts connecting, sending and reading the body. */
-  signal: AbortSignal;
-}
-
-/** Response headers: case-insensitive lookup (a `Headers` object fits). */
-export interface ResponseHeaderReader {
-  /** The value of header `name`, repeated headers joined by ", "; null when absent. */
-  get(name: string): string | null;
-}
-
-/** The answer with its body fully read (so the connection can be reused). */
-export interface TransportResponse {
-  status: number;
-  headers: ResponseHeaderReader;
-  body: string;
-}
-
-/** Sends requests over kept-alive connections until closed. */
-export interface Transport {
-  /**
-   * Sends one request.
-   * @throws whatever the underlying stack throws for connection, TLS and abort failures
-   *   (the caller classifies them), or {@link CniError} 7 when the TLS material is unusable.
-   */
-  send(req: TransportRequest): Promise<TransportResponse>;
-  /** Closes pooled connections; idempotent. */
-  close(): void;
-}
+export type {
+  ResponseHeaderReader,
+  Transport,
+  TransportRequest,
+  TransportResponse,
+} from "./transport_types.ts";
 
 /**
  * Creates the transport for a connection. Nothing is opened until the first request.
@@ -141,7 +114,7 @@ export class FetchClient {
 
   /**
    * Sends `req`; the response body is left for the caller to read.
-   * @throws {CniError} code 7 when the certificate or key is unusable; Error when closed;
+   * @throws {KubeError} `"config"` when the certificate or key is unusable; Error when closed;
    *   whatever `fetch` throws for connection, TLS and abort failures.
    */
   fetch(req: TransportRequest): Promise<Response> {
@@ -178,11 +151,11 @@ export class FetchClient {
   }
 }
 
-function tlsMaterialError(err: unknown): CniError {
-  return new CniError(
-    CniErrorCode.InvalidNetworkConfig,
+function tlsMaterialError(err: unknown): KubeError {
+  return new KubeError(
+    "config",
     "Unusable TLS certificate or key in the Kubernetes connection",
-    err instanceof Error ? err.message : String(err),
+    { details: err instanceof Error ? err.message : String(err) },
   );
 }
 

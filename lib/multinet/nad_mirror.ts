@@ -42,6 +42,7 @@
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { removeFileDurable, writeFileAtomic } from "../fs/atomic.ts";
+import { KubeError } from "../k8s/errors.ts";
 import {
   NAD_GROUP,
   NAD_VERSION,
@@ -212,7 +213,7 @@ export function parseMirrorFile(
   try {
     nad = parseNetworkAttachmentDefinition(raw);
   } catch (err) {
-    return fail(err instanceof CniError ? err.details : String(err));
+    return fail(err instanceof KubeError ? err.details : String(err));
   }
   if (nad.metadata.namespace !== namespace || nad.metadata.name !== name) {
     fail(`the file holds ${nad.metadata.namespace}/${nad.metadata.name}`);

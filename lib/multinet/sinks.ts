@@ -8,6 +8,7 @@
 
 import { startTimer, type Timer } from "../util/timer.ts";
 import type { KubeClient } from "../k8s/client.ts";
+import { withCniErrors } from "./api_errors.ts";
 import type { Logger } from "../log/mod.ts";
 import type { EventSink, StatusSink } from "./deps.ts";
 import type { PodRef } from "./pod.ts";
@@ -27,9 +28,11 @@ export class ApiStatusSink implements StatusSink {
   /** @throws {CniError} 11 when the API stays unreachable after the client's retries. */
   async publish(pod: PodRef | undefined, _containerId: string, entries: NetworkStatus[]) {
     if (!pod) return;
-    await this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
-      [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
-    });
+    await withCniErrors(() =>
+      this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
+        [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
+      })
+    );
   }
 }
 

@@ -21,6 +21,7 @@ import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } 
 import type { NadSource } from "./nad_source.ts";
 import { netlinkKernel } from "./kernel.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
+import { withCniErrors } from "./api_errors.ts";
 
 /** What {@link buildDeps} takes from the process besides the config and the CNI environment. */
 export interface WiringOptions {
@@ -134,7 +135,7 @@ async function apiConnector(
   let inCluster: KubeConnection | undefined;
   if (!conf.kubeconfig) {
     const { inClusterConnection } = await import("../k8s/kubeconfig.ts");
-    inCluster = inClusterConnection(processEnv);
+    inCluster = await withCniErrors(async () => inClusterConnection(processEnv));
     if (!inCluster) return undefined;
   }
   let api: Promise<ApiDeps> | undefined;
@@ -147,7 +148,7 @@ async function apiConnector(
           import("./api_sources.ts"),
           conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
         ]);
-      const connection = inCluster ?? await loadKubeconfig(conf.kubeconfig!);
+      const connection = inCluster ?? await withCniErrors(() => loadKubeconfig(conf.kubeconfig!));
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
       return {
         nads: mirror && conf.nadMirrorDir

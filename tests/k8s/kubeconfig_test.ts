@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { CniError } from "../../lib/cni/errors.ts";
-import { inClusterConnection, loadKubeconfig } from "../../lib/k8s/mod.ts";
+import { kubeErrorCode } from "../../lib/multinet/api_errors.ts";
+import { inClusterConnection, KubeError, loadKubeconfig } from "../../lib/k8s/mod.ts";
 
 const CA = "-----BEGIN CERTIFICATE-----\nQ0FDRVJU\n-----END CERTIFICATE-----\n";
 const CERT = "-----BEGIN CERTIFICATE-----\nQ0xJRU5U\n-----END CERTIFICATE-----\n";
@@ -30,15 +30,15 @@ async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   }
 }
 
-async function rejects7(path: string, includes: string): Promise<CniError> {
+async function rejects7(path: string, includes: string): Promise<KubeError> {
   let caught: unknown;
   try {
     await loadKubeconfig(path);
   } catch (err) {
     caught = err;
   }
-  assert.ok(caught instanceof CniError, `expected a CniError, got ${caught}`);
-  assert.equal(caught.code, 7);
+  assert.ok(caught instanceof KubeError, `expected a KubeError, got ${caught}`);
+  assert.equal(kubeErrorCode(caught), 7);
   assert.ok(caught.message.includes(includes), `"${caught.message}" should include "${includes}"`);
   return caught;
 }
@@ -215,9 +215,29 @@ Deno.test("loadKubeconfig names the problem with code 7", async (t) => {
       await write(kubeconfig({}, undefined));
       await rejects7(path, `cluster "c1" has no server`);
     });
-    await t.step("exec credentials", async () => {
+    await t.step("auth-provider, naming the user entry and the provider", async () => {
+      await write(kubeconfig(ok, { "auth-provider": { name: "gcp", config: {} } }));
+      await rejects7(path, `user "u1" uses auth-provider "gcp", which is not supported`);
+    });
+    await t.step("exec plugin with an unsupported apiVersion", async () => {
+      await write(kubeconfig(ok, {
+        exec: { command: "aws", apiVersion: "client.authentication.k8s.io/v1alpha1" },
+      }));
+      await rejects7(path, `user "u1" has an exec plugin with apiVersion`);
+    });
+    await t.step("exec plugin without apiVersion", async () => {
       await write(kubeconfig(ok, { exec: { command: "aws" } }));
-      await rejects7(path, "uses exec authentication, which is not supported");
+      await rejects7(path, "is malformed");
+    });
+    await t.step("exec plugin needing a terminal", async () => {
+      await write(kubeconfig(ok, {
+        exec: {
+          command: "aws",
+          apiVersion: "client.authentication.k8s.io/v1",
+          interactiveMode: "Always",
+        },
+      }));
+      await rejects7(path, "needs an interactive terminal");
     });
     await t.step("certificate without key", async () => {
       await write(kubeconfig(ok, { "client-certificate-data": btoa(CERT) }));
@@ -278,7 +298,9 @@ Deno.test("inClusterConnection uses the service account and brackets IPv6 hosts"
     const env = { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" };
     assert.throws(
       () => inClusterConnection(env, { saDir: dir }),
-      (err) => err instanceof CniError && err.code === 7 && err.message.includes(`${dir}/token`),
+      (err) =>
+        err instanceof KubeError && kubeErrorCode(err) === 7 &&
+        err.message.includes(`${dir}/token`),
     );
 
     await Deno.writeTextFile(`${dir}/token`, SECRET_TOKEN);
