@@ -23,6 +23,14 @@
 
 import { parseArgs } from "node:util";
 import { outputs, type TextOutputs } from "./io.ts";
+import {
+  KUBE_FLAG_OPTIONS,
+  kubeConnectionFromFlags,
+  type KubeFlags,
+  kubeFlags,
+  kubeFlagsGiven,
+  kubeFlagsHelp,
+} from "./kube_flags.ts";
 
 import { parseNetworkConfig } from "../cni/types.ts";
 import {
@@ -73,6 +81,8 @@ export interface DoctorOptions {
   apiTimeoutMs?: number;
   /** Namespace of the permission probes; default `kube-system`. */
   probeNamespace?: string;
+  /** `--kubeconfig`/`--context` and the environment (`KUBECONFIG`): check with that kubeconfig. */
+  kube?: { flags: KubeFlags; env: Record<string, string | undefined> };
 }
 
 /** Name of the pod the probes address; it must not exist, so nothing is ever changed. */
@@ -91,7 +101,7 @@ Options:
   --config-name NAME     Manifold's config file (default ${MANIFOLD_CONFIG_NAME})
   --libmnl PATH          libmnl to load (default libmnl.so.0)
   --api-timeout-ms MS    bound on each API request (default 3000)
-  --json                 the report as JSON
+${kubeFlagsHelp("Manifold's kubeconfig")}  --json                 the report as JSON
   -h, --help             this text
 
 Exit codes: 0 no failure (warnings allowed), 1 a check failed, 2 usage error.
@@ -259,6 +269,18 @@ export async function runDoctorChecks(options: DoctorOptions = {}): Promise<Doct
   // Kubeconfig and API.
   let connection: KubeConnection | undefined;
   await guard("kubeconfig", async () => {
+    const kube = options.kube;
+    if (kube && kubeFlagsGiven(kube.flags, kube.env)) {
+      const what = kube.flags.kubeconfig ?? `$KUBECONFIG (${kube.env.KUBECONFIG})`;
+      try {
+        connection = await kubeConnectionFromFlags(kube.flags, kube.env, { runExec: true });
+      } catch (e) {
+        add("kubeconfig", "fail", `${what}: ${oneLine(errorText(e))}`);
+        return;
+      }
+      add("kubeconfig", "ok", `${what} (server ${connection!.server})`);
+      return;
+    }
     if (!conf) return;
     if (!conf.kubeconfig) {
       if (conf.nadDir) add("kubeconfig", "ok", `none: standalone mode (nadDir ${conf.nadDir})`);
@@ -386,7 +408,10 @@ export function formatDoctorReport(report: DoctorReport): string {
 }
 
 /** Injected I/O of {@link runDoctor}. */
-export type DoctorIO = TextOutputs;
+export interface DoctorIO extends TextOutputs {
+  /** Environment (`KUBECONFIG`); default the process's. */
+  env?: Record<string, string>;
+}
 
 /**
  * `manifold doctor …`: parses the flags, runs the checks, prints the report.
@@ -408,6 +433,7 @@ export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<numb
         "config-name": { type: "string" },
         libmnl: { type: "string" },
         "api-timeout-ms": { type: "string" },
+        ...KUBE_FLAG_OPTIONS,
         json: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
@@ -422,6 +448,7 @@ export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<numb
     if (t !== undefined && !/^[1-9]\d{0,5}$/.test(t)) {
       throw new Error("--api-timeout-ms must be an integer between 1 and 999999");
     }
+    kubeFlags(values); // usage errors now, before any check runs
   } catch (e) {
     stderr(`manifold doctor: ${oneLine(errorText(e))}\nTry 'manifold doctor --help'.\n`);
     return 2;
@@ -437,6 +464,7 @@ export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<numb
     configName: values["config-name"],
     libmnlPath: values.libmnl,
     apiTimeoutMs: values["api-timeout-ms"] ? Number(values["api-timeout-ms"]) : undefined,
+    kube: { flags: kubeFlags(values), env: io.env ?? Deno.env.toObject() },
   });
   stdout(values.json ? `${JSON.stringify(report, null, 2)}\n` : formatDoctorReport(report));
   return report.checks.some((c) => c.status === "fail") ? 1 : 0;

@@ -14,7 +14,7 @@
  */
 
 import { z } from "zod";
-import type { ExecCredentialConfig } from "./connection.ts";
+import type { ExecCredentialConfig, KubeConnection } from "./connection.ts";
 import { KubeError } from "./errors.ts";
 
 /** What an exec credential plugin returned. */
@@ -214,4 +214,30 @@ export class ExecCredentialSource {
   invalidate(): void {
     this.#cached = undefined;
   }
+}
+
+/**
+ * A connection whose exec credential plugin has been run once: its token or client
+ * certificate replaces `exec` (and any static token or token file), for callers that send
+ * requests themselves (`manifold doctor`). Without `exec` the connection is returned as is.
+ *
+ * @param conn the connection
+ * @param signal kills the command when aborted
+ * @returns a connection without `exec`
+ * @throws {KubeError} `"credentials"` as {@link runExecCredentialPlugin}
+ */
+export async function withExecCredential(
+  conn: KubeConnection,
+  signal?: AbortSignal,
+): Promise<KubeConnection> {
+  if (!conn.exec) return conn;
+  const cred = await runExecCredentialPlugin(conn.exec, { cluster: conn, signal });
+  const { exec: _exec, token: _token, tokenFile: _tokenFile, ...rest } = conn;
+  const out: KubeConnection = { ...rest };
+  if (cred.token) out.token = cred.token;
+  if (cred.clientCertPem) {
+    out.clientCertPem = cred.clientCertPem;
+    out.clientKeyPem = cred.clientKeyPem;
+  }
+  return out;
 }

@@ -23,4 +23,5 @@ export {
   ExecCredentialSource,
   execInfo,
   runExecCredentialPlugin,
+  withExecCredential,
 } from "./exec_credential.ts";

@@ -244,13 +244,16 @@ export class KubeRequester {
     );
     const started = performance.now();
     this.#requestCount++;
+    // Held by the answer's `cancel` below: a signal made by `AbortSignal.any` is referenced only
+    // weakly by its sources and must live as long as the stream it aborts.
+    const all = AbortSignal.any([...this.#signals(), ...(signal ? [signal] : []), connect.signal]);
     let res: StreamResponse;
     try {
       res = await this.#streams.open({
         method: "GET",
         url: `${this.#conn.server}${path}`,
         headers,
-        signal: AbortSignal.any([...this.#signals(), ...(signal ? [signal] : []), connect.signal]),
+        signal: all,
       });
     } catch (err) {
       if (err instanceof KubeError) throw err;
@@ -271,7 +274,16 @@ export class KubeRequester {
       attempt: 1,
       ms: Math.round(performance.now() - started),
     });
-    if (res.status >= 200 && res.status < 300) return res;
+    if (res.status >= 200 && res.status < 300) {
+      const cancel = res.cancel;
+      return {
+        ...res,
+        cancel: () => {
+          void all;
+          cancel();
+        },
+      };
+    }
     let body = "";
     try {
       body = await res.text();

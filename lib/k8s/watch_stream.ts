@@ -57,6 +57,8 @@ export async function* watchLines(
     let buf = "";
     try {
       for await (const chunk of res.body) {
+        // A chatty stream (bookmarks) must not outlive a stop whose abort did not reach it.
+        if (opts.aborted()) break;
         buf += dec.decode(chunk, { stream: true });
         let nl: number;
         while ((nl = buf.indexOf("\n")) >= 0) {
@@ -76,9 +78,9 @@ export async function* watchLines(
       if (opts.aborted()) throw abortedError(err);
       throw noAnswerError(call, "ConnectionFailed", `the watch stream broke: ${errorText(err)}`);
     }
+    if (opts.aborted()) throw abortedError();
     const tail = (buf + dec.decode()).trim();
     if (tail !== "") yield decodeLine(tail);
-    if (opts.aborted()) throw abortedError();
   } finally {
     res.cancel();
   }
