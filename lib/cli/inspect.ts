@@ -22,6 +22,13 @@
  */
 
 import { parseArgs } from "node:util";
+import {
+  KUBE_FLAG_OPTIONS,
+  type KubeFlags,
+  kubeFlags,
+  kubeFlagsHelp,
+  livePod,
+} from "./kube_flags.ts";
 import type { LogFields, Logger } from "../log/mod.ts";
 import {
   AttachmentCache,
@@ -51,7 +58,8 @@ export const INSPECT_JSON_VERSION = 1;
 /** Usage text of `manifold inspect` (printed by `--help` and after a usage error hint). */
 export const INSPECT_USAGE = `Usage:
   manifold inspect --netns <path|name> [--json]
-  manifold inspect --pod <namespace/name> [--cni-dir DIR] [--json]
+  manifold inspect --pod <namespace/name> [--cni-dir DIR] [--kubeconfig PATH] [--context NAME]
+                   [--json]
 
 Prints the attachments of a sandbox as the kernel sees them.
 
@@ -61,6 +69,9 @@ Options:
   --pod <ns/name>      the pod's newest sandbox in the cache; shows its attachments and
                        what each delegate claimed but the kernel does not hold
   --cni-dir DIR        the cache directory (default: $MANIFOLD_CNI_DIR, else ${DEFAULT_CNI_DIR})
+${
+  kubeFlagsHelp("no API", 23)
+}                       with a kubeconfig, --pod shows the sandbox of the live pod (its UID)
   --json               JSON for tools instead of a table
   -h, --help           this text
 
@@ -442,7 +453,23 @@ export async function runInspect(args: string[], io: InspectIO = {}): Promise<nu
       if (found.length === 0) {
         return fail(`no sandbox of pod ${namespace}/${name} in the cache at ${opts.cniDir}`);
       }
-      const [record, ...older] = found;
+      const live = await livePod(
+        opts.kube ?? {},
+        io.env ?? processEnv(),
+        opts.pod!,
+        (e) => logger.warn(`KUBECONFIG not used: ${errorText(e)}`),
+      );
+      const sandboxes = live ? found.filter((r) => r.pod.uid === live.uid) : found;
+      if (sandboxes.length === 0) {
+        return fail(
+          `no sandbox of the live pod ${namespace}/${name} (uid ${live!.uid}` +
+            `${
+              live!.nodeName ? `, node ${live!.nodeName}` : ""
+            }) in the cache at ${opts.cniDir}; ` +
+            `${found.length} belong to an earlier pod of that name`,
+        );
+      }
+      const [record, ...older] = sandboxes;
       if (record.netns === "") {
         return fail(
           `sandbox ${record.containerId} of pod ${namespace}/${name} has no network namespace recorded`,
@@ -476,6 +503,7 @@ interface InspectOptions {
   netns?: string;
   pod?: { namespace: string; name: string };
   cniDir: string;
+  kube?: KubeFlags;
 }
 
 /** Parses and validates the flags; throws an Error whose message is the usage problem. */
@@ -486,6 +514,7 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
       netns: { type: "string" },
       pod: { type: "string" },
       "cni-dir": { type: "string" },
+      ...KUBE_FLAG_OPTIONS,
       json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -502,6 +531,9 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
   if (values.netns !== undefined) {
     if (values.netns.trim() === "") throw new Error("--netns needs a path or a name");
     if (values["cni-dir"] !== undefined) throw new Error("--cni-dir only goes with --pod");
+    for (const k of ["kubeconfig", "context"] as const) {
+      if (values[k] !== undefined) throw new Error(`--${k} only goes with --pod`);
+    }
     return { help, json, cniDir, netns: values.netns };
   }
   if (values.pod !== undefined) {
@@ -510,7 +542,8 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
       throw new Error(`--pod must be namespace/name, got ${JSON.stringify(values.pod)}`);
     }
     if (cniDir === "") throw new Error("--cni-dir must not be empty");
-    return { help, json, cniDir, pod: { namespace: parts[0], name: parts[1] } };
+    const kube = kubeFlags(values);
+    return { help, json, cniDir, pod: { namespace: parts[0], name: parts[1] }, kube };
   }
   throw new Error("one of --netns or --pod is required");
 }

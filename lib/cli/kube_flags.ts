@@ -104,3 +104,54 @@ export async function kubeConnectionFromFlags(
   const { withExecCredential } = await import("../k8s/exec_credential.ts");
   return await withExecCredential(conn);
 }
+
+/** The live pod as the API knows it (see {@link livePod}). */
+export interface LivePod {
+  /** `metadata.uid`. */
+  uid: string;
+  /** `spec.nodeName`, when scheduled. */
+  nodeName?: string;
+}
+
+/**
+ * Reads a pod from the API people named (`--kubeconfig`/`KUBECONFIG`, `--context`), for tools
+ * that work without an API and use it only to refine their answer (`inspect --pod`).
+ *
+ * @param flags the parsed flags
+ * @param env the process environment (`KUBECONFIG`)
+ * @param pod the pod's namespace and name
+ * @param warn receives the failure when the kubeconfig came from `KUBECONFIG` only: the tool
+ *   then goes on without the API
+ * @returns the pod's UID and node; undefined without a kubeconfig, or after `warn`
+ * @throws Error when the pod does not exist; with `--kubeconfig` or `--context`, the
+ *   `KubeError` of an unusable kubeconfig or a failed request
+ */
+export async function livePod(
+  flags: KubeFlags,
+  env: Record<string, string | undefined>,
+  pod: { namespace: string; name: string },
+  warn: (e: unknown) => void,
+): Promise<LivePod | undefined> {
+  const { isNotFound } = await import("../k8s/errors.ts");
+  let kube: import("../k8s/client.ts").KubeClient | undefined;
+  try {
+    const connection = await kubeConnectionFromFlags(flags, env);
+    if (!connection) return undefined;
+    const { KubeClient } = await import("../k8s/client.ts");
+    kube = new KubeClient({ connection, retries: 1, userAgent: "manifold-cli" });
+    const p = await kube.getPod(pod.namespace, pod.name);
+    const spec = p.raw.spec as { nodeName?: unknown } | undefined;
+    const out: LivePod = { uid: p.metadata.uid ?? "" };
+    if (typeof spec?.nodeName === "string") out.nodeName = spec.nodeName;
+    return out;
+  } catch (e) {
+    if (isNotFound(e)) {
+      throw new Error(`pod ${pod.namespace}/${pod.name} does not exist in the API`);
+    }
+    if (flags.kubeconfig !== undefined || flags.context !== undefined) throw e;
+    warn(e);
+    return undefined;
+  } finally {
+    kube?.close();
+  }
+}

@@ -8,6 +8,11 @@
 import assert from "node:assert/strict";
 import { MANIFOLD } from "../support/plugin.ts";
 import { type KubeApiStandIn, startKubeApi } from "../support/kube_api.ts";
+import {
+  AttachmentCache,
+  CACHE_SCHEMA_VERSION,
+  type CacheRecord,
+} from "../../lib/multinet/cache.ts";
 
 interface Run {
   code: number;
@@ -162,5 +167,50 @@ Deno.test("mirror --kubeconfig --context (and KUBECONFIG) lists that cluster's N
     });
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /no context named "nope"/);
+  });
+});
+
+Deno.test("inspect --pod --kubeconfig --context shows the live pod's sandbox (its UID)", async () => {
+  await withApi(async (api, kc) => {
+    const record = (containerId: string, uid: string, createdAt: string, netns: string) =>
+      ({
+        schemaVersion: CACHE_SCHEMA_VERSION,
+        containerId,
+        netns,
+        ifName: "eth0",
+        pod: { namespace: "default", name: "web", uid },
+        cniVersion: "1.1.0",
+        createdAt,
+        attachments: [],
+      }) as CacheRecord;
+    const dir = `${api.dir}/cache`;
+    const cache = new AttachmentCache(dir);
+    // The newest record is a leftover of an earlier pod "web" (its netns is gone); the live
+    // pod (uid-web-1) has the older one, in this process's own network namespace.
+    await cache.write(
+      record("c-old", "uid-web-0", "2026-03-02T00:00:00.000Z", "/run/netns/mfk-gone"),
+    );
+    await cache.write(
+      record("c-live", "uid-web-1", "2026-03-01T00:00:00.000Z", "/proc/self/ns/net"),
+    );
+    const args = ["inspect", "--pod", "default/web", "--cni-dir", dir, "--json"];
+    const newest = await manifold(args);
+    assert.equal(newest.code, 1, "without an API: the newest sandbox, whose netns is gone");
+    assert.match(newest.stderr, /sandbox c-old/);
+    const r = await manifold([...args, "--kubeconfig", kc, "--context", "stand-in"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(JSON.parse(r.stdout).sandbox.containerId, "c-live");
+    assert.deepEqual(apiCalls(api), ["GET /api/v1/namespaces/default/pods/web"]);
+    const viaEnv = await manifold([...args, "--context", "stand-in"], { KUBECONFIG: kc });
+    assert.equal(viaEnv.code, 0, viaEnv.stderr);
+    // Only the earlier pod's sandbox is cached: said so, naming the live UID.
+    await cache.remove("c-live");
+    const stale = await manifold([...args, "--kubeconfig", kc, "--context", "stand-in"]);
+    assert.equal(stale.code, 1);
+    assert.match(stale.stderr, /no sandbox of the live pod default\/web \(uid uid-web-1\)/);
+    // --kubeconfig does not go with --netns.
+    const usage = await manifold(["inspect", "--netns", "x", "--kubeconfig", kc]);
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /--kubeconfig only goes with --pod/);
   });
 });
