@@ -113,7 +113,10 @@ function withQuery(path: string, params: QueryParams): string {
 export class KubeClient {
   #api: KubeRequester;
 
-  /** @param opts connection and retry policy; nothing is opened until the first request. */
+  /**
+   * Creates a client; nothing is opened until the first request.
+   * @param opts connection and retry policy
+   */
   constructor(opts: KubeClientOptions) {
     this.#api = new KubeRequester(opts);
   }

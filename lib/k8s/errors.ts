@@ -74,6 +74,7 @@ export class KubeError extends Error {
   readonly transient: boolean;
 
   /**
+   * Creates the error.
    * @param kind what failed
    * @param msg the short message, sentence case, no period
    * @param init details and, for a failed call, its HTTP facts
@@ -128,8 +129,11 @@ export function isTransientStatus(status: number): boolean {
 
 /** What a failed call is about: method, path (with query) and requests sent. */
 export interface CallInfo {
+  /** HTTP method, e.g. `"GET"`. */
   method: string;
+  /** Request path without the server, with its query. */
   path: string;
+  /** Requests sent, retries included. */
   attempts: number;
 }
 

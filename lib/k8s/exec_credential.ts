@@ -180,6 +180,7 @@ export class ExecCredentialSource {
   #running: Promise<ExecCredential> | undefined;
 
   /**
+   * Creates the source; the plugin runs on the first {@link get}.
    * @param config the exec plugin
    * @param opts the cluster, a signal killing the command, a clock
    */

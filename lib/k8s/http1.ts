@@ -139,7 +139,10 @@ export class Http1Transport implements Transport {
   #busy = new Set<Connection>();
   #closed = false;
 
-  /** @param conn the server and TLS material; nothing is opened until the first request. */
+  /**
+   * Creates it; nothing is opened until the first request.
+   * @param conn the server and TLS material
+   */
   constructor(conn: KubeConnection) {
     this.#conn = conn;
     this.#base = new URL(conn.server);

@@ -75,7 +75,9 @@ function decodingError(what: string, err: z.ZodError): KubeError {
 
 /** A complete list: every page's items and the first page's resourceVersion. */
 export interface ListResult<T> {
+  /** Every item, in the server's order. */
   items: T[];
+  /** The list's `metadata.resourceVersion` (of its first page). */
   resourceVersion: string;
 }
 

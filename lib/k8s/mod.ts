@@ -11,6 +11,7 @@
  *
  * @module
  */
+export type { LogFields, Logger } from "../log/mod.ts";
 export * from "./errors.ts";
 export * from "./types.ts";
 export * from "./kubeconfig.ts";

@@ -81,7 +81,10 @@ export class KubeRequester {
   #requestCount = 0;
   #lastFileToken: string | undefined;
 
-  /** @param opts connection and retry policy; nothing is opened until the first request. */
+  /**
+   * Creates a requester; nothing is opened until the first request.
+   * @param opts connection and retry policy
+   */
   constructor(opts: KubeClientOptions) {
     this.#conn = opts.connection;
     this.#timeoutMs = opts.timeoutMs ?? 5000;

@@ -19,6 +19,7 @@ import { FetchClient, NodeInsecureClient, type TransportRequest } from "./transp
 export interface StreamResponse {
   /** HTTP status. */
   status: number;
+  /** Response headers. */
   headers: Headers;
   /** The body's bytes as they arrive; ends when the server ends the response. */
   body: AsyncIterable<Uint8Array>;

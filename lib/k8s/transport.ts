@@ -107,7 +107,10 @@ export class FetchClient {
   #client: Deno.HttpClient | undefined;
   #closed = false;
 
-  /** @param conn where and how to connect; nothing is opened until the first request. */
+  /**
+   * Creates it; nothing is opened until the first request.
+   * @param conn where and how to connect
+   */
   constructor(conn: KubeConnection) {
     this.#conn = conn;
   }
@@ -180,7 +183,9 @@ type NodeHttps = typeof import("node:https");
 
 /** An answer of {@link NodeInsecureClient}, its body still arriving. */
 export interface InsecureResponse {
+  /** HTTP status. */
   status: number;
+  /** Response headers. */
   headers: Headers;
   /**
    * The body's bytes as they arrive; iterate once. Throws the request signal's reason when
@@ -202,7 +207,10 @@ export class NodeInsecureClient {
   #https: Promise<{ https: NodeHttps; agent: import("node:https").Agent }> | undefined;
   #closed = false;
 
-  /** @param conn where and how to connect; nothing is opened until the first request. */
+  /**
+   * Creates it; nothing is opened until the first request.
+   * @param conn where and how to connect
+   */
   constructor(conn: KubeConnection) {
     this.#conn = conn;
   }

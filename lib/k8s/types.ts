@@ -22,15 +22,21 @@ export const NAD_RESOURCE = "network-attachment-definitions";
  * `resourceVersion` is an opaque string; annotations map string keys to string values.
  */
 export interface ObjectMeta {
+  /** `metadata.name`. */
   name: string;
+  /** `metadata.namespace`. */
   namespace: string;
+  /** `metadata.uid`, e.g. `"9b1c0a3e-…"`. */
   uid?: string;
+  /** `metadata.resourceVersion`, opaque. */
   resourceVersion?: string;
+  /** `metadata.annotations`. */
   annotations?: Record<string, string>;
 }
 
 /** A Pod: the validated metadata plus the complete original JSON object in `raw`. */
 export interface Pod {
+  /** The validated metadata. */
   metadata: ObjectMeta;
   /** The Pod exactly as the API returned it (kind, spec, status… unknown keys kept). */
   raw: Record<string, unknown>;
@@ -42,7 +48,9 @@ export interface Pod {
  * named after the NAD (§3.2.1).
  */
 export interface NetworkAttachmentDefinition {
+  /** The validated metadata. */
   metadata: ObjectMeta;
+  /** `spec.config`: the delegate's CNI configuration as JSON text, when set. */
   spec: { config?: string };
   /** The object exactly as the API returned it (unknown keys kept). */
   raw?: Record<string, unknown>;

@@ -44,6 +44,7 @@ import { sleepUnlessAborted } from "../util/timer.ts";
 
 /** One change from a watch (`metav1.WatchEvent` of type ADDED, MODIFIED or DELETED). */
 export interface WatchChange<T> {
+  /** The event's type. */
   type: "ADDED" | "MODIFIED" | "DELETED";
   /** The object after the change; for DELETED its last state. */
   object: T;
@@ -74,6 +75,7 @@ export interface ListWatchHandler<T> {
 export interface ListWatchOptions {
   /** Stops the loop: {@link listWatch} then resolves. */
   signal: AbortSignal;
+  /** Receives list, watch and backoff lines; default none. */
   logger?: Logger;
   /** List once, hand it to `replace`, and resolve (no watch); list failures are thrown. */
   once?: boolean;

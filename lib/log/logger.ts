@@ -18,9 +18,13 @@ export type LogFields = Record<string, unknown>;
 
 /** The logging interface every module takes (inject {@link nullLogger} in tests). */
 export interface Logger {
+  /** Writes a `debug` line: `msg` plus `fields` (redacted). */
   debug(msg: string, fields?: LogFields): void;
+  /** Writes a `verbose` (info) line. */
   info(msg: string, fields?: LogFields): void;
+  /** Writes a `warning` line. */
   warn(msg: string, fields?: LogFields): void;
+  /** Writes an `error` line. */
   error(msg: string, fields?: LogFields): void;
   /** A logger that adds `fields` to every line (e.g. containerID, pod). */
   with(fields: LogFields): Logger;

@@ -8,7 +8,6 @@
 
 import { startTimer, type Timer } from "../util/timer.ts";
 import type { KubeClient } from "../k8s/client.ts";
-import { withCniErrors } from "./api_errors.ts";
 import type { Logger } from "../log/mod.ts";
 import type { EventSink, StatusSink } from "./deps.ts";
 import type { PodRef } from "./pod.ts";
@@ -28,11 +27,14 @@ export class ApiStatusSink implements StatusSink {
   /** @throws {CniError} 11 when the API stays unreachable after the client's retries. */
   async publish(pod: PodRef | undefined, _containerId: string, entries: NetworkStatus[]) {
     if (!pod) return;
-    await withCniErrors(() =>
-      this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
+    try {
+      await this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
         [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
-      })
-    );
+      });
+    } catch (e) {
+      // api_errors.ts is loaded with the API sources: no cost here.
+      throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+    }
   }
 }
 

@@ -21,7 +21,6 @@ import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } 
 import type { NadSource } from "./nad_source.ts";
 import { netlinkKernel } from "./kernel.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
-import { withCniErrors } from "./api_errors.ts";
 
 /** What {@link buildDeps} takes from the process besides the config and the CNI environment. */
 export interface WiringOptions {
@@ -135,19 +134,29 @@ async function apiConnector(
   let inCluster: KubeConnection | undefined;
   if (!conf.kubeconfig) {
     const { inClusterConnection } = await import("../k8s/kubeconfig.ts");
-    inCluster = await withCniErrors(async () => inClusterConnection(processEnv));
+    try {
+      inCluster = inClusterConnection(processEnv);
+    } catch (e) {
+      throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+    }
     if (!inCluster) return undefined;
   }
   let api: Promise<ApiDeps> | undefined;
   return () =>
     api ??= (async () => {
-      const [{ loadKubeconfig }, { KubeClient }, { apiNadSource, apiPodSource }, mirror] =
-        await Promise.all([
-          import("../k8s/kubeconfig.ts"),
-          import("../k8s/client.ts"),
-          import("./api_sources.ts"),
-          conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
-        ]);
+      const [
+        { loadKubeconfig },
+        { KubeClient },
+        { apiNadSource, apiPodSource },
+        { withCniErrors },
+        mirror,
+      ] = await Promise.all([
+        import("../k8s/kubeconfig.ts"),
+        import("../k8s/client.ts"),
+        import("./api_sources.ts"),
+        import("./api_errors.ts"),
+        conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
+      ]);
       const connection = inCluster ?? await withCniErrors(() => loadKubeconfig(conf.kubeconfig!));
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
       return {
