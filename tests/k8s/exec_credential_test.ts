@@ -12,7 +12,7 @@ import {
   loadKubeconfig,
 } from "../../lib/k8s/mod.ts";
 import { kubeErrorCode } from "../../lib/multinet/api_errors.ts";
-import { startKubeApi } from "../support/kube_api.ts";
+import { type KubeApiStandIn, startKubeApi } from "../support/kube_api.ts";
 
 const V1 = "client.authentication.k8s.io/v1";
 const V1BETA1 = "client.authentication.k8s.io/v1beta1";
@@ -39,6 +39,23 @@ printf '{"apiVersion":"${apiVersion}","kind":"ExecCredential","status":%s}\\n' "
 async function runs(dir: string): Promise<string[][]> {
   const text = await Deno.readTextFile(`${dir}/runs`).catch(() => "");
   return text.split("\n").filter((l) => l).map((l) => l.split("|"));
+}
+
+/** A connection to the stand-in authenticated by `<api.dir>/cred.sh` only. */
+function execConnection(api: KubeApiStandIn, apiVersion = V1): KubeConnection {
+  return {
+    server: api.url,
+    caCertPem: api.caCertPem,
+    insecureSkipTlsVerify: false,
+    exec: {
+      command: `${api.dir}/cred.sh`,
+      args: [],
+      env: {},
+      apiVersion,
+      provideClusterInfo: false,
+      user: "u",
+    },
+  };
 }
 
 function kubeconfig(server: string, caFile: string, exec: Record<string, unknown>) {
@@ -101,19 +118,7 @@ Deno.test("exec: an expired credential runs the plugin again; a 401 renews it on
         `${api.dir}/status.json`,
         JSON.stringify({ token, expirationTimestamp: expires }),
       );
-    const connection: KubeConnection = {
-      server: api.url,
-      caCertPem: api.caCertPem,
-      insecureSkipTlsVerify: false,
-      exec: {
-        command: `${api.dir}/cred.sh`,
-        args: [],
-        env: {},
-        apiVersion: V1BETA1,
-        provideClusterInfo: false,
-        user: "eks-user",
-      },
-    };
+    const connection = execConnection(api, V1BETA1);
     // Expiry, with a controlled clock.
     let now = Date.parse("2030-01-01T00:00:00Z");
     const source = new ExecCredentialSource(connection.exec!, {
@@ -150,19 +155,7 @@ Deno.test("exec: a 401 runs the plugin again and retries once with the new token
     api.addPod({ namespace: "default", name: "p" });
     await writePlugin(api.dir);
     await Deno.writeTextFile(`${api.dir}/status.json`, JSON.stringify({ token: api.token }));
-    const connection: KubeConnection = {
-      server: api.url,
-      caCertPem: api.caCertPem,
-      insecureSkipTlsVerify: false,
-      exec: {
-        command: `${api.dir}/cred.sh`,
-        args: [],
-        env: {},
-        apiVersion: V1,
-        provideClusterInfo: false,
-        user: "u",
-      },
-    };
+    const connection = execConnection(api);
     using kube = new KubeClient({ connection });
     await kube.getPod("default", "p");
     // The token is revoked server-side; the plugin now hands out a new one.
@@ -188,21 +181,7 @@ Deno.test("exec: a client certificate from the plugin is used for mTLS", async (
         clientKeyData: await Deno.readTextFile(api.clientKeyPath),
       }),
     );
-    using kube = new KubeClient({
-      connection: {
-        server: api.url,
-        caCertPem: api.caCertPem,
-        insecureSkipTlsVerify: false,
-        exec: {
-          command: `${api.dir}/cred.sh`,
-          args: [],
-          env: {},
-          apiVersion: V1,
-          provideClusterInfo: false,
-          user: "u",
-        },
-      },
-    });
+    using kube = new KubeClient({ connection: execConnection(api) });
     await kube.getPod("default", "p");
     assert.deepEqual(api.requests.map((r) => r.user), [api.clientCertUser]);
   } finally {
