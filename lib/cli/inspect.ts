@@ -453,12 +453,11 @@ export async function runInspect(args: string[], io: InspectIO = {}): Promise<nu
       if (found.length === 0) {
         return fail(`no sandbox of pod ${namespace}/${name} in the cache at ${opts.cniDir}`);
       }
-      const live = await livePod(
-        opts.kube ?? {},
-        io.env ?? processEnv(),
-        opts.pod!,
-        (e) => logger.warn(`KUBECONFIG not used: ${errorText(e)}`),
-      );
+      const live = await livePod(opts.pod!, {
+        flags: opts.kube ?? {},
+        env: io.env ?? processEnv(),
+        warn: (e) => logger.warn(`KUBECONFIG not used: ${errorText(e)}`),
+      });
       const sandboxes = live ? found.filter((r) => r.pod.uid === live.uid) : found;
       if (sandboxes.length === 0) {
         return fail(

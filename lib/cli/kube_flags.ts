@@ -117,24 +117,26 @@ export interface LivePod {
  * Reads a pod from the API people named (`--kubeconfig`/`KUBECONFIG`, `--context`), for tools
  * that work without an API and use it only to refine their answer (`inspect --pod`).
  *
- * @param flags the parsed flags
- * @param env the process environment (`KUBECONFIG`)
  * @param pod the pod's namespace and name
- * @param warn receives the failure when the kubeconfig came from `KUBECONFIG` only: the tool
- *   then goes on without the API
+ * @param opts the parsed flags, the process environment (`KUBECONFIG`), and `warn`, which
+ *   receives the failure when the kubeconfig came from `KUBECONFIG` only: the tool then goes
+ *   on without the API
  * @returns the pod's UID and node; undefined without a kubeconfig, or after `warn`
- * @throws Error when the pod does not exist; with `--kubeconfig` or `--context`, the
+ * @throws with `--kubeconfig` or `--context` only: Error when the pod does not exist, the
  *   `KubeError` of an unusable kubeconfig or a failed request
  */
 export async function livePod(
-  flags: KubeFlags,
-  env: Record<string, string | undefined>,
   pod: { namespace: string; name: string },
-  warn: (e: unknown) => void,
+  opts: {
+    flags: KubeFlags;
+    env: Record<string, string | undefined>;
+    warn: (e: unknown) => void;
+  },
 ): Promise<LivePod | undefined> {
   const { isNotFound } = await import("../k8s/errors.ts");
   let kube: import("../k8s/client.ts").KubeClient | undefined;
   try {
+    const { flags, env } = opts;
     const connection = await kubeConnectionFromFlags(flags, env);
     if (!connection) return undefined;
     const { KubeClient } = await import("../k8s/client.ts");
@@ -145,11 +147,11 @@ export async function livePod(
     if (typeof spec?.nodeName === "string") out.nodeName = spec.nodeName;
     return out;
   } catch (e) {
-    if (isNotFound(e)) {
-      throw new Error(`pod ${pod.namespace}/${pod.name} does not exist in the API`);
-    }
-    if (flags.kubeconfig !== undefined || flags.context !== undefined) throw e;
-    warn(e);
+    const err = isNotFound(e)
+      ? new Error(`pod ${pod.namespace}/${pod.name} does not exist in the API`)
+      : e;
+    if (opts.flags.kubeconfig !== undefined || opts.flags.context !== undefined) throw err;
+    opts.warn(err);
     return undefined;
   } finally {
     kube?.close();

@@ -101,11 +101,6 @@ export class KubeRequester {
     return this.#requestCount;
   }
 
-  /** The API server's base URL, e.g. `"https://10.96.0.1:443"`. */
-  get server(): string {
-    return this.#conn.server;
-  }
-
   /**
    * Whether this requester was closed or its signal (or `extra`) aborted.
    * @param extra another signal to check
