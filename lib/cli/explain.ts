@@ -392,7 +392,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
           connection = { ...connection, tokenFile: host(connection.tokenFile) };
         }
       } else {
-        const { inClusterConnection } = await import("../k8s/kubeconfig.ts");
+        const { inClusterConnection } = await import("../k8s/connection.ts");
         connection = inClusterConnection(env);
       }
     }

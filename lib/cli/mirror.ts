@@ -27,7 +27,7 @@ import {
   kubeFlagsHelp,
 } from "./kube_flags.ts";
 import { KubeClient } from "../k8s/client.ts";
-import { inClusterConnection, type KubeConnection } from "../k8s/kubeconfig.ts";
+import { inClusterConnection, type KubeConnection } from "../k8s/connection.ts";
 import { type ListWatchOptions, watchNetworkAttachmentDefinitions } from "../k8s/watch.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
 import { DEFAULT_NAD_MIRROR_DIR, NadMirrorWriter } from "../multinet/nad_mirror.ts";

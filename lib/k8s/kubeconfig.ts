@@ -16,7 +16,8 @@ import { z } from "zod";
 import type { ExecCredentialConfig, KubeConnection } from "./connection.ts";
 import { KubeError } from "./errors.ts";
 
-export * from "./connection.ts";
+// Types only: the plugin's ADD with a kubeconfig never loads connection.ts (inClusterConnection).
+export type { ExecCredentialConfig, InClusterOptions, KubeConnection } from "./connection.ts";
 
 /** Options of {@link loadKubeconfig}. */
 export interface LoadKubeconfigOptions {

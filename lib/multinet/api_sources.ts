@@ -8,9 +8,13 @@
 
 import type { KubeClient } from "../k8s/client.ts";
 import { isNotFound } from "../k8s/errors.ts";
-import { cniErrorFromKube } from "./api_errors.ts";
 import type { PodSource } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
+
+/** `cniErrorFromKube`, loaded on the first failure only (the success path never needs it). */
+async function cniError(e: unknown): Promise<unknown> {
+  return (await import("./api_errors.ts")).cniErrorFromKube(e);
+}
 
 /**
  * NetworkAttachmentDefinitions from the API (`GET …/network-attachment-definitions/{name}`).
@@ -24,7 +28,7 @@ export function apiNadSource(kube: KubeClient): NadSource {
         return await kube.getNetworkAttachmentDefinition(namespace, name);
       } catch (e) {
         if (isNotFound(e)) return undefined;
-        throw cniErrorFromKube(e);
+        throw await cniError(e);
       }
     },
   };
@@ -43,7 +47,7 @@ export function apiPodSource(kube: KubeClient): PodSource {
         return { uid: pod.metadata.uid ?? "", annotations: pod.metadata.annotations ?? {} };
       } catch (e) {
         if (isNotFound(e)) return undefined;
-        throw cniErrorFromKube(e);
+        throw await cniError(e);
       }
     },
   };

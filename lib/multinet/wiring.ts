@@ -133,7 +133,7 @@ async function apiConnector(
 ): Promise<(() => Promise<ApiDeps>) | undefined> {
   let inCluster: KubeConnection | undefined;
   if (!conf.kubeconfig) {
-    const { inClusterConnection } = await import("../k8s/kubeconfig.ts");
+    const { inClusterConnection } = await import("../k8s/connection.ts");
     try {
       inCluster = inClusterConnection(processEnv);
     } catch (e) {
@@ -144,20 +144,17 @@ async function apiConnector(
   let api: Promise<ApiDeps> | undefined;
   return () =>
     api ??= (async () => {
-      const [
-        { loadKubeconfig },
-        { KubeClient },
-        { apiNadSource, apiPodSource },
-        { withCniErrors },
-        mirror,
-      ] = await Promise.all([
-        import("../k8s/kubeconfig.ts"),
-        import("../k8s/client.ts"),
-        import("./api_sources.ts"),
-        import("./api_errors.ts"),
-        conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
-      ]);
-      const connection = inCluster ?? await withCniErrors(() => loadKubeconfig(conf.kubeconfig!));
+      const [{ loadKubeconfig }, { KubeClient }, { apiNadSource, apiPodSource }, mirror] =
+        await Promise.all([
+          import("../k8s/kubeconfig.ts"),
+          import("../k8s/client.ts"),
+          import("./api_sources.ts"),
+          conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
+        ]);
+      const connection = inCluster ??
+        await loadKubeconfig(conf.kubeconfig!).catch(async (e) => {
+          throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+        });
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
       return {
         nads: mirror && conf.nadMirrorDir
