@@ -1,6 +1,9 @@
 /**
- * Where the Kubernetes API is and how to authenticate to it: a kubeconfig file
- * (`clientcmd/api/v1` `Config`) or the in-cluster service account.
+ * A kubeconfig (`clientcmd/api/v1` `Config`) as a {@link KubeConnection}: one file or a
+ * `KUBECONFIG` list merged as kubectl merges it, a context chosen by name or
+ * `current-context`, users with a token, token file, client certificate or exec credential
+ * plugin (run later, by the client: `exec_credential.ts`). The in-cluster service account is
+ * `connection.ts`.
  *
  * Start-up cost matters (one short process per pod), so the kubeconfig is parsed with
  * `JSON.parse` first (JSON is valid YAML and the installer writes JSON) and the `yaml`
@@ -117,11 +120,7 @@ async function parseText(path: string, text: string): Promise<unknown> {
   }
 }
 
-async function readPem(
-  file: string,
-  what: string,
-  marker: string,
-): Promise<string> {
+async function readPem(file: string, what: string, marker: string): Promise<string> {
   let text: string;
   try {
     text = await Deno.readTextFile(file);
@@ -142,6 +141,25 @@ function decodePem(data: string, what: string, marker: string): string {
   }
   if (!text.includes(marker)) throw configError(`Kubeconfig ${what} is not base64-encoded PEM`);
   return text;
+}
+
+const CERT_MARKER = "-----BEGIN CERTIFICATE-----";
+const KEY_MARKER = "PRIVATE KEY-----";
+
+/**
+ * The PEM of `entry[field]` (a path, relative to `base`) or of `entry[field + "-data"]`
+ * (base64, preferred, as clientcmd does); undefined when neither is set.
+ */
+async function pemOf<F extends string>(
+  entry: Partial<Record<F | `${F}-data`, string>>,
+  field: F,
+  opts: { where: string; base: string; marker: string },
+): Promise<string | undefined> {
+  const data = entry[`${field}-data` as const];
+  if (data) return decodePem(data, `${field}-data of ${opts.where}`, opts.marker);
+  const file = entry[field];
+  if (!file) return undefined;
+  return await readPem(resolvePath(opts.base, file), `${field} of ${opts.where}`, opts.marker);
 }
 
 /**
@@ -174,20 +192,8 @@ async function clusterConnection(
     server: normaliseServer(cluster.server, where),
     insecureSkipTlsVerify: cluster["insecure-skip-tls-verify"] === true,
   };
-  const marker = "-----BEGIN CERTIFICATE-----";
-  if (cluster["certificate-authority-data"]) {
-    out.caCertPem = decodePem(
-      cluster["certificate-authority-data"],
-      `certificate-authority-data of ${where}`,
-      marker,
-    );
-  } else if (cluster["certificate-authority"]) {
-    out.caCertPem = await readPem(
-      resolvePath(base, cluster["certificate-authority"]),
-      `certificate-authority of ${where}`,
-      marker,
-    );
-  }
+  const ca = await pemOf(cluster, "certificate-authority", { where, base, marker: CERT_MARKER });
+  if (ca) out.caCertPem = ca;
   if (out.insecureSkipTlsVerify && out.caCertPem) {
     // Same rule as client-go's config validation.
     throw configError(
@@ -223,30 +229,10 @@ async function userConnection(
     );
   }
   const out: UserPart = {};
-  const certMarker = "-----BEGIN CERTIFICATE-----";
-  const keyMarker = "PRIVATE KEY-----";
-  if (user["client-certificate-data"]) {
-    out.clientCertPem = decodePem(
-      user["client-certificate-data"],
-      `client-certificate-data of ${where}`,
-      certMarker,
-    );
-  } else if (user["client-certificate"]) {
-    out.clientCertPem = await readPem(
-      resolvePath(base, user["client-certificate"]),
-      `client-certificate of ${where}`,
-      certMarker,
-    );
-  }
-  if (user["client-key-data"]) {
-    out.clientKeyPem = decodePem(user["client-key-data"], `client-key-data of ${where}`, keyMarker);
-  } else if (user["client-key"]) {
-    out.clientKeyPem = await readPem(
-      resolvePath(base, user["client-key"]),
-      `client-key of ${where}`,
-      keyMarker,
-    );
-  }
+  const cert = await pemOf(user, "client-certificate", { where, base, marker: CERT_MARKER });
+  const key = await pemOf(user, "client-key", { where, base, marker: KEY_MARKER });
+  if (cert) out.clientCertPem = cert;
+  if (key) out.clientKeyPem = key;
   if ((out.clientCertPem === undefined) !== (out.clientKeyPem === undefined)) {
     throw configError(
       `Kubeconfig ${where} has a client ${
