@@ -18,13 +18,14 @@ const suite = realApiSuite({ audit: true, root: true });
 const SA = "system:serviceaccount:kube-system:manifold";
 
 suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccount token needs nothing more", async (api) => {
-  // 1. Apply every object of deploy/ (CRD, ServiceAccount, ClusterRole, binding, DaemonSet).
+  // 1. Apply every object of deploy/ (CRDs, ServiceAccount, ClusterRole, binding, DaemonSet).
   const objects = await deployObjects();
   assert.deepEqual(
     objects.map((o) => o.kind).sort(),
     [
       "ClusterRole",
       "ClusterRoleBinding",
+      "CustomResourceDefinition",
       "CustomResourceDefinition",
       "DaemonSet",
       "ServiceAccount",
@@ -142,7 +143,7 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
           { metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": "[]" } } },
         ],
         ["DELETE", objectPath("v1", "Pod", w.ns, POD)],
-        ["GET", objectPath("v1", "Pod", w.ns)],
+        // (pods list/watch is granted: the node daemon's pod informer and MultiNetworkPolicy)
         ["GET", `/api/v1/namespaces/${w.ns}/secrets`],
         ["GET", `/api/v1/namespaces/${w.ns}/events`],
         [
