@@ -7,6 +7,13 @@
  */
 
 import { isNotFound, type KubeClient } from "../k8s/client.ts";
+import {
+  parsePodNetwork,
+  parsePodNetworkAttachment,
+  podNetworkAttachmentPath,
+  podNetworkPath,
+} from "../k8s/multinetwork.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import type { PodSource } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
 
@@ -44,5 +51,27 @@ export function apiPodSource(kube: KubeClient): PodSource {
         throw e;
       }
     },
+  };
+}
+
+/**
+ * KEP-3698 objects from the API: `GET …/podnetworks/{name}` and
+ * `GET …/namespaces/{ns}/podnetworkattachments/{name}` (group `multinetwork.manifold.dev`).
+ * @returns a source whose methods resolve undefined on HTTP 404 (also when the CRD is not
+ *   installed) and throw the client's `KubeApiError` otherwise.
+ */
+export function apiPodNetworkSource(kube: KubeClient): PodNetworkSource {
+  const get = async <T>(path: string, parse: (raw: unknown) => T): Promise<T | undefined> => {
+    try {
+      return parse(await kube.send("GET", path));
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
+  };
+  return {
+    podNetwork: (name) => get(podNetworkPath(name), parsePodNetwork),
+    attachment: (namespace, name) =>
+      get(podNetworkAttachmentPath(namespace, name), parsePodNetworkAttachment),
   };
 }

@@ -24,6 +24,7 @@ import {
   prepareDevice,
 } from "./add_devices.ts";
 import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
+import { defaultGatewaysOf } from "./pod_networks.ts";
 import {
   attachmentContext,
   isStaticPod,
@@ -81,7 +82,9 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     const plan = await buildPodPlan(podPlanInput(deps, { pod, runtimeArgs, annotations }));
     mark("planned");
     if (plan.ignoredSelection) warnIgnoredSelection(deps, pod, log, plan.ignoredSelection);
-    if (plan.attachments.some((a) => a.selection?.["default-route"]) && !deps.kernel) {
+    const routes = (a: AttachmentPlan) =>
+      a.selection?.["default-route"] ?? a.selection?.podNetwork?.isDefaultGW;
+    if (plan.attachments.some(routes) && !deps.kernel) {
       throw new CniError(
         CniErrorCode.Internal,
         "default-route needs netlink access to the sandbox",
@@ -253,6 +256,9 @@ class AddRun {
     crashpoint("add:after-delegate");
     entry.result = decoded.raw;
     entry.state = "added";
+    if (plan.selection?.podNetwork?.isDefaultGW) {
+      entry.defaultRoute = defaultGatewaysOf(decoded.result, plan.delegate.statusName);
+    }
     this.results.push(decoded);
     mark(`attached${this.record.attachments.length}`);
     const deviceInfo = await collectDevice(this.#device, entry, decoded.result);

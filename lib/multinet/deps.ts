@@ -15,6 +15,7 @@ import type { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
 import type { NadSource } from "./nad_source.ts";
 import type { PodRef } from "./pod.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import type { NetworkStatus } from "./types.ts";
 
 /** The pod fields Manifold reads from the API. */
@@ -81,6 +82,8 @@ export interface ManifoldDeps {
   nads?: NadSource;
   /** Pods; undefined without an API (standalone). */
   pods?: PodSource;
+  /** KEP-3698 PodNetworks and PodNetworkAttachments; undefined without an API. */
+  podNetworks?: PodNetworkSource;
   /** Where network-status goes (API patch or a file). */
   status: StatusSink;
   /** Kubernetes Events (best effort). */

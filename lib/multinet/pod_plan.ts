@@ -31,6 +31,8 @@ import {
   resolveSelection,
 } from "./networks.ts";
 import { planAttachments, type PlanInput } from "./plan.ts";
+import { parsePodNetworkAnnotation, PODNETWORKS_ANNOTATION } from "./pod_network_annotation.ts";
+import { podNetworkSelections, type PodNetworkSource } from "./pod_networks.ts";
 import { planPodOf, type PodRef } from "./pod.ts";
 import {
   type AttachmentPlan,
@@ -60,6 +62,11 @@ export interface PodPlanInput {
   /** NADs by reference; undefined without API and `nadDir`. Memoized here. */
   nads?: NadSource;
   /**
+   * KEP-3698 PodNetworks and PodNetworkAttachments (the API); read only when the pod has the
+   * `multinetwork.manifold.dev/networks` annotation. Undefined without an API.
+   */
+  podNetworks?: PodNetworkSource;
+  /**
    * `"add"` (default; ADD and explain): the first problem throws. `"rebuild"` (a DEL without
    * cache, GC and STATUS): a network that cannot be resolved is left out and noted in
    * {@link PodPlan.missing}; a plan that fails its checks falls back to the default network
@@ -77,7 +84,7 @@ export interface PodPlanInput {
  * @returns the input for {@link buildPodPlan} (mode `"add"`).
  */
 export function podPlanInput(
-  deps: Pick<ManifoldDeps, "conf" | "env" | "nads">,
+  deps: Pick<ManifoldDeps, "conf" | "env" | "nads" | "podNetworks">,
   call: Pick<PodPlanInput, "pod" | "runtimeArgs" | "annotations">,
 ): PodPlanInput {
   return {
@@ -85,6 +92,7 @@ export function podPlanInput(
     containerId: deps.env.containerId,
     ifName: deps.env.ifName,
     nads: deps.nads,
+    podNetworks: deps.podNetworks,
     ...call,
   };
 }
@@ -167,11 +175,16 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
     : resolveDefaultNetwork(conf, nads, pod, override);
   const extraP = resolveExtraDefaults(conf, nads, pod);
   const selectionPs = pod ? elements.map((e) => resolveSelection(conf, nads, pod, e)) : [];
+  // KEP-3698 entries after the NPWG ones: their objects are read only when the pod has them.
+  const kepText = pod ? annotations[PODNETWORKS_ANNOTATION]?.trim() : undefined;
+  const kepP = pod && kepText
+    ? podNetworkPlan(input, nads, pod, kepText, override ? [override, ...elements] : elements)
+    : Promise.resolve([]);
   let defaultNetwork: Delegate;
   let defaultNetworks: Delegate[] = [];
   let selections: ResolvedSelection[] = [];
   if (rebuild) {
-    [extraP, ...selectionPs].forEach((p) => p.catch(() => {})); // settled below
+    [extraP, kepP, ...selectionPs].forEach((p: Promise<unknown>) => p.catch(() => {})); // settled below
     defaultNetwork = await defaultP;
     try {
       defaultNetworks = await extraP;
@@ -185,16 +198,19 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
         note(`${elements[i].namespace}/${elements[i].name}`, e);
       }
     }
+    try {
+      selections.push(...await kepP);
+    } catch (e) {
+      note(PODNETWORKS_ANNOTATION, e);
+    }
   } else {
     // All concurrently; the first failure in attachment order is reported.
-    const [d, extra, ...sels] = await inOrder<Delegate | Delegate[] | ResolvedSelection>([
-      defaultP,
-      extraP,
-      ...selectionPs,
-    ]);
+    const [d, extra, kep, ...sels] = await inOrder<
+      Delegate | Delegate[] | ResolvedSelection | ResolvedSelection[]
+    >([defaultP, extraP, kepP, ...selectionPs]);
     defaultNetwork = d as Delegate;
     defaultNetworks = extra as Delegate[];
-    selections = sels as ResolvedSelection[];
+    selections = [...sels as ResolvedSelection[], ...kep as ResolvedSelection[]];
   }
 
   const base: Omit<PlanInput, "defaultNetworks" | "selections"> = {
@@ -215,6 +231,46 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
     plan.attachments = planAttachments({ ...base, defaultNetworks: [], selections: [] });
   }
   return plan;
+}
+
+/**
+ * The KEP-3698 entries of `text` resolved through their PodNetworks to delegates (see
+ * pod_networks.ts), after the one-default-route check against the NPWG elements.
+ * @throws {CniError} code 7 (invalid annotation, unusable PodNetwork, no API, `isDefaultGW`
+ *   with a `default-route` elsewhere); the sources' errors as they are.
+ */
+async function podNetworkPlan(
+  input: PodPlanInput,
+  nads: NadSource | undefined,
+  pod: PodRef,
+  text: string,
+  npwg: NetworkSelectionElement[],
+): Promise<ResolvedSelection[]> {
+  const entries = parsePodNetworkAnnotation(text);
+  if (entries.length === 0) return [];
+  if (!input.podNetworks) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `the pod has ${PODNETWORKS_ANNOTATION} but Manifold has no Kubernetes API to read PodNetworks`,
+    );
+  }
+  const gw = entries.findIndex((e) => e.isDefaultGW);
+  const other = npwg.find((e) => e["default-route"] !== undefined);
+  if (gw >= 0 && other) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `${PODNETWORKS_ANNOTATION} [${gw}]: isDefaultGW: the default route may be set on only one ` +
+        `attachment, and "${other.namespace}/${other.name}" sets "default-route" (NPWG v1.3 §4.1.2.1.9)`,
+    );
+  }
+  const elements = await podNetworkSelections(entries, {
+    source: input.podNetworks,
+    provider: input.conf.podNetworkProvider,
+    podNamespace: pod.namespace,
+    ifName: input.ifName,
+    checkReady: input.mode !== "rebuild",
+  });
+  return await inOrder(elements.map((e) => resolveSelection(input.conf, nads, pod, e)));
 }
 
 /**

@@ -74,6 +74,12 @@ export interface NetworkSelectionElement {
   "ipam-claim-reference"?: string;
   /** Reverse-DNS extension keys, kept verbatim. */
   extra?: Record<string, unknown>;
+  /**
+   * Set when the element comes from the KEP-3698 annotation (`multinetwork.manifold.dev/networks`):
+   * the PodNetwork (and PodNetworkAttachment) it resolved through, and `isDefaultGW` (the
+   * default route goes via this interface, gateways from the delegate's result).
+   */
+  podNetwork?: { name: string; attachment?: string; isDefaultGW: boolean };
 }
 
 /**

@@ -178,10 +178,16 @@ Deno.test("every manifest has apiVersion, kind and metadata.name; kubectl apply 
     [
       "CustomResourceDefinition",
       "CustomResourceDefinition",
+      "CustomResourceDefinition",
+      "CustomResourceDefinition",
       "ServiceAccount",
       "ClusterRole",
       "ClusterRoleBinding",
       "DaemonSet",
+      "ServiceAccount",
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "Deployment",
     ],
   );
   for (const { file, doc } of all) {
@@ -282,7 +288,7 @@ Deno.test("the MultiNetworkPolicy CRD: k8s.cni.cncf.io/v1beta1, the NetworkPolic
 });
 
 Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildcard", async () => {
-  const doc = find(await manifests(), "ClusterRole");
+  const doc = find(await manifests(), "ClusterRole", "manifold");
   assert.ok(!JSON.stringify(doc).includes('"*"'), "no * anywhere");
   const r = roleSchema.safeParse(doc);
   assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
@@ -307,15 +313,17 @@ Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildca
       "k8s.cni.cncf.io|network-attachment-definitions|get",
       "k8s.cni.cncf.io|network-attachment-definitions|list",
       "k8s.cni.cncf.io|network-attachment-definitions|watch",
+      "multinetwork.manifold.dev|podnetworkattachments|get",
+      "multinetwork.manifold.dev|podnetworks|get",
     ].sort(),
   );
 });
 
 Deno.test("ServiceAccount and ClusterRoleBinding tie the role to the DaemonSet's account", async () => {
   const all = await manifests();
-  const sa = saSchema.parse(find(all, "ServiceAccount"));
-  const crb = bindingSchema.parse(find(all, "ClusterRoleBinding"));
-  const role = roleSchema.parse(find(all, "ClusterRole"));
+  const sa = saSchema.parse(find(all, "ServiceAccount", "manifold"));
+  const crb = bindingSchema.parse(find(all, "ClusterRoleBinding", "manifold"));
+  const role = roleSchema.parse(find(all, "ClusterRole", "manifold"));
   const ds = dsSchema.parse(find(all, "DaemonSet"));
   assert.equal(crb.roleRef.name, role.metadata.name);
   assert.deepEqual(crb.subjects[0], {
