@@ -24,9 +24,16 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
     objects.map((o) => o.kind).sort(),
     [
       "ClusterRole",
+      "ClusterRole",
+      "ClusterRoleBinding",
       "ClusterRoleBinding",
       "CustomResourceDefinition",
+      "CustomResourceDefinition",
+      "CustomResourceDefinition",
+      "CustomResourceDefinition",
       "DaemonSet",
+      "Deployment",
+      "ServiceAccount",
       "ServiceAccount",
     ],
   );
@@ -142,7 +149,7 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
           { metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": "[]" } } },
         ],
         ["DELETE", objectPath("v1", "Pod", w.ns, POD)],
-        ["GET", objectPath("v1", "Pod", w.ns)],
+        // (listing pods is granted: `manifold daemon`'s MultiNetworkPolicy peers, cluster-wide)
         ["GET", `/api/v1/namespaces/${w.ns}/secrets`],
         ["GET", `/api/v1/namespaces/${w.ns}/events`],
         [
