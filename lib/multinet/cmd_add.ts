@@ -25,6 +25,7 @@ import {
 } from "./add_devices.ts";
 import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
 import { defaultGatewaysOf } from "./pod_networks.ts";
+import { buildPodNetworkStatus, PODNETWORKS_STATUS_ANNOTATION } from "./pod_network_status.ts";
 import {
   attachmentContext,
   isStaticPod,
@@ -97,7 +98,13 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     mark("verified");
     await run.cacheFinal(statuses);
     crashpoint("add:before-patch");
-    await deps.status.publish(pod, env.containerId, statuses);
+    const kep = buildPodNetworkStatus(plan.attachments, statuses);
+    await deps.status.publish(
+      pod,
+      env.containerId,
+      statuses,
+      kep ? { [PODNETWORKS_STATUS_ANNOTATION]: JSON.stringify(kep) } : undefined,
+    );
     mark("published");
     crashpoint("add:after-patch");
   } catch (e) {

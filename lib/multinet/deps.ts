@@ -43,10 +43,16 @@ export interface StatusSink {
   /** Where statuses go, for logs: "api" or "file:<dir>". */
   readonly kind: string;
   /**
-   * Writes the status list for the pod (once per ADD).
+   * Writes the status list for the pod (once per ADD); `extra` annotations (the KEP-3698
+   * `multinetwork.manifold.dev/networks-status`) go in the same write where the sink has one.
    * @throws {CniError} code 11 when the API stays unreachable after retries.
    */
-  publish(pod: PodRef | undefined, containerId: string, entries: NetworkStatus[]): Promise<void>;
+  publish(
+    pod: PodRef | undefined,
+    containerId: string,
+    entries: NetworkStatus[],
+    extra?: Record<string, string>,
+  ): Promise<void>;
   /** Forgets what `publish` stored for the container (file sinks; DEL). Never throws. */
   remove?(containerId: string): Promise<void>;
 }

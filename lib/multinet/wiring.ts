@@ -105,8 +105,8 @@ export async function buildDeps(
     },
     status: {
       kind: "api",
-      publish: async (pod, containerId, entries) =>
-        await (await connect()).status.publish(pod, containerId, entries),
+      publish: async (pod, containerId, entries, extra) =>
+        await (await connect()).status.publish(pod, containerId, entries, extra),
     },
     events: {
       emit: (pod, ev) => {

@@ -4,7 +4,8 @@
  * entry resolved through a Ready PodNetwork to its NAD, attached with `interfaceName`, with the
  * pod's default route moved to it (`isDefaultGW`), composed with the NPWG annotation in one
  * plan; a disabled, not-Ready, missing or foreign PodNetwork refused with code 7 before any
- * delegate runs; a pod without the annotation reads no PodNetwork. Needs root.
+ * delegate runs; the KEP's per-network status (`multinetwork.manifold.dev/networks-status`);
+ * a pod without the annotation reads no PodNetwork and gets no KEP status. Needs root.
  */
 
 import assert from "node:assert/strict";
@@ -76,6 +77,19 @@ async function defaultRoutes(w: World): Promise<string[][]> {
   return routes.map((r) => [r.gateway ?? "", r.dev]);
 }
 
+/** The pod's `multinetwork.manifold.dev/networks-status` annotation, parsed. */
+function kepStatus(w: World): Record<string, unknown>[] {
+  const pod = w.api.getPod(NS, "web-0") as { metadata: { annotations: Record<string, string> } };
+  const text = pod.metadata.annotations[`${KEP}-status`];
+  assert.ok(text, "networks-status annotation written");
+  return JSON.parse(text);
+}
+
+/** The first address of a network-status entry, without its prefix length. */
+function bare(s: Record<string, unknown>): string {
+  return String((s.ips as string[])[0]).replace(/\/\d+$/, "");
+}
+
 function multinetRequests(w: World): string[] {
   return w.api.requests.filter((r) => r.path.includes("multinetwork.manifold.dev")).map((r) =>
     `${r.method} ${r.path} ${r.status}`
@@ -122,6 +136,11 @@ Deno.test({
         [`${NS}/dp-net`, "dp0"],
       ]);
       assert.deepEqual(status[2]["default-route"], ["10.240.5.1"]);
+      // The KEP's per-network status, in the same write: PodNetworks only (not NPWG's net1).
+      assert.deepEqual(kepStatus(w), [
+        { name: "default", interfaceName: "eth0", ips: [bare(status[0])], isDefaultGW: false },
+        { name: "dataplane", interfaceName: "dp0", ips: [bare(status[2])], isDefaultGW: true },
+      ]);
       assert.deepEqual(multinetRequests(w), [
         "GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/dataplane 200",
       ]);
@@ -155,6 +174,10 @@ Deno.test({
       expectOk(await w.call("ADD"), "ADD");
       assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net1"]);
       assert.deepEqual(podStatus(w)[1].name, `${NS}/dp-net`);
+      assert.deepEqual(kepStatus(w).map((e) => [e.name, e.interfaceName, e.isDefaultGW]), [
+        ["default", "eth0", true],
+        ["dataplane", "net1", false],
+      ]);
       // The default route stays on the cluster network.
       assert.equal((await defaultRoutes(w))[0]?.[1], "eth0");
       expectOk(await w.call("DEL"), "DEL");
@@ -241,6 +264,10 @@ Deno.test({
     try {
       expectOk(await w.call("ADD"), "ADD");
       assert.deepEqual(multinetRequests(w), []);
+      const pod = w.api.getPod(NS, "web-0") as {
+        metadata: { annotations: Record<string, string> };
+      };
+      assert.equal(pod.metadata.annotations[`${KEP}-status`], undefined, "no KEP status");
       expectOk(await w.call("DEL"), "DEL");
     } finally {
       await done(w);

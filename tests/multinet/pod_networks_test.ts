@@ -278,3 +278,31 @@ Deno.test("defaultGatewaysOf: ips gateways per family, else default routes' gw, 
     (e) => e instanceof CniError && e.code === 7 && /no gateway/.test(e.message),
   );
 });
+
+Deno.test("buildPodNetworkStatus: default + PodNetwork attachments, one bare IP per family, isDefaultGW", async () => {
+  const { buildPodNetworkStatus } = await import("../../lib/multinet/pod_network_status.ts");
+  const plan = await buildPodPlan(input({
+    [NETWORKS]: "other",
+    [KEP]: JSON.stringify([{
+      podNetworkName: "dataplane",
+      interfaceName: "dp0",
+      isDefaultGW: true,
+    }]),
+  }, source([pn("dataplane")])));
+  const statuses = [
+    {
+      name: "cbr0",
+      interface: "eth0",
+      ips: ["10.1.0.5/24", "fd00::5/64", "10.1.0.6/24"],
+      default: true,
+    },
+    { name: "ns1/other", interface: "net1", ips: ["10.3.0.2/24"], default: false },
+    { name: "ns1/dp", interface: "dp0", ips: ["fd01::7/64"], default: false },
+  ];
+  assert.deepEqual(buildPodNetworkStatus(plan.attachments, statuses), [
+    { name: "default", interfaceName: "eth0", ips: ["10.1.0.5", "fd00::5"], isDefaultGW: false },
+    { name: "dataplane", interfaceName: "dp0", ips: ["fd01::7"], isDefaultGW: true },
+  ]);
+  const npwgOnly = await buildPodPlan(input({ [NETWORKS]: "other" }, source([])));
+  assert.equal(buildPodNetworkStatus(npwgOnly.attachments, statuses.slice(0, 2)), undefined);
+});
