@@ -13,3 +13,4 @@ export * from "./types.ts";
 export * from "./kubeconfig.ts";
 export * from "./client.ts";
 export * from "./watch.ts";
+export * from "./multinetwork.ts";

@@ -56,11 +56,17 @@ export interface Condition {
 
 /** The metadata fields of a KEP-3698 object Manifold reads (namespace absent for PodNetwork). */
 export interface MultiNetworkMeta {
+  /** Object name. */
   name: string;
+  /** Namespace (PodNetworkAttachment only). */
   namespace?: string;
+  /** Server-assigned UID. */
   uid?: string;
+  /** Opaque version, sent back as a precondition of finalizer patches. */
   resourceVersion?: string;
+  /** Spec generation (bumped by spec changes). */
   generation?: number;
+  /** Finalizers, e.g. {@link INUSE_FINALIZER}. */
   finalizers?: string[];
   /** RFC 3339; set once deletion was requested (finalizers pending). */
   deletionTimestamp?: string;
@@ -68,7 +74,9 @@ export interface MultiNetworkMeta {
 
 /** A PodNetwork (KEP-3698 `PodNetworkSpec`, `PodNetworkStatus`). */
 export interface PodNetwork {
+  /** Object metadata (no namespace). */
   metadata: MultiNetworkMeta;
+  /** The KEP's `PodNetworkSpec`. */
   spec: {
     /** Administrative switch; the KEP's default is true. */
     enabled: boolean;
@@ -77,6 +85,7 @@ export interface PodNetwork {
     /** Implementation-specific parameters. */
     parametersRefs: ParametersRef[];
   };
+  /** The KEP's `PodNetworkStatus`. */
   status: { conditions: Condition[] };
   /** The object exactly as the API returned it. */
   raw: Record<string, unknown>;
@@ -84,8 +93,11 @@ export interface PodNetwork {
 
 /** A PodNetworkAttachment (KEP-3698 `PodNetworkAttachmentSpec`, `…Status`). */
 export interface PodNetworkAttachment {
+  /** Object metadata, with its namespace. */
   metadata: MultiNetworkMeta & { namespace: string };
+  /** The KEP's `PodNetworkAttachmentSpec`. */
   spec: { podNetworkName: string; parametersRefs: ParametersRef[] };
+  /** The KEP's `PodNetworkAttachmentStatus`. */
   status: { conditions: Condition[] };
   /** The object exactly as the API returned it. */
   raw: Record<string, unknown>;

@@ -31,7 +31,9 @@ import { nadOfRefs } from "../multinet/pod_networks.ts";
 
 /** A pod as the controller keeps it: only what references networks. */
 export interface PodReferences {
+  /** The pod's namespace. */
   namespace: string;
+  /** The pod's name. */
   name: string;
   /** `status.phase`; Succeeded and Failed pods reference nothing. */
   phase: string;
@@ -41,9 +43,13 @@ export interface PodReferences {
 
 /** Everything the controller has listed, by key (`name` or `namespace/name`). */
 export interface Snapshot {
+  /** PodNetworks by name. */
   podNetworks: Map<string, PodNetwork>;
+  /** PodNetworkAttachments by `namespace/name`. */
   attachments: Map<string, PodNetworkAttachment>;
+  /** NetworkAttachmentDefinitions by `namespace/name`. */
   nads: Map<string, NetworkAttachmentDefinition>;
+  /** Pods by `namespace/name`. */
   pods: Map<string, PodReferences>;
 }
 

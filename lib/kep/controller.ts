@@ -39,6 +39,7 @@ import { type PassReport, reconcileAll } from "./reconcile.ts";
 export interface ControllerOptions {
   /** Stops the controller; {@link runController} then resolves. */
   signal: AbortSignal;
+  /** Receives the passes' writes and the loops' failures. */
   logger: Logger;
   /** Provider and isolation. */
   policy: LifecyclePolicy;

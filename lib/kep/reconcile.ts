@@ -35,7 +35,9 @@ import {
 
 /** What one pass wrote (for logs and tests). */
 export interface PassReport {
+  /** Condition patches sent (`…/status`). */
   statusWrites: number;
+  /** Finalizer patches sent. */
   finalizerWrites: number;
   /** Writes that failed (logged; the next pass retries). */
   failures: number;
