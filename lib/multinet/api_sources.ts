@@ -7,12 +7,6 @@
  */
 
 import { isNotFound, type KubeClient } from "../k8s/client.ts";
-import {
-  parsePodNetwork,
-  parsePodNetworkAttachment,
-  podNetworkAttachmentPath,
-  podNetworkPath,
-} from "../k8s/multinetwork.ts";
 import type { PodNetworkSource } from "./pod_networks.ts";
 import type { PodSource } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
@@ -61,6 +55,8 @@ export function apiPodSource(kube: KubeClient): PodSource {
  *   installed) and throw the client's `KubeApiError` otherwise.
  */
 export function apiPodNetworkSource(kube: KubeClient): PodNetworkSource {
+  // Loaded on the first read: pods without the KEP annotation never load it.
+  const m = () => import("../k8s/multinetwork.ts");
   const get = async <T>(path: string, parse: (raw: unknown) => T): Promise<T | undefined> => {
     try {
       return parse(await kube.send("GET", path));
@@ -70,8 +66,13 @@ export function apiPodNetworkSource(kube: KubeClient): PodNetworkSource {
     }
   };
   return {
-    podNetwork: (name) => get(podNetworkPath(name), parsePodNetwork),
-    attachment: (namespace, name) =>
-      get(podNetworkAttachmentPath(namespace, name), parsePodNetworkAttachment),
+    podNetwork: async (name) => {
+      const { podNetworkPath, parsePodNetwork } = await m();
+      return get(podNetworkPath(name), parsePodNetwork);
+    },
+    attachment: async (namespace, name) => {
+      const { podNetworkAttachmentPath, parsePodNetworkAttachment } = await m();
+      return get(podNetworkAttachmentPath(namespace, name), parsePodNetworkAttachment);
+    },
   };
 }

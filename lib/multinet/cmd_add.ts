@@ -24,8 +24,6 @@ import {
   prepareDevice,
 } from "./add_devices.ts";
 import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
-import { defaultGatewaysOf } from "./pod_networks.ts";
-import { buildPodNetworkStatus, PODNETWORKS_STATUS_ANNOTATION } from "./pod_network_status.ts";
 import {
   attachmentContext,
   isStaticPod,
@@ -98,12 +96,16 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     mark("verified");
     await run.cacheFinal(statuses);
     crashpoint("add:before-patch");
-    const kep = buildPodNetworkStatus(plan.attachments, statuses);
+    const kep = plan.attachments.some((a) => a.selection?.podNetwork)
+      ? await import("./pod_network_status.ts").then((m) =>
+        m.podNetworkStatusAnnotation(plan.attachments, statuses)
+      )
+      : undefined;
     await deps.status.publish(
       pod,
       env.containerId,
       statuses,
-      kep ? { [PODNETWORKS_STATUS_ANNOTATION]: JSON.stringify(kep) } : undefined,
+      kep,
     );
     mark("published");
     crashpoint("add:after-patch");
@@ -264,6 +266,7 @@ class AddRun {
     entry.result = decoded.raw;
     entry.state = "added";
     if (plan.selection?.podNetwork?.isDefaultGW) {
+      const { defaultGatewaysOf } = await import("./pod_networks.ts");
       entry.defaultRoute = defaultGatewaysOf(decoded.result, plan.delegate.statusName);
     }
     this.results.push(decoded);

@@ -12,9 +12,8 @@ import { z } from "zod";
 import { checkJsonDepth } from "../cni/decode.ts";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { INTERFACE_RULE, isDns1123Subdomain, isValidInterfaceName } from "./network_reference.ts";
+import { PODNETWORKS_ANNOTATION } from "./types.ts";
 
-/** The annotation holding the pod's KEP-3698 `networks` list. */
-export const PODNETWORKS_ANNOTATION = "multinetwork.manifold.dev/networks";
 /** Largest accepted number of entries (as the NPWG annotation). */
 export const MAX_PODNETWORK_ENTRIES = 32;
 

@@ -67,3 +67,16 @@ export function buildPodNetworkStatus(
   });
   return out;
 }
+
+/**
+ * {@link buildPodNetworkStatus} as the annotation to write, or undefined when the pod uses no
+ * PodNetwork.
+ * @returns `{"multinetwork.manifold.dev/networks-status": "<JSON list>"}`.
+ */
+export function podNetworkStatusAnnotation(
+  attachments: AttachmentPlan[],
+  statuses: NetworkStatus[],
+): Record<string, string> | undefined {
+  const entries = buildPodNetworkStatus(attachments, statuses);
+  return entries ? { [PODNETWORKS_STATUS_ANNOTATION]: JSON.stringify(entries) } : undefined;
+}

@@ -31,9 +31,12 @@ import {
   type PodNetworkAttachment,
 } from "../k8s/multinetwork.ts";
 import { NAD_GROUP, NAD_RESOURCE } from "../k8s/types.ts";
-import { inOrder } from "./networks.ts";
-import { type PodNetworkEntry, PODNETWORKS_ANNOTATION } from "./pod_network_annotation.ts";
-import type { NetworkSelectionElement } from "./types.ts";
+import type { ManifoldConf } from "./config.ts";
+import type { NadSource } from "./nad_source.ts";
+import { inOrder, type ResolvedSelection, resolveSelection } from "./networks.ts";
+import { parsePodNetworkAnnotation, type PodNetworkEntry } from "./pod_network_annotation.ts";
+import type { PodRef } from "./pod.ts";
+import { type NetworkSelectionElement, PODNETWORKS_ANNOTATION } from "./types.ts";
 
 /** The KEP's name of the cluster default network (KEP-3698 "Default PodNetwork"). */
 export const DEFAULT_PODNETWORK = "default";
@@ -274,4 +277,63 @@ export function defaultGatewaysOf(result: CniResult, network: string): string[] 
     );
   }
   return out;
+}
+
+/** What {@link podNetworkPlan} needs from the plan's input. */
+export interface PodNetworkPlanInput {
+  /** Manifold's configuration (`podNetworkProvider`, isolation, …). */
+  conf: ManifoldConf;
+  /** NADs (memoized by the plan). */
+  nads: NadSource | undefined;
+  /** The pod. */
+  pod: PodRef;
+  /** PodNetworks and PodNetworkAttachments; undefined without an API. */
+  source: PodNetworkSource | undefined;
+  /** CNI_IFNAME. */
+  ifName: string;
+  /** False for a rebuild (see {@link PodNetworkContext.checkReady}). */
+  checkReady: boolean;
+  /** The NPWG elements of the same pod (default-network override first), for the one-default-route rule. */
+  npwg: NetworkSelectionElement[];
+}
+
+/**
+ * The pod's KEP-3698 entries resolved through their PodNetworks to delegates, after the
+ * one-default-route check against the NPWG elements (`buildPodPlan` calls this only for a
+ * pod with the annotation).
+ * @param text the annotation's value.
+ * @param input configuration, NADs, pod, source, CNI_IFNAME, NPWG elements.
+ * @returns the resolved selections, in entry order.
+ * @throws {CniError} code 7 (invalid annotation, unusable PodNetwork, no API, `isDefaultGW`
+ *   with a `default-route` elsewhere); the sources' errors as they are.
+ */
+export async function podNetworkPlan(
+  text: string,
+  input: PodNetworkPlanInput,
+): Promise<ResolvedSelection[]> {
+  const entries = parsePodNetworkAnnotation(text);
+  if (entries.length === 0) return [];
+  if (!input.source) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `the pod has ${PODNETWORKS_ANNOTATION} but Manifold has no Kubernetes API to read PodNetworks`,
+    );
+  }
+  const gw = entries.findIndex((e) => e.isDefaultGW);
+  const other = input.npwg.find((e) => e["default-route"] !== undefined);
+  if (gw >= 0 && other) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `${PODNETWORKS_ANNOTATION} [${gw}]: isDefaultGW: the default route may be set on only one ` +
+        `attachment, and "${other.namespace}/${other.name}" sets "default-route" (NPWG v1.3 §4.1.2.1.9)`,
+    );
+  }
+  const elements = await podNetworkSelections(entries, {
+    source: input.source,
+    provider: input.conf.podNetworkProvider,
+    podNamespace: input.pod.namespace,
+    ifName: input.ifName,
+    checkReady: input.checkReady,
+  });
+  return await inOrder(elements.map((e) => resolveSelection(input.conf, input.nads, input.pod, e)));
 }

@@ -31,14 +31,14 @@ import {
   resolveSelection,
 } from "./networks.ts";
 import { planAttachments, type PlanInput } from "./plan.ts";
-import { parsePodNetworkAnnotation, PODNETWORKS_ANNOTATION } from "./pod_network_annotation.ts";
-import { podNetworkSelections, type PodNetworkSource } from "./pod_networks.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import { planPodOf, type PodRef } from "./pod.ts";
 import {
   type AttachmentPlan,
   type Delegate,
   NETWORKS_ANNOTATION,
   type NetworkSelectionElement,
+  PODNETWORKS_ANNOTATION,
 } from "./types.ts";
 
 /** Inputs of {@link buildPodPlan}. */
@@ -177,8 +177,19 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
   const selectionPs = pod ? elements.map((e) => resolveSelection(conf, nads, pod, e)) : [];
   // KEP-3698 entries after the NPWG ones: their objects are read only when the pod has them.
   const kepText = pod ? annotations[PODNETWORKS_ANNOTATION]?.trim() : undefined;
-  const kepP = pod && kepText
-    ? podNetworkPlan(input, nads, pod, kepText, override ? [override, ...elements] : elements)
+  // Loaded only for such pods: the others pay nothing for KEP-3698.
+  const kepP: Promise<ResolvedSelection[]> = pod && kepText
+    ? import("./pod_networks.ts").then((m) =>
+      m.podNetworkPlan(kepText, {
+        conf,
+        nads,
+        pod,
+        source: input.podNetworks,
+        ifName: input.ifName,
+        checkReady: !rebuild,
+        npwg: override ? [override, ...elements] : elements,
+      })
+    )
     : Promise.resolve([]);
   let defaultNetwork: Delegate;
   let defaultNetworks: Delegate[] = [];
@@ -231,46 +242,6 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
     plan.attachments = planAttachments({ ...base, defaultNetworks: [], selections: [] });
   }
   return plan;
-}
-
-/**
- * The KEP-3698 entries of `text` resolved through their PodNetworks to delegates (see
- * pod_networks.ts), after the one-default-route check against the NPWG elements.
- * @throws {CniError} code 7 (invalid annotation, unusable PodNetwork, no API, `isDefaultGW`
- *   with a `default-route` elsewhere); the sources' errors as they are.
- */
-async function podNetworkPlan(
-  input: PodPlanInput,
-  nads: NadSource | undefined,
-  pod: PodRef,
-  text: string,
-  npwg: NetworkSelectionElement[],
-): Promise<ResolvedSelection[]> {
-  const entries = parsePodNetworkAnnotation(text);
-  if (entries.length === 0) return [];
-  if (!input.podNetworks) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      `the pod has ${PODNETWORKS_ANNOTATION} but Manifold has no Kubernetes API to read PodNetworks`,
-    );
-  }
-  const gw = entries.findIndex((e) => e.isDefaultGW);
-  const other = npwg.find((e) => e["default-route"] !== undefined);
-  if (gw >= 0 && other) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      `${PODNETWORKS_ANNOTATION} [${gw}]: isDefaultGW: the default route may be set on only one ` +
-        `attachment, and "${other.namespace}/${other.name}" sets "default-route" (NPWG v1.3 §4.1.2.1.9)`,
-    );
-  }
-  const elements = await podNetworkSelections(entries, {
-    source: input.podNetworks,
-    provider: input.conf.podNetworkProvider,
-    podNamespace: pod.namespace,
-    ifName: input.ifName,
-    checkReady: input.mode !== "rebuild",
-  });
-  return await inOrder(elements.map((e) => resolveSelection(input.conf, nads, pod, e)));
 }
 
 /**

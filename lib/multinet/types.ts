@@ -11,6 +11,8 @@ import type { NetworkConfigList } from "../cni/types.ts";
 
 /** Annotation holding the pod's secondary network selection (NPWG v1.3 §4.1). */
 export const NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks";
+/** The pod's KEP-3698 `networks` list (a JSON array), until `Pod.spec.networks` exists. */
+export const PODNETWORKS_ANNOTATION = "multinetwork.manifold.dev/networks";
 /** Annotation Manifold writes with the attachment results (NPWG v1.3 §5). */
 export const NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status";
 /** Multus's per-pod override of the cluster default network (a NAD reference). */
