@@ -215,13 +215,14 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
       note(PODNETWORKS_ANNOTATION, e);
     }
   } else {
-    // All concurrently; the first failure in attachment order is reported.
-    const [d, extra, kep, ...sels] = await inOrder<
+    // All concurrently; the first failure in attachment order (KEP entries last) is reported.
+    const [d, extra, ...rest] = await inOrder<
       Delegate | Delegate[] | ResolvedSelection | ResolvedSelection[]
-    >([defaultP, extraP, kepP, ...selectionPs]);
+    >([defaultP, extraP, ...selectionPs, kepP]);
     defaultNetwork = d as Delegate;
     defaultNetworks = extra as Delegate[];
-    selections = [...sels as ResolvedSelection[], ...kep as ResolvedSelection[]];
+    const kep = rest.pop() as ResolvedSelection[];
+    selections = [...rest as ResolvedSelection[], ...kep];
   }
 
   const base: Omit<PlanInput, "defaultNetworks" | "selections"> = {

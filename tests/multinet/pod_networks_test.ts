@@ -306,3 +306,13 @@ Deno.test("buildPodNetworkStatus: default + PodNetwork attachments, one bare IP 
   const npwgOnly = await buildPodPlan(input({ [NETWORKS]: "other" }, source([])));
   assert.equal(buildPodNetworkStatus(npwgOnly.attachments, statuses.slice(0, 2)), undefined);
 });
+
+Deno.test("plan: an NPWG error is reported before a KEP one (attachment order)", async () => {
+  await rejects7(
+    buildPodPlan(input({
+      [NETWORKS]: "missing-nad",
+      [KEP]: '[{"podNetworkName":"nope"}]',
+    }, source([]))),
+    /"ns1\/missing-nad" not found/,
+  );
+});
