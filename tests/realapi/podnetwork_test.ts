@@ -246,6 +246,13 @@ suite.test("plugin: a pod attaches through a PodNetwork the controller made Read
     assert.deepEqual(await linkNames(w.podNetns), ["dp0", "eth0"]);
     const status = networkStatus(await w.pod());
     assert.deepEqual(status?.map((s) => s.interface), ["eth0", "dp0"]);
+    // The KEP's per-network status, written in the same pods/status PATCH.
+    const kep = JSON.parse((await w.pod()).metadata.annotations[`${KEP}-status`]);
+    assert.deepEqual(kep.map((e: KubeObject) => [e.name, e.interfaceName, e.isDefaultGW]), [
+      ["default", "eth0", true],
+      ["real", "dp0", false],
+    ]);
+    assert.equal(kep[1].ips[0], String((status![1].ips as string[])[0]).replace(/\/\d+$/, ""));
     await until(
       async () => ((await getPn(api, "real"))?.metadata.finalizers ?? []).includes(FINALIZER),
       "finalizer added for the pod",
