@@ -4,7 +4,7 @@
  * Called by a container runtime with CNI_* variables and a config on stdin, it is a CNI
  * plugin. With a first argument it is a tool: `manifold --version`, `manifold --help`,
  * `manifold inspect …`, `manifold install …`, `manifold doctor …`, `manifold explain …`,
- * `manifold mirror …`; run by hand on a terminal without `CNI_COMMAND`, it prints its help.
+ * `manifold mirror …`, `manifold controller …`; run by hand on a terminal without `CNI_COMMAND`, it prints its help.
  *
  * Wiring only. The process runs once per pod operation, so start-up is part of every ADD
  * and DEL: nothing is imported statically, and each mode loads only its own modules
@@ -68,6 +68,10 @@ if (import.meta.main) {
   if (first === "explain") {
     const { runExplain } = await import("./lib/cli/explain.ts");
     Deno.exit(await runExplain(Deno.args.slice(1)));
+  }
+  if (first === "controller") {
+    const { runControllerCli } = await import("./lib/cli/controller.ts");
+    Deno.exit(await runControllerCli(Deno.args.slice(1)));
   }
   if (first === "mirror") {
     const { runMirror } = await import("./lib/cli/mirror.ts");

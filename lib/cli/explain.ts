@@ -27,6 +27,7 @@ import { INSTALL_DEFAULTS, MANIFOLD_CONFIG_NAME, underRoot } from "../install/mo
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import type { NadSource } from "../multinet/nad_source.ts";
+import type { PodNetworkSource } from "../multinet/pod_networks.ts";
 import { errorText } from "../util/text.ts";
 import { explainPod } from "./explain_plan.ts";
 import { formatExplainText } from "./explain_format.ts";
@@ -99,6 +100,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
     const conf = mapConf(await loadOwnConfig(host(opts.configPath)), host);
     let connection: KubeConnection | undefined;
     let nads: NadSource | undefined;
+    let podNetworks: PodNetworkSource | undefined;
     let podInfo: { uid: string; annotations: Record<string, string> } | undefined;
     const env = io.env ?? Deno.env.toObject();
     if (conf.nadDir) {
@@ -124,13 +126,15 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       }
     }
     if (connection) {
-      const [{ KubeClient }, { apiNadSource, apiPodSource }] = await Promise.all([
-        import("../k8s/client.ts"),
-        import("../multinet/api_sources.ts"),
-      ]);
+      const [{ KubeClient }, { apiNadSource, apiPodSource, apiPodNetworkSource }] = await Promise
+        .all([
+          import("../k8s/client.ts"),
+          import("../multinet/api_sources.ts"),
+        ]);
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, retries: 1 });
       close = () => kube.close();
       nads = apiNadSource(kube);
+      podNetworks = apiPodNetworkSource(kube);
       if (opts.pod) {
         podInfo = await apiPodSource(kube).get(opts.pod.namespace, opts.pod.name);
         if (!podInfo) throw new Error(`pod ${opts.pod.namespace}/${opts.pod.name} not found`);
@@ -149,6 +153,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       pod: { namespace: ns, name, uid: podInfo?.uid ?? "", infraContainerId: opts.containerId },
       annotations,
       nads,
+      podNetworks,
       containerId: opts.containerId,
       netns: opts.netns,
       ifName: opts.ifName,

@@ -36,6 +36,7 @@ Commands for people:
   manifold doctor    checks this node's Manifold setup (binary, config, API, netlink, cache)
   manifold install   the node installer (the DaemonSet's entrypoint)
   manifold mirror    keeps a node-local copy of the NetworkAttachmentDefinitions
+  manifold controller  the KEP-3698 PodNetwork controller (conditions, InUse finalizer)
   manifold version   prints the version (also --version, -v)
   manifold help      this text (also --help, -h)
 

@@ -2,7 +2,7 @@
  * Manifold's command-line tools (the `manifold <command>` words other than the CNI plugin
  * itself): `manifold inspect` ({@link runInspect}), `manifold install` ({@link runInstall}),
  * `manifold doctor` ({@link runDoctor}), `manifold explain` ({@link runExplain}) and
- * `manifold mirror` ({@link runMirror}).
+ * `manifold mirror` ({@link runMirror}) and `manifold controller` ({@link runControllerCli}).
  *
  * @module
  */
@@ -15,4 +15,5 @@ export * from "./doctor_checks.ts";
 export * from "./doctor_api.ts";
 export * from "./explain.ts";
 export * from "./mirror.ts";
+export * from "./controller.ts";
 export * from "./io.ts";

@@ -251,6 +251,29 @@ export class KubeClient {
   }
 
   /**
+   * One request of any verb with this client's retries, timeout and authentication, for the
+   * objects that have no method of their own (KEP-3698 PodNetworks: `GET` one, `PATCH` its
+   * finalizers or `status` with `application/merge-patch+json`).
+   *
+   * @param method `"GET"`, `"PATCH"`, `"PUT"`, …
+   * @param path request path without the server prefix
+   * @param body JSON-encoded here when given
+   * @param contentType of `body`; default `application/json`
+   * @returns the decoded JSON body, unvalidated
+   * @throws {KubeError} as every call: `"request"` with the HTTP status (404 → `isNotFound`,
+   *   409 a conflict; 429/5xx after retries), `"decoding"` when the body is not JSON.
+   */
+  async send(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = "application/json",
+  ): Promise<unknown> {
+    if (body === undefined) return await this.#api.request(method, path);
+    return await this.#api.request(method, path, { body: JSON.stringify(body), contentType });
+  }
+
+  /**
    * Opens a watch, `GET {path}?watch=1&{params}` (e.g. `resourceVersion`,
    * `allowWatchBookmarks`, `timeoutSeconds`), and yields each line of the chunked answer
    * decoded (`metav1.WatchEvent`: `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{…}}`),

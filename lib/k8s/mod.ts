@@ -27,3 +27,4 @@ export {
   runExecCredentialPlugin,
   withExecCredential,
 } from "./exec_credential.ts";
+export * from "./multinetwork.ts";

@@ -8,6 +8,7 @@
 
 import type { KubeClient } from "../k8s/client.ts";
 import { isNotFound } from "../k8s/errors.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import type { PodSource } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
 
@@ -49,6 +50,35 @@ export function apiPodSource(kube: KubeClient): PodSource {
         if (isNotFound(e)) return undefined;
         throw await cniError(e);
       }
+    },
+  };
+}
+
+/**
+ * KEP-3698 objects from the API: `GET …/podnetworks/{name}` and
+ * `GET …/namespaces/{ns}/podnetworkattachments/{name}` (group `multinetwork.manifold.dev`).
+ * @returns a source whose methods resolve undefined on HTTP 404 (also when the CRD is not
+ *   installed) and throw a CniError otherwise (`cniErrorFromKube`).
+ */
+export function apiPodNetworkSource(kube: KubeClient): PodNetworkSource {
+  // Loaded on the first read: pods without the KEP annotation never load it.
+  const m = () => import("../k8s/multinetwork.ts");
+  const get = async <T>(path: string, parse: (raw: unknown) => T): Promise<T | undefined> => {
+    try {
+      return parse(await kube.send("GET", path));
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw await cniError(e);
+    }
+  };
+  return {
+    podNetwork: async (name) => {
+      const { podNetworkPath, parsePodNetwork } = await m();
+      return get(podNetworkPath(name), parsePodNetwork);
+    },
+    attachment: async (namespace, name) => {
+      const { podNetworkAttachmentPath, parsePodNetworkAttachment } = await m();
+      return get(podNetworkAttachmentPath(namespace, name), parsePodNetworkAttachment);
     },
   };
 }

@@ -21,6 +21,8 @@ import { type LogOptions, logOptionsIssues } from "../log/rotate.ts";
 export const DEFAULT_CNI_DIR = "/var/lib/cni/manifold";
 /** Where on-disk configs named by NADs without spec.config are found (Multus default). */
 export const DEFAULT_CONF_DIR = "/etc/cni/multus/net.d";
+/** Manifold's KEP-3698 PodNetwork `provider` (domain-prefixed, KEP-3698 "Provider"). */
+export const DEFAULT_PODNETWORK_PROVIDER = "manifold.dev/cni";
 /** Where delegate binaries are looked up first (then CNI_PATH). */
 export const DEFAULT_BIN_DIR = "/opt/cni/bin";
 
@@ -95,6 +97,11 @@ export interface ManifoldConf {
    * log line with the reason).
    */
   invalidNetworkSelection: "fail" | "ignore";
+  /**
+   * Manifold: the KEP-3698 `provider` this installation serves: a pod may attach only to
+   * PodNetworks whose `spec.provider` is exactly this (default {@link DEFAULT_PODNETWORK_PROVIDER}).
+   */
+  podNetworkProvider: string;
   /** Manifold: per-delegate time bound, ms (default 60 000). */
   delegateTimeoutMs: number;
   /** Manifold: per API request time bound, ms (default 5 000). */
@@ -165,6 +172,7 @@ function buildSchema() {
     nadMirrorDir: optStr,
     events: z.enum(["all", "warnings", "none"]).optional(),
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
+    podNetworkProvider: optStr,
     delegateTimeoutMs: optNum,
     apiTimeoutMs: optNum,
     readinessTimeoutMs: optNum,
@@ -294,6 +302,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     nadMirrorDir: c.nadMirrorDir || undefined,
     events: c.events ?? "warnings",
     invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
+    podNetworkProvider: c.podNetworkProvider || DEFAULT_PODNETWORK_PROVIDER,
     raw,
   };
 }

@@ -28,3 +28,6 @@ export * from "./kernel.ts";
 export * from "./plugin.ts";
 export * from "./wiring.ts";
 export * from "./api_sources.ts";
+export * from "./pod_network_annotation.ts";
+export * from "./pod_networks.ts";
+export * from "./pod_network_status.ts";

@@ -35,16 +35,19 @@ export class ApiStatusSink implements StatusSink {
    * @param pod the pod; nothing is sent without one (a non-Kubernetes runtime).
    * @param _containerId unused (the pod is the key).
    * @param entries the statuses, default network first.
+   * @param extra other annotations set in the same PATCH (KEP-3698 networks-status).
    * @throws {CniError} 11 when the API stays unreachable after the client's retries.
    */
   async publish(
     pod: PodRef | undefined,
     _containerId: string,
     entries: NetworkStatus[],
+    extra: Record<string, string> = {},
   ): Promise<void> {
     if (!pod) return;
     try {
       await this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
+        ...extra,
         [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
       });
     } catch (e) {

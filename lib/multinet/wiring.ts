@@ -19,6 +19,7 @@ import { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
 import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import { netlinkKernel } from "./kernel.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
@@ -97,10 +98,15 @@ export async function buildDeps(
     ...base,
     nads: { get: async (namespace, name) => (await connect()).nads.get(namespace, name) },
     pods: { get: async (namespace, name) => (await connect()).pods.get(namespace, name) },
+    podNetworks: {
+      podNetwork: async (name) => (await connect()).podNetworks.podNetwork(name),
+      attachment: async (namespace, name) =>
+        (await connect()).podNetworks.attachment(namespace, name),
+    },
     status: {
       kind: "api",
-      publish: async (pod, containerId, entries) =>
-        await (await connect()).status.publish(pod, containerId, entries),
+      publish: async (pod, containerId, entries, extra) =>
+        await (await connect()).status.publish(pod, containerId, entries, extra),
     },
     events: {
       emit: (pod, ev) => {
@@ -115,6 +121,7 @@ export async function buildDeps(
 interface ApiDeps {
   nads: NadSource;
   pods: PodSource;
+  podNetworks: PodNetworkSource;
   status: StatusSink;
   events: EventSink;
 }
@@ -144,13 +151,17 @@ async function apiConnector(
   let api: Promise<ApiDeps> | undefined;
   return () =>
     api ??= (async () => {
-      const [{ loadKubeconfig }, { KubeClient }, { apiNadSource, apiPodSource }, mirror] =
-        await Promise.all([
-          import("../k8s/kubeconfig.ts"),
-          import("../k8s/client.ts"),
-          import("./api_sources.ts"),
-          conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
-        ]);
+      const [
+        { loadKubeconfig },
+        { KubeClient },
+        { apiNadSource, apiPodSource, apiPodNetworkSource },
+        mirror,
+      ] = await Promise.all([
+        import("../k8s/kubeconfig.ts"),
+        import("../k8s/client.ts"),
+        import("./api_sources.ts"),
+        conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
+      ]);
       const connection = inCluster ??
         await loadKubeconfig(conf.kubeconfig!).catch(async (e) => {
           throw (await import("./api_errors.ts")).cniErrorFromKube(e);
@@ -161,6 +172,7 @@ async function apiConnector(
           ? mirror.mirrorNadSource(conf.nadMirrorDir, apiNadSource(kube), logger)
           : apiNadSource(kube),
         pods: apiPodSource(kube),
+        podNetworks: apiPodNetworkSource(kube),
         status: new ApiStatusSink(kube),
         events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),
       };

@@ -178,10 +178,16 @@ Deno.test("every manifest has apiVersion, kind and metadata.name; kubectl apply 
     [
       "CustomResourceDefinition",
       "CustomResourceDefinition",
+      "CustomResourceDefinition",
+      "CustomResourceDefinition",
       "ServiceAccount",
       "ClusterRole",
       "ClusterRoleBinding",
       "DaemonSet",
+      "ServiceAccount",
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "Deployment",
     ],
   );
   for (const { file, doc } of all) {
@@ -282,7 +288,7 @@ Deno.test("the MultiNetworkPolicy CRD: k8s.cni.cncf.io/v1beta1, the NetworkPolic
 });
 
 Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildcard", async () => {
-  const doc = find(await manifests(), "ClusterRole");
+  const doc = find(await manifests(), "ClusterRole", "manifold");
   assert.ok(!JSON.stringify(doc).includes('"*"'), "no * anywhere");
   const r = roleSchema.safeParse(doc);
   assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
@@ -307,15 +313,17 @@ Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildca
       "k8s.cni.cncf.io|network-attachment-definitions|get",
       "k8s.cni.cncf.io|network-attachment-definitions|list",
       "k8s.cni.cncf.io|network-attachment-definitions|watch",
+      "multinetwork.manifold.dev|podnetworkattachments|get",
+      "multinetwork.manifold.dev|podnetworks|get",
     ].sort(),
   );
 });
 
 Deno.test("ServiceAccount and ClusterRoleBinding tie the role to the DaemonSet's account", async () => {
   const all = await manifests();
-  const sa = saSchema.parse(find(all, "ServiceAccount"));
-  const crb = bindingSchema.parse(find(all, "ClusterRoleBinding"));
-  const role = roleSchema.parse(find(all, "ClusterRole"));
+  const sa = saSchema.parse(find(all, "ServiceAccount", "manifold"));
+  const crb = bindingSchema.parse(find(all, "ClusterRoleBinding", "manifold"));
+  const role = roleSchema.parse(find(all, "ClusterRole", "manifold"));
   const ds = dsSchema.parse(find(all, "DaemonSet"));
   assert.equal(crb.roleRef.name, role.metadata.name);
   assert.deepEqual(crb.subjects[0], {
@@ -402,4 +410,98 @@ Deno.test("DaemonSet: the nad-mirror container mirrors into the dir the plugin r
   assert.ok(
     mebibytes(mirror.resources.limits.memory) >= mebibytes(mirror.resources.requests.memory),
   );
+});
+
+/** The KEP's provider pattern (KEP-3698 PodNetworkSpec.Provider `+kubebuilder:validation:Pattern`). */
+const KEP_PROVIDER_PATTERN =
+  "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\\/[A-Za-z0-9\\/\\-._~%!$&'()*+,;=:]+$";
+
+// deno-lint-ignore no-explicit-any
+type Obj = Record<string, any>;
+
+Deno.test("KEP-3698 CRDs: scope, names, status subresource, the KEP's provider pattern and MaxItems", async () => {
+  const all = await manifests();
+  const pn = find(all, "CustomResourceDefinition", "podnetworks.multinetwork.manifold.dev") as Obj;
+  const pna = find(
+    all,
+    "CustomResourceDefinition",
+    "podnetworkattachments.multinetwork.manifold.dev",
+  ) as Obj;
+  for (
+    const [crd, scope, kind] of [[pn, "Cluster", "PodNetwork"], [
+      pna,
+      "Namespaced",
+      "PodNetworkAttachment",
+    ]] as const
+  ) {
+    assert.equal(crd.spec.group, "multinetwork.manifold.dev");
+    assert.equal(crd.spec.scope, scope);
+    assert.equal(crd.spec.names.kind, kind);
+    assert.equal(crd.spec.versions.length, 1);
+    const v = crd.spec.versions[0];
+    assert.equal(v.name, "v1alpha1");
+    assert.deepEqual(v.subresources, { status: {} });
+    const props = v.schema.openAPIV3Schema.properties;
+    const conditions = props.status.properties.conditions;
+    assert.equal(conditions.maxItems, 5, "KEP: +kubebuilder:validation:MaxItems=5");
+    assert.equal(conditions["x-kubernetes-list-type"], "map");
+    assert.deepEqual(conditions["x-kubernetes-list-map-keys"], ["type"]);
+    const ref = props.spec.properties.parametersRefs.items;
+    assert.deepEqual(ref.required, ["group", "kind", "name"]);
+    assert.deepEqual(Object.keys(ref.properties).sort(), ["group", "kind", "name", "namespace"]);
+  }
+  const spec = pn.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties;
+  assert.equal(spec.provider.pattern, KEP_PROVIDER_PATTERN);
+  assert.equal(spec.provider.maxLength, 253);
+  assert.equal(spec.enabled.default, true);
+  assert.ok(new RegExp(KEP_PROVIDER_PATTERN).test("manifold.dev/cni"), "our provider matches");
+  const pnaSpec = pna.spec.versions[0].schema.openAPIV3Schema.properties.spec;
+  assert.deepEqual(pnaSpec.required, ["podNetworkName"]);
+});
+
+Deno.test("manifold-controller: one replica, its own account, exactly the verbs the life cycle needs", async () => {
+  const all = await manifests();
+  const role = roleSchema.parse(find(all, "ClusterRole", "manifold-controller"));
+  const crb = bindingSchema.parse(find(all, "ClusterRoleBinding", "manifold-controller"));
+  const sa = saSchema.parse(find(all, "ServiceAccount", "manifold-controller"));
+  const dep = find(all, "Deployment", "manifold-controller") as Obj;
+  const grants = role.rules.flatMap((r) =>
+    r.apiGroups.flatMap((g) => r.resources.flatMap((res) => r.verbs.map((v) => `${g}|${res}|${v}`)))
+  );
+  assert.deepEqual(
+    grants.sort(),
+    [
+      "|pods|list",
+      "|pods|watch",
+      "k8s.cni.cncf.io|network-attachment-definitions|list",
+      "k8s.cni.cncf.io|network-attachment-definitions|watch",
+      "multinetwork.manifold.dev|podnetworkattachments/status|patch",
+      "multinetwork.manifold.dev|podnetworkattachments|list",
+      "multinetwork.manifold.dev|podnetworkattachments|patch",
+      "multinetwork.manifold.dev|podnetworkattachments|watch",
+      "multinetwork.manifold.dev|podnetworks/status|patch",
+      "multinetwork.manifold.dev|podnetworks|list",
+      "multinetwork.manifold.dev|podnetworks|patch",
+      "multinetwork.manifold.dev|podnetworks|watch",
+    ].sort(),
+  );
+  assert.equal(crb.roleRef.name, role.metadata.name);
+  assert.deepEqual(crb.subjects[0], {
+    kind: "ServiceAccount",
+    name: sa.metadata.name,
+    namespace: sa.metadata.namespace,
+  });
+  assert.equal(dep.spec.replicas, 1, "single instance");
+  assert.equal(dep.spec.strategy.type, "Recreate", "no second replica during a rollout");
+  const pod = dep.spec.template.spec;
+  assert.equal(pod.serviceAccountName, sa.metadata.name);
+  const [c] = pod.containers;
+  assert.equal(c.args[0], "controller");
+  const { runControllerCli } = await import("../../lib/cli/controller.ts");
+  let err = "";
+  const code = await runControllerCli([...c.args.slice(1), "--help"], {
+    stdout: () => {},
+    stderr: (s) => void (err += s),
+  });
+  assert.equal(code, 0, err);
 });

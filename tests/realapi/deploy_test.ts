@@ -24,10 +24,16 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
     objects.map((o) => o.kind).sort(),
     [
       "ClusterRole",
+      "ClusterRole",
+      "ClusterRoleBinding",
       "ClusterRoleBinding",
       "CustomResourceDefinition",
       "CustomResourceDefinition",
+      "CustomResourceDefinition",
+      "CustomResourceDefinition",
       "DaemonSet",
+      "Deployment",
+      "ServiceAccount",
       "ServiceAccount",
     ],
   );
@@ -143,7 +149,7 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
           { metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": "[]" } } },
         ],
         ["DELETE", objectPath("v1", "Pod", w.ns, POD)],
-        // (pods list/watch is granted: the node daemon's pod informer and MultiNetworkPolicy)
+        // (listing pods is granted: `manifold daemon`'s MultiNetworkPolicy peers, cluster-wide)
         ["GET", `/api/v1/namespaces/${w.ns}/secrets`],
         ["GET", `/api/v1/namespaces/${w.ns}/events`],
         [

@@ -44,6 +44,12 @@ const RESOURCES: Record<string, { plural: string; namespaced: boolean }> = {
   "v1/Pod": { plural: "pods", namespaced: true },
   "v1/Event": { plural: "events", namespaced: true },
   "apps/v1/DaemonSet": { plural: "daemonsets", namespaced: true },
+  "apps/v1/Deployment": { plural: "deployments", namespaced: true },
+  "multinetwork.manifold.dev/v1alpha1/PodNetwork": { plural: "podnetworks", namespaced: false },
+  "multinetwork.manifold.dev/v1alpha1/PodNetworkAttachment": {
+    plural: "podnetworkattachments",
+    namespaced: true,
+  },
   "rbac.authorization.k8s.io/v1/ClusterRole": { plural: "clusterroles", namespaced: false },
   "rbac.authorization.k8s.io/v1/ClusterRoleBinding": {
     plural: "clusterrolebindings",
