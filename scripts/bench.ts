@@ -170,7 +170,7 @@ try {
     });
     let s = performance.now();
     const results: unknown[] = [];
-    for (const d of ds) results.push(await runtime.addNetworkList(d.list, rt(d)));
+    for (const d of ds) results.push((await runtime.addNetworkList(d.list, rt(d))).raw);
     const add = performance.now() - s;
     s = performance.now();
     for (const [k, d] of [...ds.entries()].reverse()) {

@@ -14,6 +14,7 @@ need_apt=()
 [ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 ldconfig -p 2>/dev/null | grep -q 'libmnl.so.0' || need_apt+=(libmnl0)
+{ command -v nft && ldconfig -p | grep -q 'libnftables.so.1'; } >/dev/null 2>&1 || need_apt+=(nftables) # nft + libnftables1 (MultiNetworkPolicy)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -1,13 +1,9 @@
 /**
- * `manifold explain`: a dry run of ADD for a pod. It resolves the pod's networks exactly as
- * the plugin does (lib/multinet `resolveDefaultNetwork`, `resolveExtraDefaults`,
- * `podSelections`, `resolveSelections`, `planAttachments`) and prints, per attachment and
- * per plugin, what the delegate would receive: the resolved NAD source, the final stdin
- * config (name and cniVersion injected, `runtimeConfig` filtered by the plugin's
- * capabilities, `args.cni` merged; `CniRuntime.buildPluginConfig`), the environment
- * (`CNI_COMMAND=ADD`, `CNI_IFNAME`, `CNI_ARGS`, …) and the interface name. Nothing is
- * attached, no delegate runs, the kernel is not touched; an invalid selection or a NAD
- * missing a capability gives the plugin's own error.
+ * `manifold explain`: a dry run of ADD for a pod. It plans the pod's attachments with the
+ * plugin's own planning module (lib/multinet `buildPodPlan`, the code ADD executes) and
+ * prints, per attachment and per plugin, what the delegate would receive (see
+ * {@link explainPod}). Nothing is attached, no delegate runs, the kernel is not touched; an
+ * invalid selection or a NAD missing a capability gives the plugin's own error.
  *
  * - `--pod ns/name`: the pod's annotations and UID from the API (Manifold's kubeconfig);
  * - `--annotation '<selection>' --namespace ns [--name pod]`: a selection to try without a pod.
@@ -19,20 +15,24 @@
 
 import { parseArgs } from "node:util";
 import { outputs, type TextOutputs } from "./io.ts";
-import { formatCniArgs } from "../cni/env.ts";
-import { CniError } from "../cni/errors.ts";
-import type { PluginExec } from "../cni/invoke.ts";
-import { CniRuntime } from "../cni/runtime.ts";
 import { parseNetworkConfig } from "../cni/types.ts";
 import { INSTALL_DEFAULTS, MANIFOLD_CONFIG_NAME, underRoot } from "../install/mod.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import type { NadSource } from "../multinet/nad_source.ts";
-import type { PodRef } from "../multinet/pod.ts";
-import type { AttachmentPlan, NetworkSelectionElement } from "../multinet/types.ts";
+import { errorText } from "../util/text.ts";
+import { explainPod } from "./explain_plan.ts";
+import { formatExplainText } from "./explain_format.ts";
 
-/** Layout version of the `--json` output. */
-export const EXPLAIN_JSON_VERSION = 1;
+export {
+  EXPLAIN_JSON_VERSION,
+  type ExplainAttachment,
+  type ExplainInput,
+  type ExplainPlugin,
+  explainPod,
+  type ExplainReport,
+} from "./explain_plan.ts";
+export { formatExplainText } from "./explain_format.ts";
 
 /** Usage text of `manifold explain`. */
 export const EXPLAIN_USAGE = `Usage:
@@ -57,278 +57,6 @@ Options:
 Exit codes: 0 shown, 1 the ADD would fail (error printed), 2 usage error.
 `;
 
-/** What one plugin of an attachment would receive. */
-export interface ExplainPlugin {
-  /** Plugin `type`. */
-  type: string;
-  /** Binary that would run (binDir, then CNI_PATH); absent when not found. */
-  binary?: string;
-  /** Why it would not run, e.g. `failed to find plugin "x" in path [...]`. */
-  problem?: string;
-  /** The CNI_* environment of the call. */
-  env: Record<string, string>;
-  /** The stdin config; `prevResult` is a placeholder for the previous plugin's result. */
-  stdin: Record<string, unknown>;
-}
-
-/** One attachment in ADD order. */
-export interface ExplainAttachment {
-  /** Status name: `"ns/nad"` or the default network's name. */
-  network: string;
-  isDefault: boolean;
-  /** `"nad:ns/name"`, `"file:/path"` or `"inline:delegates[i]"`. */
-  source: string;
-  /** CNI_IFNAME. */
-  ifName: string;
-  /** The selection element that asked for it (absent for default networks). */
-  selection?: NetworkSelectionElement;
-  /** runtimeConfig candidates; each reaches only plugins declaring that capability. */
-  capabilityArgs: Record<string, unknown>;
-  plugins: ExplainPlugin[];
-  /** What a dry run cannot show or what the plugin would warn about. */
-  notes: string[];
-}
-
-/** The `--json` output. */
-export interface ExplainReport {
-  version: number;
-  pod: { namespace: string; name: string; uid: string };
-  /** Manifold's config file. */
-  config: string;
-  /** Its cniVersion. */
-  cniVersion: string;
-  attachments: ExplainAttachment[];
-}
-
-/** Inputs of {@link explainPod}. */
-export interface ExplainInput {
-  /** Manifold's configuration (paths already as this process sees them). */
-  conf: ManifoldConf;
-  /** The pod; `infraContainerId` is the container ID shown. */
-  pod: PodRef;
-  /** The pod's annotations (selection, default-network override). */
-  annotations: Record<string, string>;
-  /** NADs; undefined without API and `nadDir`. */
-  nads?: NadSource;
-  /** CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME of the simulated call. */
-  containerId: string;
-  netns: string;
-  ifName: string;
-  /** CNI_PATH of the runtime. */
-  cniPath: string[];
-  /** runtimeConfig the runtime passes to Manifold (only declared capabilities count). */
-  runtimeConfig?: Record<string, unknown>;
-  /** The config file, for the report. */
-  configPath: string;
-}
-
-/**
- * Plans a pod's ADD like the plugin and builds what each delegate would receive.
- *
- * @param input configuration, pod, annotations, NAD source, simulated CNI call
- * @returns the report, attachments in ADD order
- * @throws {CniError} exactly as ADD would fail before running a delegate: code 7 for an
- *   invalid annotation, a missing NAD, an isolation violation, a duplicate interface or a
- *   requested key whose capability no plugin declares (e.g. `network "ns/x": "ips" was
- *   requested but no plugin declares capability "ips"`); NAD source errors as is
- */
-export async function explainPod(input: ExplainInput): Promise<ExplainReport> {
-  const m = await import("../multinet/mod.ts");
-  const { conf, pod, annotations, nads } = input;
-  // The runtime passes only what Manifold declares (libcni), as ADD sees it.
-  const runtimeConfig: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(input.runtimeConfig ?? {})) {
-    if (conf.capabilities[k] === true) runtimeConfig[k] = v;
-  }
-  if (conf.capabilities[m.POD_ANNOTATIONS_CAPABILITY]) {
-    runtimeConfig[m.POD_ANNOTATIONS_CAPABILITY] = { ...annotations };
-  }
-  const elements = m.podSelections(pod, annotations);
-  const memo = nads ? m.memoNadSource(nads) : undefined;
-  const defaultNetwork = await m.resolveDefaultNetwork(conf, memo, pod, annotations);
-  const [extra, selections] = await Promise.all([
-    m.resolveExtraDefaults(conf, memo, pod),
-    m.resolveSelections(conf, memo, pod, elements),
-  ]);
-  const runtimeArgs: [string, string][] = [
-    ["IgnoreUnknown", "1"],
-    ["K8S_POD_NAMESPACE", pod.namespace],
-    ["K8S_POD_NAME", pod.name],
-    ["K8S_POD_INFRA_CONTAINER_ID", pod.infraContainerId],
-    ...(pod.uid ? [["K8S_POD_UID", pod.uid] as [string, string]] : []),
-  ];
-  const plans = m.planAttachments({
-    pod: {
-      namespace: pod.namespace,
-      name: pod.name,
-      uid: pod.uid,
-      infraContainerId: pod.infraContainerId,
-    },
-    runtimeIfName: input.ifName,
-    runtimeArgs,
-    runtimeCapabilityArgs: runtimeConfig,
-    defaultNetwork,
-    defaultNetworks: extra,
-    selections,
-  });
-  const binDirs = [conf.binDir, ...input.cniPath];
-  const runtime = new CniRuntime({ binDirs, exec: NO_EXEC });
-  const { findPlugin } = await import("../cni/invoke.ts");
-  const attachments: ExplainAttachment[] = [];
-  for (const plan of plans) {
-    attachments.push(
-      await explainAttachment(plan, {
-        runtime,
-        binDirs,
-        findPlugin,
-        containerId: input.containerId,
-        netns: input.netns,
-        declares: m.declaresCapability,
-      }),
-    );
-  }
-  return {
-    version: EXPLAIN_JSON_VERSION,
-    pod: { namespace: pod.namespace, name: pod.name, uid: pod.uid },
-    config: input.configPath,
-    cniVersion: conf.cniVersion,
-    attachments,
-  };
-}
-
-const NO_EXEC: PluginExec = {
-  exec: () => Promise.reject(new Error("manifold explain never runs a delegate")),
-};
-
-async function explainAttachment(
-  plan: AttachmentPlan,
-  ctx: {
-    runtime: CniRuntime;
-    binDirs: string[];
-    findPlugin: (type: string, dirs: string[]) => Promise<string>;
-    containerId: string;
-    netns: string;
-    declares: (conflist: Record<string, unknown>, capability: string) => boolean;
-  },
-): Promise<ExplainAttachment> {
-  const { delegate } = plan;
-  const list = parseNetworkConfig(delegate.conflist, { source: delegate.source });
-  const rt = {
-    containerId: ctx.containerId,
-    netns: ctx.netns,
-    ifName: plan.ifName,
-    args: plan.cniArgs,
-    capabilityArgs: plan.capabilityArgs,
-  };
-  const env: Record<string, string> = {
-    CNI_COMMAND: "ADD",
-    CNI_CONTAINERID: ctx.containerId,
-    CNI_NETNS: ctx.netns,
-    CNI_IFNAME: plan.ifName,
-    CNI_ARGS: formatCniArgs(plan.cniArgs),
-    CNI_PATH: ctx.binDirs.join(":"),
-  };
-  const notes: string[] = [];
-  const plugins: ExplainPlugin[] = [];
-  for (const [i, plugin] of list.plugins.entries()) {
-    const type = String(plugin.type);
-    const prev = i === 0
-      ? undefined
-      : `<result of plugin ${i} (${
-        String(list.plugins[i - 1].type)
-      }) at ADD, cniVersion ${list.cniVersion}>`;
-    const out: ExplainPlugin = {
-      type,
-      env: { ...env },
-      stdin: ctx.runtime.buildPluginConfig(list, plugin, rt, prev),
-    };
-    try {
-      out.binary = await ctx.findPlugin(type, ctx.binDirs);
-    } catch (e) {
-      out.problem = e instanceof CniError ? e.msg : String(e);
-    }
-    plugins.push(out);
-  }
-  const reached = new Set(
-    plugins.flatMap((p) => Object.keys((p.stdin.runtimeConfig ?? {}) as Record<string, unknown>)),
-  );
-  for (const key of Object.keys(plan.capabilityArgs)) {
-    // The pod's annotations are offered to the default network for plugins that want them.
-    if (!reached.has(key) && key !== "io.kubernetes.cri.pod-annotations") {
-      notes.push(`runtimeConfig "${key}" reaches no plugin: none declares that capability`);
-    }
-  }
-  if (delegate.resourceName) {
-    notes.push(
-      `device-backed (resource "${delegate.resourceName}"): the device kubelet allocated is ` +
-        `injected at ADD as "deviceID"/"pciBusID" and runtimeConfig "deviceID"`,
-    );
-  }
-  if (ctx.declares(delegate.conflist, "CNIDeviceInfoFile")) {
-    notes.push('runtimeConfig "CNIDeviceInfoFile" gets the attachment\'s device-info file at ADD');
-  }
-  if (plan.selection?.["default-route"]) {
-    notes.push(
-      `default-route ${JSON.stringify(plan.selection["default-route"])} is applied by Manifold ` +
-        "with netlink after the attachments are made",
-    );
-  }
-  return {
-    network: delegate.statusName,
-    isDefault: delegate.isDefault,
-    source: delegate.source,
-    ifName: plan.ifName,
-    ...(plan.selection ? { selection: structuredClone(plan.selection) } : {}),
-    capabilityArgs: structuredClone(plan.capabilityArgs),
-    plugins,
-    notes,
-  };
-}
-
-/**
- * Formats the report for people: the pod and config, then per attachment its network,
- * source and interface, and per plugin the binary, the environment and the stdin config
- * (indented JSON). Pure.
- *
- * @param report from {@link explainPod}
- * @returns the text, ending with a newline
- */
-export function formatExplainText(report: ExplainReport): string {
-  const out: string[] = [
-    `Pod ${report.pod.namespace}/${report.pod.name}${
-      report.pod.uid ? ` (uid ${report.pod.uid})` : ""
-    }`,
-    `Config ${report.config} (cniVersion ${report.cniVersion})`,
-    "Dry run of ADD: nothing is attached and no delegate runs.",
-  ];
-  report.attachments.forEach((a, i) => {
-    const role = a.isDefault
-      ? " (cluster default network)"
-      : a.selection
-      ? ""
-      : " (defaultNetworks)";
-    out.push(
-      "",
-      `Attachment ${i + 1}: ${a.ifName} <- ${a.network}${role}`,
-      `  source: ${a.source}`,
-    );
-    if (a.selection) out.push(`  selection: ${JSON.stringify(a.selection)}`);
-    a.plugins.forEach((p, j) => {
-      out.push(
-        `  plugin ${j + 1}/${a.plugins.length}: ${p.type} -> ${
-          p.binary ?? `NOT FOUND (${p.problem})`
-        }`,
-        "    env:",
-        ...Object.entries(p.env).map(([k, v]) => `      ${k}=${v}`),
-        "    stdin:",
-        ...JSON.stringify(p.stdin, null, 2).split("\n").map((l) => `      ${l}`),
-      );
-    });
-    for (const n of a.notes) out.push(`  note: ${n}`);
-  });
-  return out.map(printable).join("\n") + "\n";
-}
-
 /** Injected I/O of {@link runExplain}. */
 export interface ExplainIO extends TextOutputs {
   /** Environment (in-cluster API settings when the config has no kubeconfig). */
@@ -349,7 +77,9 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
   try {
     opts = parseExplainArgs(args);
   } catch (e) {
-    stderr(`manifold explain: ${errorText(e)}\nTry 'manifold explain --help'.\n`);
+    stderr(
+      `manifold explain: ${errorText(e, { multiline: true })}\nTry 'manifold explain --help'.\n`,
+    );
     return 2;
   }
   if (opts === "help") {
@@ -414,7 +144,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
     stdout(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatExplainText(report));
     return 0;
   } catch (e) {
-    stderr(`manifold explain: ${errorText(e)}\n`);
+    stderr(`manifold explain: ${errorText(e, { multiline: true })}\n`);
     return 1;
   } finally {
     close();
@@ -515,18 +245,4 @@ function mapConf(conf: ManifoldConf, host: (p: string) => string): ManifoldConf 
     nadDir: abs(conf.nadDir),
     // kubeconfig stays a host path: loadKubeconfigUnder maps it and the files it names.
   };
-}
-
-function errorText(e: unknown): string {
-  if (e instanceof CniError) {
-    return e.details ? `${e.msg}\n  ${e.details.replace(/\n/g, "\n  ")}` : e.msg;
-  }
-  return e instanceof Error ? e.message : String(e);
-}
-
-// deno-lint-ignore no-control-regex
-const CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
-
-function printable(s: string): string {
-  return s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }

@@ -18,12 +18,13 @@
  */
 
 import { parseArgs } from "node:util";
-import { errorMessage, outputs, stopSignal, type TextOutputs } from "./io.ts";
+import { outputs, stopSignal, type TextOutputs } from "./io.ts";
 import { KubeClient } from "../k8s/client.ts";
 import { inClusterConnection, type KubeConnection, loadKubeconfig } from "../k8s/kubeconfig.ts";
 import { type ListWatchOptions, watchNetworkAttachmentDefinitions } from "../k8s/watch.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
 import { DEFAULT_NAD_MIRROR_DIR, NadMirrorWriter } from "../multinet/nad_mirror.ts";
+import { errorText } from "../util/text.ts";
 
 /** Per-request bound of the mirror's API calls (a list page), ms, unless `--api-timeout-ms`. */
 const DEFAULT_API_TIMEOUT_MS = 30_000;
@@ -87,7 +88,7 @@ export async function runMirror(args: string[], io: MirrorIO = {}): Promise<numb
     }
     opts = parsed;
   } catch (e) {
-    stderr(`manifold mirror: ${errorMessage(e)}\nTry 'manifold mirror --help'.\n`);
+    stderr(`manifold mirror: ${errorText(e)}\nTry 'manifold mirror --help'.\n`);
     return 2;
   }
   const logger = io.logger ??
@@ -120,8 +121,8 @@ export async function runMirror(args: string[], io: MirrorIO = {}): Promise<numb
     }
     return 0;
   } catch (e) {
-    logger.error("mirror failed", { error: errorMessage(e) });
-    stderr(`manifold mirror: ${errorMessage(e)}\n`);
+    logger.error("mirror failed", { error: errorText(e) });
+    stderr(`manifold mirror: ${errorText(e)}\n`);
     return 1;
   } finally {
     kube?.close();

@@ -7,8 +7,12 @@
  * @module
  */
 export * from "./inspect.ts";
+export * from "./inspect_report.ts";
+export * from "./inspect_format.ts";
 export * from "./install.ts";
 export * from "./doctor.ts";
+export * from "./doctor_checks.ts";
+export * from "./doctor_api.ts";
 export * from "./explain.ts";
 export * from "./mirror.ts";
 export * from "./io.ts";

@@ -104,6 +104,19 @@ export function checkJsonDepth(value: unknown, what: string, opts: JsonDepthOpti
 }
 
 /**
+ * What {@link decodeJson} needs of a schema: zod's `safeParse` (every zod schema is one).
+ * Kept structural so the public surface names no zod type.
+ */
+export interface SafeParser<T> {
+  /**
+   * Validates `value`.
+   * @param value decoded JSON.
+   * @returns `{success: true, data}` or `{success: false, error}` (a zod error).
+   */
+  safeParse(value: unknown): { success: true; data: T } | { success: false; error: unknown };
+}
+
+/**
  * Parses `text` as JSON and validates it with `schema`; the value must not nest deeper
  * than {@link MAX_JSON_DEPTH} levels.
  * @param text the raw text (a file, an annotation, a child's output).
@@ -119,7 +132,7 @@ export function checkJsonDepth(value: unknown, what: string, opts: JsonDepthOpti
  * decodeJson("{", z.object({}), "example"); // throws CniError 6 "example is not valid JSON"
  * ```
  */
-export function decodeJson<T>(text: string, schema: z.ZodType<T>, what: string): T {
+export function decodeJson<T>(text: string, schema: SafeParser<T>, what: string): T {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -136,7 +149,7 @@ export function decodeJson<T>(text: string, schema: z.ZodType<T>, what: string):
     throw new CniError(
       CniErrorCode.DecodingFailure,
       `${what} is invalid`,
-      z.prettifyError(parsed.error),
+      z.prettifyError(parsed.error as z.ZodError),
     );
   }
   return parsed.data;

@@ -17,6 +17,7 @@ export type CniCommand = typeof CNI_COMMANDS[number];
 
 /** The validated CNI environment of one invocation. */
 export interface CniEnv {
+  /** `CNI_COMMAND`: ADD, DEL, CHECK, GC, STATUS or VERSION. */
   command: CniCommand;
   /** Container ID; "" when the command does not need it (GC, STATUS, VERSION). */
   containerId: string;
@@ -26,6 +27,11 @@ export interface CniEnv {
   ifName: string;
   /** Raw `CNI_ARGS`, "K=V;K2=V2" (may be ""). */
   args: string;
+  /**
+   * `CNI_ARGS` parsed once by {@link parseCniEnv} ({@link parseCniArgs}); absent on
+   * environments built by hand (then parse `args`).
+   */
+  argPairs?: [string, string][];
   /** `CNI_PATH` split on ":" with empty entries removed. */
   path: string[];
 }
@@ -122,6 +128,7 @@ export function parseCniEnv(env: Record<string, string | undefined>): CniEnv {
   const ifName = env.CNI_IFNAME ?? "";
   const args = env.CNI_ARGS ?? "";
   const pathRaw = env.CNI_PATH ?? "";
+  let argPairs: [string, string][] = [];
 
   if (command) {
     const req = REQUIREMENTS[command];
@@ -145,8 +152,12 @@ export function parseCniEnv(env: Record<string, string | undefined>): CniEnv {
       if (p) problems.push({ name: "CNI_IFNAME", text: `CNI_IFNAME is invalid: ${p}` });
     }
     if (command !== "VERSION" && args !== "") {
-      const p = cniArgsProblem(args);
-      if (p) problems.push({ name: "CNI_ARGS", text: `CNI_ARGS is invalid: ${p}` });
+      try {
+        argPairs = parseCniArgs(args);
+      } catch (err) {
+        const p = (err as CniError).details || (err as CniError).msg;
+        problems.push({ name: "CNI_ARGS", text: `CNI_ARGS is invalid: ${p}` });
+      }
     }
   }
 
@@ -164,6 +175,7 @@ export function parseCniEnv(env: Record<string, string | undefined>): CniEnv {
     netns,
     ifName,
     args,
+    argPairs,
     path: pathRaw.split(":").filter((p) => p !== ""),
   };
 }
@@ -229,15 +241,6 @@ export function interfaceNameProblem(ifName: string): string | undefined {
     return `interface name ${JSON.stringify(ifName)} contains / or : or whitespace`;
   }
   return undefined;
-}
-
-function cniArgsProblem(args: string): string | undefined {
-  try {
-    parseCniArgs(args);
-    return undefined;
-  } catch (err) {
-    return (err as CniError).details || (err as CniError).msg;
-  }
 }
 
 /**

@@ -17,16 +17,18 @@ import type { CniCommand } from "./env.ts";
 import { findPlugin, invokePlugin } from "./invoke.ts";
 import type { PluginExec } from "./invoke.ts";
 import { realPathOrUndefined, selfExecutable } from "./recursion.ts";
-import { convertResult } from "./result.ts";
+import { convertDecoded, convertResult, type DecodedResult, decodeResult } from "./result.ts";
 import type { GcAttachment, NetworkConfigList } from "./types.ts";
 import { assertPluginType, isPlainObject, validateNetworkName } from "./types.ts";
 import { supportsCheck, supportsGcAndStatus } from "./version.ts";
 
 /** The arguments of one invocation besides the network config (libcni `RuntimeConf`). */
 export interface RuntimeConf {
+  /** CNI_CONTAINERID (CNI SPEC "Parameters"). */
   containerId: string;
   /** Netns path; may be "" for DEL. */
   netns: string;
+  /** CNI_IFNAME: the interface the plugin creates in the sandbox. */
   ifName: string;
   /** `CNI_ARGS` pairs, e.g. `[["K8S_POD_NAME","web"]]`. */
   args: [string, string][];
@@ -47,6 +49,7 @@ export interface CniRuntimeOptions {
   timeoutMs?: number;
   /** Environment passed to every plugin besides the CNI variables, e.g. `{ PATH }`. */
   baseEnv?: Record<string, string>;
+  /** Where invocations and plugin failures are logged; default no logging. */
   logger?: Logger;
   /**
    * Resolves a plugin `type` to its binary path; default {@link findPlugin} (needs
@@ -89,7 +92,10 @@ export class CniRuntime {
   #selfPath: string | null | undefined;
   #self: Promise<string | undefined> | undefined;
 
-  /** @param opts plugin directories, exec, timeout, base environment, logger and self path. */
+  /**
+   * A runtime over the given plugin directories and executor.
+   * @param opts plugin directories, exec, timeout, base environment, logger and self path.
+   */
   constructor(opts: CniRuntimeOptions) {
     this.#binDirs = [...opts.binDirs];
     this.#exec = opts.exec;
@@ -148,12 +154,13 @@ export class CniRuntime {
   /**
    * CNI ADD of a whole list (libcni `AddNetworkList`): plugins in order, each getting
    * the previous result as `prevResult`; a plugin printing nothing keeps the previous
-   * result. Every result is converted to `list.cniVersion`.
+   * result. Every plugin's output is decoded once ({@link decodeResult}) and converted to
+   * `list.cniVersion`.
    *
    * @param list the network configuration list.
    * @param rt container ID, netns, ifName, CNI_ARGS and capability arguments.
-   * @returns the final raw result in `list.cniVersion` (`{cniVersion}` alone when no
-   *   plugin printed a result).
+   * @returns the final result in `list.cniVersion`, raw and normalized (`{cniVersion}` alone
+   *   when no plugin printed a result).
    * @throws {CniError} the failing plugin's error (its code preserved); code 4/7 for an
    *   invalid container ID, ifName or network name; code 7 when a plugin is not found or
    *   is Manifold itself (`network "n": plugin "evil" is Manifold itself: recursive
@@ -162,13 +169,13 @@ export class CniRuntime {
   async addNetworkList(
     list: NetworkConfigList,
     rt: RuntimeConf,
-  ): Promise<Record<string, unknown>> {
+  ): Promise<DecodedResult> {
     validateContainerId(rt.containerId);
     validateNetworkName(list.name);
     validateInterfaceName(rt.ifName);
-    let result: Record<string, unknown> | undefined;
+    let result: DecodedResult | undefined;
     for (const plugin of list.plugins) {
-      const conf = this.buildPluginConfig(list, plugin, rt, result);
+      const conf = this.buildPluginConfig(list, plugin, rt, result?.raw);
       const out = await this.#run("ADD", list, plugin, conf, rt);
       if (out === undefined) {
         this.#logger.debug("plugin printed no result, keeping prevResult", {
@@ -177,11 +184,11 @@ export class CniRuntime {
         });
         continue;
       }
-      result = convertResult(out, list.cniVersion);
+      result = convertDecoded(decodeResult(out), list.cniVersion);
     }
     if (!result) {
       this.#logger.warn("no plugin printed a result", { network: list.name });
-      return { cniVersion: list.cniVersion };
+      return { raw: { cniVersion: list.cniVersion }, result: { cniVersion: list.cniVersion } };
     }
     return result;
   }
@@ -192,14 +199,14 @@ export class CniRuntime {
    *
    * @param list the network configuration list.
    * @param rt runtime arguments.
-   * @param prevResult the result ADD returned for this attachment.
+   * @param prevResult the result ADD returned for this attachment, decoded once by the caller.
    * @throws {CniError} code 1 when `list.cniVersion` < 0.4.0 ("does not support the
    *   CHECK command"); the first failing plugin's error. No-op when `disableCheck`.
    */
   async checkNetworkList(
     list: NetworkConfigList,
     rt: RuntimeConf,
-    prevResult: unknown,
+    prevResult: DecodedResult | undefined,
   ): Promise<void> {
     if (!supportsCheck(list.cniVersion)) {
       throw new CniError(
@@ -208,9 +215,9 @@ export class CniRuntime {
       );
     }
     if (list.disableCheck) return;
-    const prev = prevResult === undefined || prevResult === null
+    const prev = prevResult === undefined
       ? undefined
-      : convertResult(prevResult, list.cniVersion);
+      : convertDecoded(prevResult, list.cniVersion).raw;
     for (const plugin of list.plugins) {
       const conf = this.buildPluginConfig(list, plugin, rt, prev);
       await this.#run("CHECK", list, plugin, conf, rt);

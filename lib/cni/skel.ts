@@ -14,7 +14,7 @@ import { checkJsonDepth, MAX_JSON_DEPTH } from "./decode.ts";
 import { CniError, CniErrorCode, toCniError } from "./errors.ts";
 import { isCniCommand, parseCniEnv } from "./env.ts";
 import type { CniEnv } from "./env.ts";
-import { convertResult } from "./result.ts";
+import { convertDecoded, type DecodedResult } from "./result.ts";
 import { DEFAULT_CONFIG_VERSION, isPlainObject, validateNetworkName } from "./types.ts";
 import {
   CURRENT_VERSION,
@@ -38,11 +38,18 @@ export interface SkelContext {
 
 /** The plugin's operations (CNI SPEC 1.1 "CNI operations"). */
 export interface SkelHandlers {
-  /** ADD: returns a result of any supported version; it is converted to `ctx.cniVersion`. */
-  add(ctx: SkelContext): Promise<Record<string, unknown>>;
+  /**
+   * ADD: returns a result of any supported version, decoded once (`decodeResult`); it is
+   * converted to `ctx.cniVersion` without being decoded again.
+   */
+  add(ctx: SkelContext): Promise<DecodedResult>;
+  /** DEL: nothing is printed on success. */
   del(ctx: SkelContext): Promise<void>;
+  /** CHECK (config ≥ 0.4.0): nothing is printed on success. */
   check(ctx: SkelContext): Promise<void>;
+  /** GC (config ≥ 1.1.0): nothing is printed on success. */
   gc(ctx: SkelContext): Promise<void>;
+  /** STATUS (config ≥ 1.1.0): nothing is printed on success. */
   status(ctx: SkelContext): Promise<void>;
 }
 
@@ -65,6 +72,7 @@ export interface DispatchOptions {
   maxStdinBytes?: number;
   /** Deepest accepted nesting of arrays/objects in the stdin config, in levels. Default 64 ({@link MAX_JSON_DEPTH}). */
   maxJsonDepth?: number;
+  /** Where a failed command is logged; default no logging. */
   logger?: Logger;
 }
 
@@ -196,7 +204,7 @@ async function run(
   switch (env.command) {
     case "ADD": {
       const result = await handlers.add(ctx);
-      return JSON.stringify(convertResult(result, cniVersion));
+      return JSON.stringify(convertDecoded(result, cniVersion).raw);
     }
     case "DEL":
       await handlers.del(ctx);

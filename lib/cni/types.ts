@@ -77,9 +77,13 @@ export interface CniRoute {
 
 /** DNS settings (CNI SPEC "Well-known structures" `dns`). */
 export interface CniDns {
+  /** DNS server addresses, bare IPs. */
   nameservers?: string[];
+  /** Local domain for short names. */
   domain?: string;
+  /** Search domains, in priority order. */
   search?: string[];
+  /** Resolver options (`resolv.conf` `options`). */
   options?: string[];
 }
 
@@ -88,16 +92,23 @@ export interface CniDns {
  * is the version the producer sent; see `lib/cni/result.ts` for conversion.
  */
 export interface CniResult {
+  /** The version the producer sent (a result without one is 0.1.0). */
   cniVersion: string;
+  /** Interfaces the plugin created or knows of. */
   interfaces?: CniInterface[];
+  /** IP configurations, each possibly naming an interface by index. */
   ips?: CniIpConfig[];
+  /** Routes to install. */
   routes?: CniRoute[];
+  /** DNS settings for the sandbox. */
   dns?: CniDns;
 }
 
 /** One entry of GC's `cni.dev/valid-attachments` (CNI SPEC 1.1 "GC"). */
 export interface GcAttachment {
+  /** The runtime's container ID. */
   containerID: string;
+  /** The attachment's interface name. */
   ifname: string;
 }
 

@@ -14,10 +14,13 @@
 import type { Logger } from "../log/mod.ts";
 import { readCheckpointDevices } from "./checkpoint.ts";
 import type { PodResources } from "./pod_resources_proto.ts";
+import { errorText } from "../util/text.ts";
 
 /** The pod whose devices are wanted (from CNI_ARGS K8S_POD_*). */
 export interface PodKey {
+  /** The pod's namespace (K8S_POD_NAMESPACE). */
   namespace: string;
+  /** The pod's name (K8S_POD_NAME). */
   name: string;
   /** K8S_POD_UID; "" when the runtime did not send it (the checkpoint cannot be used then). */
   uid: string;
@@ -25,6 +28,7 @@ export interface PodKey {
 
 /** A pod's devices: resource name → sorted, distinct device IDs; and where they came from. */
 export interface PodDevices {
+  /** Resource name (e.g. `"intel.com/sriov"`) → device IDs. */
   devices: Record<string, string[]>;
   /** `"pod-resources"` (kubelet API), `"checkpoint"` (the file) or `"none"` (neither answered). */
   source: "pod-resources" | "checkpoint" | "none";
@@ -38,6 +42,7 @@ export interface ReadPodDevicesOptions {
   checkpointFile: string;
   /** Bound on each gRPC call, ms. */
   timeoutMs?: number;
+  /** Warnings (a source that did not answer); default none. */
   logger?: Logger;
 }
 
@@ -148,7 +153,11 @@ export class DeviceAllocator {
   #loading: Promise<PodDevices> | undefined;
   readonly #used = new Map<string, number>();
 
-  /** @param load reads the pod's devices (e.g. {@link readPodDevices}); called at most once. */
+  /**
+   * An allocator over the pod's devices.
+   *
+   * @param load reads the pod's devices (e.g. {@link readPodDevices}); called at most once.
+   */
   constructor(load: () => Promise<PodDevices>) {
     this.#load = load;
   }
@@ -180,12 +189,4 @@ export class DeviceAllocator {
   #devices(): Promise<PodDevices> {
     return this.#loading ??= this.#load();
   }
-}
-
-function errorText(e: unknown): string {
-  if (e instanceof Error) {
-    const details = (e as { details?: unknown }).details;
-    return typeof details === "string" && details ? `${e.message}: ${details}` : e.message;
-  }
-  return String(e);
 }

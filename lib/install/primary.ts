@@ -14,6 +14,7 @@
 
 import { CniError } from "../cni/errors.ts";
 import { type NetworkConfigList, parseNetworkConfig } from "../cni/types.ts";
+import { oneLine } from "../util/text.ts";
 
 /** Plugin types of delegating plugins, whose configs are never a primary. */
 export const DELEGATING_PLUGIN_TYPES: readonly string[] = ["manifold", "multus", "multus-shim"];
@@ -118,8 +119,4 @@ export async function findPrimaryConfig(
     ? `pinned primary config ${options.pinned} does not exist in ${dir}`
     : `no *.conf or *.conflist file in ${dir}`;
   return { status: "missing", reason, skipped };
-}
-
-function oneLine(s: string): string {
-  return s.replace(/\s*\n\s*/g, " ").trim();
 }

@@ -31,7 +31,8 @@ import {
   parsePod,
   type Pod,
 } from "./types.ts";
-import { startTimer } from "../cni/timer.ts";
+import { startTimer } from "../util/timer.ts";
+import { errorText } from "../util/text.ts";
 
 /** Options of {@link KubeClient}. */
 export interface KubeClientOptions {
@@ -203,12 +204,6 @@ function statusOf(res: TransportResponse): { reason: string; message: string } {
     // not JSON: a proxy or load balancer answered
   }
   return { reason: "", message: res.body.slice(0, 256).trim() };
-}
-
-function errorText(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause = err.cause instanceof Error ? `: ${err.cause.message}` : "";
-  return `${err.message}${cause}`;
 }
 
 /**

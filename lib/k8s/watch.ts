@@ -38,7 +38,7 @@ import {
   type NetworkAttachmentDefinition,
   parseNetworkAttachmentDefinition,
 } from "./types.ts";
-import { sleepUnlessAborted } from "../cni/timer.ts";
+import { sleepUnlessAborted } from "../util/timer.ts";
 
 /** A collection that can be listed and watched. */
 export interface ListWatchResource<T> {

@@ -12,6 +12,20 @@ import type { ManifoldDeps } from "./deps.ts";
 import { attachmentContext, podRefFromArgs } from "./pod.ts";
 import { parseCniArgs } from "../cni/env.ts";
 import { claimsSandboxInterface } from "./kernel.ts";
+import { type DecodedResult, decodeResult } from "../cni/result.ts";
+
+/**
+ * A cached result, decoded once; a result that does not decode is kept as the error, which
+ * fails the delegate CHECK (code 6/1) — the kernel check then treats it as claiming nothing.
+ */
+function decodeCached(raw: unknown): { value?: DecodedResult; error?: CniError } {
+  if (raw === undefined || raw === null) return {};
+  try {
+    return { value: decodeResult(raw) };
+  } catch (e) {
+    return { error: toCniError(e) };
+  }
+}
 
 /**
  * Runs CHECK for one sandbox.
@@ -20,15 +34,19 @@ import { claimsSandboxInterface } from "./kernel.ts";
  */
 export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
   const { env } = deps;
-  const pod = podRefFromArgs(parseCniArgs(env.args), env.containerId);
-  const record = await deps.cache.read(env.containerId);
+  const pod = podRefFromArgs(env.argPairs ?? parseCniArgs(env.args), env.containerId);
+  const record = await deps.cache.read(env.containerId, env.ifName);
   if (!record || record.deletedAt) {
     throw new CniError(
       CniErrorCode.UnknownContainer,
       `no attachments are known for container ${env.containerId}`,
     );
   }
+  // Each cached result decoded once: the delegates' prevResult and the kernel check share it.
+  const results: (DecodedResult | undefined)[] = [];
   for (const a of record.attachments) {
+    const decoded = decodeCached(a.result);
+    results.push(decoded.value);
     const list = parseNetworkConfig(a.conflist, { source: `cache:${a.statusName}` });
     if (!supportsCheck(list.cniVersion)) {
       // CHECK came with 0.4.0; older delegates cannot be asked (Multus #525 failed the pod instead).
@@ -44,6 +62,7 @@ export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
         `${attachmentContext(pod, a.statusName)} attachment ${a.ifName} never completed its ADD`,
       );
     }
+    if (decoded.error) throw decoded.error.withContext(attachmentContext(pod, a.statusName));
     try {
       await deps.runtime.checkNetworkList(list, {
         containerId: env.containerId,
@@ -51,7 +70,7 @@ export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
         ifName: a.ifName,
         args: a.cniArgs,
         capabilityArgs: a.capabilityArgs,
-      }, a.result);
+      }, decoded.value);
     } catch (e) {
       throw toCniError(e).withContext(attachmentContext(pod, a.statusName));
     }
@@ -60,7 +79,7 @@ export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
   // Kernel truth: every interface a delegate created must still be there, with the MAC published.
   const snapshot = await deps.kernel.inspect(env.netns);
   for (const [i, a] of record.attachments.entries()) {
-    if (!claimsSandboxInterface(a.result, a.ifName)) continue;
+    if (!claimsSandboxInterface(results[i]?.result, a.ifName)) continue;
     const iface = snapshot.interfaces.find((x) => x.name === a.ifName);
     if (!iface) {
       throw new CniError(

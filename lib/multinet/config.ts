@@ -15,6 +15,7 @@ import {
   DEFAULT_POD_RESOURCES_TIMEOUT_MS,
   DEFAULT_SYSFS_ROOT,
 } from "../devices/constants.ts";
+import { type LogOptions, logOptionsIssues } from "../log/rotate.ts";
 
 /** Where Manifold keeps its per-container cache by default (Multus: /var/lib/cni/multus). */
 export const DEFAULT_CNI_DIR = "/var/lib/cni/manifold";
@@ -28,8 +29,11 @@ export const DEFAULT_BIN_DIR = "/opt/cni/bin";
  * Times are milliseconds.
  */
 export interface ManifoldConf {
+  /** The list's `cniVersion`, injected by the runtime (CNI SPEC). */
   cniVersion: string;
+  /** The list's network name, injected by the runtime. */
   name: string;
+  /** Manifold's plugin `type` ("manifold" or the name it was installed under). */
   type: string;
   /** Cluster default network: NAD name, conf name, conf dir or conf file (Multus semantics). */
   clusterNetwork?: string;
@@ -39,10 +43,13 @@ export interface ManifoldConf {
   delegates?: Record<string, unknown>[];
   /** Path of the kubeconfig for API access; in-cluster config is tried when empty. */
   kubeconfig?: string;
+  /** Multus `confDir`: on-disk configs for NADs without `spec.config` (NPWG v1.3 §3.4.1); default `/etc/cni/multus/net.d`. */
   confDir: string;
   /** Cache directory (Multus `cniDir`). */
   cniDir: string;
+  /** Multus `binDir`: searched for delegates before `CNI_PATH`; default `/opt/cni/bin`. */
   binDir: string;
+  /** Multus `namespaceIsolation` (NPWG v1.3 §7.4): a pod may use NADs of its own namespace and `globalNamespaces` only. */
   namespaceIsolation: boolean;
   /** Namespaces whose NADs any pod may use under isolation (`default` is always included, as Multus). */
   globalNamespaces: string[];
@@ -52,8 +59,13 @@ export interface ManifoldConf {
   multusNamespace: string;
   /** Wait (≤ `readinessTimeoutMs`) for this file before ADD/GC/STATUS. */
   readinessindicatorfile?: string;
+  /** Multus `logLevel`: `debug`, `verbose`, `error` or `panic` (default). */
   logLevel: string;
+  /** Multus `logFile`: JSON lines, created 0600. */
   logFile?: string;
+  /** Multus `logOptions`: size rotation of `logFile` (lib/log/rotate.ts); absent: none. */
+  logOptions?: LogOptions;
+  /** Multus `logToStderr` (default true). */
   logToStderr: boolean;
   /** Capabilities Manifold declares to the runtime (what it may receive in runtimeConfig). */
   capabilities: Record<string, boolean>;
@@ -75,6 +87,14 @@ export interface ManifoldConf {
    * event request), `"all"` (also one `AddedInterface` per attachment, as Multus) or `"none"`.
    */
   events: "all" | "warnings" | "none";
+  /**
+   * Manifold: what ADD does with an invalid `k8s.v1.cni.cncf.io/networks` annotation:
+   * `"fail"` (default, as Multus: the ADD fails with code 7 naming the element and key) or
+   * `"ignore"` (NPWG v1.3 §4.1.2.1: the annotation "shall be invalid and ignored": the pod
+   * gets the cluster default network only, a Warning event `InvalidNetworkSelection` and a
+   * log line with the reason).
+   */
+  invalidNetworkSelection: "fail" | "ignore";
   /** Manifold: per-delegate time bound, ms (default 60 000). */
   delegateTimeoutMs: number;
   /** Manifold: per API request time bound, ms (default 5 000). */
@@ -136,6 +156,7 @@ function buildSchema() {
     readinessindicatorfile: optStr,
     logLevel: optStr,
     logFile: optStr,
+    logOptions: z.unknown().optional(), // checked by logOptionsIssues (bounds, unknown keys)
     logToStderr: optBool,
     capabilities: z.record(str, z.boolean()).optional(),
     runtimeConfig: z.record(str, z.unknown()).optional(),
@@ -143,6 +164,7 @@ function buildSchema() {
     nadDir: optStr,
     nadMirrorDir: optStr,
     events: z.enum(["all", "warnings", "none"]).optional(),
+    invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     delegateTimeoutMs: optNum,
     apiTimeoutMs: optNum,
     readinessTimeoutMs: optNum,
@@ -231,6 +253,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
       120_000,
     ),
   };
+  if (c.logOptions !== undefined) issues.push(...logOptionsIssues(c.logOptions));
   if (issues.length > 0) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
@@ -262,6 +285,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     readinessindicatorfile: c.readinessindicatorfile || undefined,
     logLevel: c.logLevel ?? "panic",
     logFile: c.logFile || undefined,
+    logOptions: c.logOptions as LogOptions | undefined,
     logToStderr: c.logToStderr ?? true,
     capabilities: c.capabilities ?? {},
     runtimeConfig: c.runtimeConfig ?? {},
@@ -269,6 +293,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     nadDir: c.nadDir || undefined,
     nadMirrorDir: c.nadMirrorDir || undefined,
     events: c.events ?? "warnings",
+    invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
     raw,
   };
 }

@@ -19,13 +19,18 @@ import type { NetworkStatus } from "./types.ts";
 
 /** The pod fields Manifold reads from the API. */
 export interface PodInfo {
+  /** The pod's `metadata.uid`. */
   uid: string;
+  /** The pod's `metadata.annotations` (`{}` when none). */
   annotations: Record<string, string>;
 }
 
 /** Reads pods (the Kubernetes API). */
 export interface PodSource {
   /**
+   * Reads one pod.
+   * @param namespace the pod's namespace.
+   * @param name the pod's name.
    * @returns the pod, or undefined when it does not exist (HTTP 404).
    * @throws {CniError} code 11 when the API stays unreachable after retries.
    */
@@ -64,16 +69,23 @@ export interface PodDeviceSource {
 
 /** Everything a command needs. */
 export interface ManifoldDeps {
+  /** Manifold's parsed configuration. */
   conf: ManifoldConf;
+  /** The validated CNI environment of the call. */
   env: CniEnv;
+  /** Runs delegate conflists (libcni role). */
   runtime: CniRuntime;
+  /** The attachment cache (DEL/CHECK/GC). */
   cache: AttachmentCache;
   /** NADs by reference; undefined when there is neither an API nor a `nadDir`. */
   nads?: NadSource;
   /** Pods; undefined without an API (standalone). */
   pods?: PodSource;
+  /** Where network-status goes (API patch or a file). */
   status: StatusSink;
+  /** Kubernetes Events (best effort). */
   events: EventSink;
+  /** The call's logger. */
   logger: Logger;
   /** The sandbox as the kernel sees it (netlink); undefined disables verification. */
   kernel?: KernelAccess;

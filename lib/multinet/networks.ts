@@ -26,11 +26,12 @@ import {
   type NetworkSelectionElement,
 } from "./types.ts";
 
-/** The pod's resolved networks, in attachment order. */
-export interface PodNetworks {
-  defaultNetwork: Delegate;
-  defaultNetworks: Delegate[];
-  selections: { delegate: Delegate; selection: NetworkSelectionElement }[];
+/** A selection element with its resolved delegate. */
+export interface ResolvedSelection {
+  /** The delegate the element resolved to. */
+  delegate: Delegate;
+  /** The selection element, as parsed. */
+  selection: NetworkSelectionElement;
 }
 
 /**
@@ -54,13 +55,24 @@ export function memoNadSource(src: NadSource): NadSource {
 
 /**
  * Parses the `v1.multus-cni.io/default-network` annotation as Multus does: a plain reference
- * (`name`, `ns/name`) or a one-element selection (JSON or comma form).
+ * (`name`, `ns/name`, `ns/name@ifname`) or a one-element selection (JSON or comma form). Every
+ * key of the element is kept (`interface`, `ips`, `mac`, `default-route`, `cni-args`, …): the
+ * default network honours them as any selected network does.
+ *
+ * @param value the annotation's value.
+ * @param defaultNamespace namespace when the value names none (Multus `multusNamespace`).
+ * @returns the element (validated like a `k8s.v1.cni.cncf.io/networks` element).
  * @throws {CniError} 7 when invalid or when it names more than one network.
+ * @example
+ * ```ts
+ * defaultNetworkSelection('[{"name":"blue","interface":"eth0","default-route":["10.1.0.1"]}]', "kube-system");
+ * // {name: "blue", namespace: "kube-system", interface: "eth0", "default-route": ["10.1.0.1"]}
+ * ```
  */
-export function defaultNetworkReference(
+export function defaultNetworkSelection(
   value: string,
   defaultNamespace: string,
-): { namespace: string; name: string } {
+): NetworkSelectionElement {
   if (/^[\[{]/.test(value) || value.includes(",")) {
     const elements = parseNetworkSelection(value, defaultNamespace);
     if (elements.length !== 1) {
@@ -70,28 +82,53 @@ export function defaultNetworkReference(
         value,
       );
     }
-    return { namespace: elements[0].namespace, name: elements[0].name };
+    return elements[0];
   }
-  return parseNetworkReference(value, defaultNamespace);
+  const ref = parseNetworkReference(value, defaultNamespace);
+  const out: NetworkSelectionElement = { name: ref.name, namespace: ref.namespace };
+  if (ref.interface !== undefined) out.interface = ref.interface;
+  return out;
 }
 
 const emptyNads: NadSource = { get: () => Promise.resolve(undefined) };
 
 /**
+ * The pod's `v1.multus-cni.io/default-network` element, parsed ({@link defaultNetworkSelection}).
+ * @param conf Manifold's configuration (`multusNamespace` is the namespace when none is named).
+ * @param pod the pod; a non-Kubernetes runtime (undefined) has no override.
+ * @param annotations the pod's annotations.
+ * @returns the element, or undefined when the pod does not override the default network.
+ * @throws {CniError} 7 when the annotation is invalid.
+ */
+export function defaultNetworkOverride(
+  conf: ManifoldConf,
+  pod: PodRef | undefined,
+  annotations: Record<string, string>,
+): NetworkSelectionElement | undefined {
+  const override = annotations[DEFAULT_NETWORK_ANNOTATION]?.trim();
+  if (!override || !pod) return undefined;
+  return defaultNetworkSelection(override, conf.multusNamespace);
+}
+
+/**
  * Resolves the cluster default network for a pod (NPWG v1.3 §6): the pod's
- * `v1.multus-cni.io/default-network` annotation (a NAD reference, `multusNamespace`
- * when it names none; namespace isolation applies), else `clusterNetwork`, else `delegates[0]`.
+ * `v1.multus-cni.io/default-network` element (see {@link defaultNetworkOverride}; a NAD
+ * reference, namespace isolation applies), else `clusterNetwork`, else `delegates[0]`.
+ * @param conf Manifold's configuration.
+ * @param nads NADs (memoized by the caller); undefined without API and `nadDir`.
+ * @param pod the pod, undefined for a non-Kubernetes runtime.
+ * @param override the pod's default-network element, when it overrides the default.
+ * @returns the delegate, marked `isDefault`.
  * @throws {CniError} code 7 when the network cannot be resolved or isolation forbids it.
  */
 export async function resolveDefaultNetwork(
   conf: ManifoldConf,
   nads: NadSource | undefined,
   pod: PodRef | undefined,
-  annotations: Record<string, string>,
+  override: NetworkSelectionElement | undefined,
 ): Promise<Delegate> {
-  const override = annotations[DEFAULT_NETWORK_ANNOTATION]?.trim();
   if (override && pod) {
-    const ref = defaultNetworkReference(override, conf.multusNamespace);
+    const ref = { namespace: override.namespace, name: override.name };
     const d = await resolveNetwork(ref, resolveOptionsFor(conf, nads ?? emptyNads, pod.namespace));
     return { ...d, isDefault: true };
   }
@@ -190,7 +227,7 @@ export async function resolveSelection(
   nads: NadSource | undefined,
   pod: PodRef,
   selection: NetworkSelectionElement,
-): Promise<{ delegate: Delegate; selection: NetworkSelectionElement }> {
+): Promise<ResolvedSelection> {
   if (!nads) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
@@ -216,7 +253,7 @@ export async function resolveSelections(
   nads: NadSource | undefined,
   pod: PodRef | undefined,
   elements: NetworkSelectionElement[],
-): Promise<PodNetworks["selections"]> {
+): Promise<ResolvedSelection[]> {
   if (!pod || elements.length === 0) return [];
   return await inOrder(elements.map((e) => resolveSelection(conf, nads, pod, e)));
 }
@@ -224,8 +261,11 @@ export async function resolveSelections(
 /**
  * Awaits every promise (they run concurrently) and returns the values in order; when some
  * fail, throws the failure of the first in list order — the same error whatever finishes first.
+ * @param promises started work, in the order errors take precedence.
+ * @returns the values in list order.
+ * @throws the rejection of the first failed promise in list order.
  */
-async function inOrder<T>(promises: Promise<T>[]): Promise<T[]> {
+export async function inOrder<T>(promises: Promise<T>[]): Promise<T[]> {
   const settled = await Promise.allSettled(promises);
   const failed = settled.find((s) => s.status === "rejected");
   if (failed) throw (failed as PromiseRejectedResult).reason;

@@ -27,6 +27,12 @@ export interface PlanInput {
   runtimeCapabilityArgs: Record<string, unknown>;
   /** The cluster default network (NPWG v1.3 §6). */
   defaultNetwork: Delegate;
+  /**
+   * The `v1.multus-cni.io/default-network` annotation's element, when the pod overrides the
+   * default network: its keys (`interface`, `ips`, `mac`, `cni-args`, `default-route`, …) apply
+   * to the default network as to any selection.
+   */
+  defaultSelection?: NetworkSelectionElement;
   /** Multus `defaultNetworks`: extra attachments for every pod, no selection element. */
   defaultNetworks: Delegate[];
   /** The selection elements, in annotation order, with their resolved delegates. */
@@ -68,7 +74,10 @@ export function declaresCapability(conflist: Record<string, unknown>, capability
 /**
  * Plans every attachment of a pod, in the order they must be performed:
  * 1. the default network (NPWG v1.3 §6.2) on `runtimeIfName`, with `runtimeCapabilityArgs`
- *    as its capabilityArgs — and only it gets them (§7.5);
+ *    as its capabilityArgs — and only it gets them (§7.5). With `defaultSelection` (the
+ *    `v1.multus-cni.io/default-network` element) its keys apply as to any selection: its
+ *    `interface` replaces `runtimeIfName`, its capability keys are added over the runtime's
+ *    (same MUSTs), `MAC=`/`IP=` CNI_ARGS, `cni-args`, and `selection` is set (`default-route`);
  * 2. `defaultNetworks`, with empty capabilityArgs;
  * 3. the selections in annotation order; the same NAD twice gives two attachments (§4.2).
  *
@@ -120,7 +129,9 @@ export function declaresCapability(conflist: Record<string, unknown>, capability
  */
 export function planAttachments(input: PlanInput): AttachmentPlan[] {
   const baseArgs = mergeArgs(podArgs(input.pod), input.runtimeArgs);
-  const used = new Map<string, string>([[input.runtimeIfName, input.defaultNetwork.statusName]]);
+  const def = input.defaultSelection;
+  const defaultIfName = def?.interface ?? input.runtimeIfName;
+  const used = new Map<string, string>([[defaultIfName, input.defaultNetwork.statusName]]);
   const requested = new Set(
     input.selections.flatMap((s) =>
       s.selection.interface === undefined ? [] : [s.selection.interface]
@@ -132,12 +143,25 @@ export function planAttachments(input: PlanInput): AttachmentPlan[] {
     return `net${counter++}`;
   };
 
-  const plans: AttachmentPlan[] = [{
-    delegate: input.defaultNetwork,
-    ifName: input.runtimeIfName,
-    capabilityArgs: { ...input.runtimeCapabilityArgs },
-    cniArgs: [...baseArgs],
-  }];
+  const plans: AttachmentPlan[] = [
+    def
+      ? {
+        delegate: withCniArgs(input.defaultNetwork, def),
+        ifName: defaultIfName,
+        selection: def,
+        capabilityArgs: {
+          ...input.runtimeCapabilityArgs,
+          ...capabilityArgsFor(input.defaultNetwork, def),
+        },
+        cniArgs: selectionArgs(baseArgs, def),
+      }
+      : {
+        delegate: input.defaultNetwork,
+        ifName: defaultIfName,
+        capabilityArgs: { ...input.runtimeCapabilityArgs },
+        cniArgs: [...baseArgs],
+      },
+  ];
   for (const delegate of input.defaultNetworks) {
     const ifName = nextFree();
     used.set(ifName, delegate.statusName);
@@ -218,7 +242,12 @@ function withCniArgs(delegate: Delegate, selection: NetworkSelectionElement): De
     if (!isObject(cni)) return notObject("args.cni");
     return { ...plugin, args: { ...args, cni: { ...cni, ...add } } };
   });
-  return { ...delegate, conflist: { ...delegate.conflist, plugins: merged } };
+  const conflist = { ...delegate.conflist, plugins: merged };
+  return {
+    ...delegate,
+    conflist,
+    list: { ...delegate.list, plugins: merged as Record<string, unknown>[], raw: conflist },
+  };
 }
 
 function podArgs(pod: PlanInput["pod"]): [string, string][] {

@@ -11,9 +11,13 @@ import { POD_ANNOTATIONS_CAPABILITY } from "./types.ts";
 
 /** Identity of the pod behind a sandbox. `uid` is "" when the runtime did not send one. */
 export interface PodRef {
+  /** `K8S_POD_NAMESPACE`. */
   namespace: string;
+  /** `K8S_POD_NAME`. */
   name: string;
+  /** `K8S_POD_UID`, "" when the runtime sent none. */
   uid: string;
+  /** `K8S_POD_INFRA_CONTAINER_ID`, else CNI_CONTAINERID. */
   infraContainerId: string;
 }
 

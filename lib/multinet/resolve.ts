@@ -10,20 +10,17 @@
  * @module
  */
 
-import { checkJsonDepth, MAX_JSON_DEPTH } from "../cni/decode.ts";
+import { checkJsonDepth } from "../cni/decode.ts";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
-import { isPlainObject, type NetworkConfigList, parseNetworkConfig } from "../cni/types.ts";
+import { type NetworkConfigList, parseNetworkConfig } from "../cni/types.ts";
+import { findConfByName, readConfDir } from "./conf_dir.ts";
+import { checkNadConfigSize, parseNadConfig } from "./nad_config.ts";
 import type { NetworkAttachmentDefinition } from "../k8s/types.ts";
 import type { NadSource } from "./nad_source.ts";
 import { isDns1123Subdomain, parseNetworkReference } from "./selection.ts";
 import { type Delegate, RESOURCE_NAME_ANNOTATION } from "./types.ts";
 
-/**
- * Largest accepted NAD `spec.config`, in bytes of UTF-8: 256 KiB (Manifold's limit; a
- * real delegate config is a few hundred bytes, and the selection annotation has the same
- * cap).
- */
-export const MAX_NAD_CONFIG_BYTES = 256 * 1024;
+export { MAX_NAD_CONFIG_BYTES } from "./nad_config.ts";
 
 /**
  * Plugin types that are Manifold itself by default: a delegate of one of these types is
@@ -153,18 +150,13 @@ async function delegateForNad(
       refuseSelf(parsed, opts.selfTypes);
       return parsed;
     });
-    return withResource({ statusName: id, conflist: list.raw, isDefault, source: `nad:${id}` });
+    return withResource(delegateOf(list, { statusName: id, isDefault, source: `nad:${id}` }));
   }
   const found = await findConfByName(confDir, ref.name);
   if (found.match) {
     const { list, path } = found.match;
     withContext(`${context} (config ${path})`, () => refuseSelf(list, opts.selfTypes));
-    return withResource({
-      statusName: id,
-      conflist: found.match.list.raw,
-      isDefault,
-      source: `file:${found.match.path}`,
-    });
+    return withResource(delegateOf(list, { statusName: id, isDefault, source: `file:${path}` }));
   }
   const why = nad === undefined ? "does not exist" : "has no spec.config";
   throw new CniError(
@@ -237,12 +229,11 @@ export async function resolveClusterNetwork(
       `cluster network "${entry}" (config ${path})`,
       () => refuseSelf(list, opts.selfTypes),
     );
-    return {
-      statusName: found.match.list.name,
-      conflist: found.match.list.raw,
+    return delegateOf(list, {
+      statusName: list.name,
       isDefault: opts.isDefault,
-      source: `file:${found.match.path}`,
-    };
+      source: `file:${path}`,
+    });
   }
   throw new CniError(
     CniErrorCode.InvalidNetworkConfig,
@@ -282,7 +273,7 @@ export function delegateFromInline(
     refuseSelf(parsed, opts.selfTypes);
     return parsed;
   });
-  return { statusName: list.name, conflist: list.raw, isDefault, source: `inline:${where}` };
+  return delegateOf(list, { statusName: list.name, isDefault, source: `inline:${where}` });
 }
 
 async function delegateFromPath(
@@ -300,12 +291,8 @@ async function delegateFromPath(
       String(err),
     );
   }
-  const toDelegate = (list: NetworkConfigList, file: string): Delegate => ({
-    statusName: list.name,
-    conflist: list.raw,
-    isDefault,
-    source: `file:${file}`,
-  });
+  const toDelegate = (list: NetworkConfigList, file: string): Delegate =>
+    delegateOf(list, { statusName: list.name, isDefault, source: `file:${file}` });
   if (!info.isDirectory) {
     let text: string;
     try {
@@ -343,85 +330,28 @@ async function delegateFromPath(
   );
 }
 
+/**
+ * A delegate of a parsed network config: `conflist` is the list's raw object and `list` the
+ * parsed list itself, so nothing downstream parses the config again.
+ *
+ * @param list the parsed config (`parseNetworkConfig`).
+ * @param fields status name, default flag, source (and optionally resourceName).
+ * @returns the delegate; `conflist === list.raw`.
+ * @example
+ * ```ts
+ * delegateOf(parseNetworkConfig({ cniVersion: "1.0.0", name: "n", type: "bridge" }),
+ *   { statusName: "n", isDefault: true, source: "test" }).list.plugins[0].type; // "bridge"
+ * ```
+ */
+export function delegateOf(
+  list: NetworkConfigList,
+  fields: Omit<Delegate, "conflist" | "list">,
+): Delegate {
+  return { ...fields, conflist: list.raw, list };
+}
+
 /** Plugin types that are delegating plugins themselves, never a cluster default network. */
 const DELEGATING_TYPES = new Set(["manifold", "multus", "multus-shim"]);
-
-/** A parsed on-disk CNI config. */
-interface ConfFile {
-  path: string;
-  list: NetworkConfigList;
-}
-
-const CONFLIST_EXTENSIONS = [".conflist"];
-const CONF_EXTENSIONS = [".conf", ".json"];
-
-/**
- * §3.4.1 steps 2–3: the first `*.conflist`, else the first `*.conf`/`*.json`, whose
- * `"name"` is `name`. `tried` explains every skipped or non-matching file.
- */
-async function findConfByName(
-  confDir: string,
-  name: string,
-): Promise<{ match?: ConfFile; tried: string[] }> {
-  const { configs, tried } = await readConfDir(confDir);
-  const isList = (c: ConfFile) => CONFLIST_EXTENSIONS.some((e) => c.path.endsWith(e));
-  const match = configs.find((c) => isList(c) && c.list.name === name) ??
-    configs.find((c) => !isList(c) && c.list.name === name);
-  if (!match) {
-    for (const c of configs) tried.push(`${c.path}: name is "${c.list.name}"`);
-  }
-  return { match, tried };
-}
-
-/** Every parsable CNI config of `dir`, in lexical order; a missing directory is empty. */
-async function readConfDir(dir: string): Promise<{ configs: ConfFile[]; tried: string[] }> {
-  const tried: string[] = [];
-  const names: string[] = [];
-  try {
-    for await (const entry of Deno.readDir(dir)) {
-      if (entry.isDirectory) continue;
-      if ([...CONFLIST_EXTENSIONS, ...CONF_EXTENSIONS].some((e) => entry.name.endsWith(e))) {
-        names.push(entry.name);
-      }
-    }
-  } catch (err) {
-    tried.push(
-      err instanceof Deno.errors.NotFound
-        ? `${dir}: directory does not exist`
-        : `${dir}: cannot read directory: ${err}`,
-    );
-    return { configs: [], tried };
-  }
-  names.sort();
-  const configs: ConfFile[] = [];
-  for (const file of names) {
-    const path = `${dir.replace(/\/+$/, "")}/${file}`;
-    try {
-      const list = parseNetworkConfig(await Deno.readTextFile(path), { source: path });
-      checkJsonDepth(list.raw, "network config");
-      configs.push({ path, list });
-    } catch (err) {
-      const why = err instanceof CniError ? err.msg : String(err);
-      tried.push(`${path}: skipped (${why})`);
-    }
-  }
-  return { configs, tried };
-}
-
-const ENCODER = new TextEncoder();
-
-/** Refuses a `spec.config` larger than {@link MAX_NAD_CONFIG_BYTES} (code 7). */
-function checkNadConfigSize(text: string): void {
-  // UTF-8 bytes ≤ 3 × UTF-16 units: short configs need no encoding to be measured.
-  if (text.length * 3 <= MAX_NAD_CONFIG_BYTES) return;
-  const size = ENCODER.encode(text).length;
-  if (size > MAX_NAD_CONFIG_BYTES) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      `spec.config is ${size} bytes, more than the limit of ${MAX_NAD_CONFIG_BYTES} bytes`,
-    );
-  }
-}
 
 /**
  * Refuses a network config one of whose plugins is Manifold itself (code 7): running it
@@ -437,37 +367,6 @@ function refuseSelf(list: NetworkConfigList, selfTypes = DEFAULT_SELF_TYPES): vo
       `a delegate must be another CNI plugin; Manifold's own types here: ${selfTypes.join(", ")}`,
     );
   });
-}
-
-/**
- * Parses a NAD's spec.config, injecting `"name"` when it is missing or empty (§3.4.2);
- * at most `MAX_JSON_DEPTH` levels deep.
- */
-function parseNadConfig(text: string, nadName: string, source: string): NetworkConfigList {
-  let decoded: unknown;
-  try {
-    decoded = JSON.parse(text);
-  } catch (err) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "spec.config is not valid JSON",
-      err instanceof Error ? err.message : String(err),
-    );
-  }
-  checkJsonDepth(decoded, "spec.config", { maxDepth: MAX_JSON_DEPTH });
-  if (isPlainObject(decoded) && (decoded.name === undefined || decoded.name === "")) {
-    decoded = injectName(decoded, nadName);
-  }
-  return parseNetworkConfig(decoded as Record<string, unknown>, { source });
-}
-
-/** A copy of `conf` with `"name"` after `"cniVersion"` (or first), as in the §3.4.2.1 example. */
-function injectName(conf: Record<string, unknown>, name: string): Record<string, unknown> {
-  const entries = Object.entries(conf).filter(([k]) => k !== "name");
-  const at = entries.findIndex(([k]) => k === "cniVersion") + 1;
-  entries.splice(at, 0, ["name", name]);
-  // Object.fromEntries defines own properties: a "__proto__" key stays data.
-  return Object.fromEntries(entries);
 }
 
 /** Runs `fn`, prefixing the `msg` of a thrown CniError with `context` (code and details kept). */

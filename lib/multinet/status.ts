@@ -14,8 +14,8 @@
  */
 
 import { z } from "zod";
-import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { decodeJson } from "../cni/decode.ts";
+import type { CniResult } from "../cni/types.ts";
 import type { DeviceInfo, NetworkStatus } from "./types.ts";
 
 /** Input of {@link buildNetworkStatus}: one attachment and what its delegate returned. */
@@ -30,67 +30,16 @@ export interface StatusInput {
   /** True for the cluster-wide default network (NPWG v1.3 §5.2, §5.3.6). */
   isDefault: boolean;
   /**
-   * The delegate's raw result in any CNI version, or undefined when it returned none
-   * (a minimal map is built then, NPWG v1.3 §5.1.1).
+   * The delegate's result, decoded once (`decodeResult` of lib/cni/result.ts: any CNI version
+   * normalized to the 1.x shape), or undefined when it returned none (a minimal map is built
+   * then, NPWG v1.3 §5.1.1).
    */
-  result?: unknown;
+  result?: CniResult;
   /** Device information read from the `CNIDeviceInfoFile` (NPWG v1.3 §5.3.8). */
   deviceInfo?: DeviceInfo;
   /** Gateways, when the selection had `"default-route"` (NPWG v1.3 §5.3.7.4); `[]` is kept. */
   defaultRoute?: string[];
 }
-
-/**
- * The zod schema of a delegate result in every version at once, built on first use
- * (`anyResultSchema`), never at module load: building zod schemas costs milliseconds, and
- * reading network-status (the cache on DEL) never needs this one.
- */
-function buildAnyResultSchema() {
-  /** "a.b.c.d/nn" or an IPv6 address with prefix, host bits allowed (CNI SPEC "Result" `ips[].address`). */
-  const cidrSchema = z.union([z.cidrv4(), z.cidrv6()]);
-
-  const dnsSchema = z.looseObject({
-    nameservers: z.array(z.string()).nullish(),
-    domain: z.string().nullish(),
-    search: z.array(z.string()).nullish(),
-    options: z.array(z.string()).nullish(),
-  });
-
-  /** IP config of a 0.1.0/0.2.0 result (`ip4` / `ip6`, CNI SPEC 0.2.0 "Result"). */
-  const legacyIpSchema = z.looseObject({
-    ip: cidrSchema,
-    gateway: z.string().nullish(),
-  });
-
-  /**
-   * Every result version at once: 0.3.0+ `interfaces`/`ips` (the 0.3.x `version` key is ignored)
-   * and 0.1.0/0.2.0 `ip4`/`ip6`. Loose: unknown keys (routes, socketPath, pciID…) are fine.
-   */
-  return z.looseObject({
-    cniVersion: z.string().nullish(),
-    interfaces: z.array(z.looseObject({
-      name: z.string(),
-      mac: z.string().nullish(),
-      mtu: z.number().int().nonnegative().nullish(),
-      sandbox: z.string().nullish(),
-    })).nullish(),
-    ips: z.array(z.looseObject({
-      address: cidrSchema,
-      gateway: z.string().nullish(),
-      interface: z.number().int().nullish(),
-    })).nullish(),
-    ip4: legacyIpSchema.nullish(),
-    ip6: legacyIpSchema.nullish(),
-    dns: dnsSchema.nullish(),
-  });
-}
-
-let builtAnyResultSchema: ReturnType<typeof buildAnyResultSchema> | undefined;
-function anyResultSchema(): ReturnType<typeof buildAnyResultSchema> {
-  return builtAnyResultSchema ??= buildAnyResultSchema();
-}
-
-type AnyResult = z.infer<ReturnType<typeof buildAnyResultSchema>>;
 
 /**
  * Builds the schema of {@link networkStatusListSchema}: a list of network-status entries
@@ -126,7 +75,7 @@ let builtNetworkStatusListSchema: z.ZodType<NetworkStatus[], unknown> | undefine
 
 /**
  * Zod schema of the whole `k8s.v1.cni.cncf.io/network-status` value: a list of entries
- * (NPWG v1.3 §5). Used by {@link parseNetworkStatus} and by the attachment cache.
+ * (NPWG v1.3 §5), used by {@link parseNetworkStatus}.
  * Tolerates Multus's output (bare IPs, missing `default` on non-default entries).
  *
  * Built on the first call and then shared (building zod schemas costs milliseconds, and most
@@ -138,7 +87,7 @@ let builtNetworkStatusListSchema: z.ZodType<NetworkStatus[], unknown> | undefine
  * networkStatusListSchema().safeParse([{ name: "ns/net1", interface: "net1" }]).success; // true
  * ```
  */
-export function networkStatusListSchema(): z.ZodType<NetworkStatus[], unknown> {
+function networkStatusListSchema(): z.ZodType<NetworkStatus[], unknown> {
   return builtNetworkStatusListSchema ??= buildNetworkStatusListSchema();
 }
 
@@ -168,7 +117,8 @@ const KEY_ORDER = [
  *   Going further than the spec so that no address is lost: when rule 1 finds nothing, the
  *   unindexed addresses are used; when no interface has a sandbox and rule 2 finds nothing,
  *   all addresses are used (Calico returns only a host-side interface).
- * - 0.1.0/0.2.0 results (`ip4`/`ip6`): `ips` from both, `interface` = `ifName`.
+ * - 0.1.0/0.2.0 results (`ip4`/`ip6`, normalized to unindexed `ips`): `ips` from both,
+ *   `interface` = `ifName`.
  * - No sandbox interface, or no result at all: `interface` = `ifName` (§5.3.2.1), never `mac`.
  * - `dns` only when some field is non-empty; `default-route` and `gateway` only when
  *   `defaultRoute` is given.
@@ -176,10 +126,8 @@ const KEY_ORDER = [
  * Keys are in Multus's order: name, interface, ips, mac, mtu, default, dns, device-info,
  * default-route, gateway. Arrays are copies; the input is not modified.
  *
- * @param input the attachment and its delegate's raw result.
+ * @param input the attachment and its delegate's decoded result.
  * @returns one status entry; `ips` in CIDR form ("a.b.c.d/nn", "2001:db8::2/64").
- * @throws {CniError} code 6 (decoding failure) when `result` is not a CNI result object
- *   (e.g. `interfaces` not a list, an address not in CIDR form).
  *
  * @example
  * ```ts
@@ -202,8 +150,8 @@ export function buildNetworkStatus(input: StatusInput): NetworkStatus {
   let mtu: number | undefined;
   let dns: NetworkStatus["dns"];
 
-  if (input.result !== undefined && input.result !== null) {
-    const result = decodeResult(input.result);
+  if (input.result !== undefined) {
+    const result = input.result;
     const picked = pickSandboxInterface(result);
     if (picked) {
       if (picked.name) ifaceName = picked.name;
@@ -273,19 +221,6 @@ export function parseNetworkStatus(text: string): NetworkStatus[] {
   return decodeJson(text, networkStatusListSchema(), "network-status annotation").map(orderKeys);
 }
 
-/** Validates a delegate result of any version; CniError 6 when it is not one. */
-function decodeResult(raw: unknown): AnyResult {
-  const parsed = anyResultSchema().safeParse(raw);
-  if (!parsed.success) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "invalid delegate result for network-status",
-      z.prettifyError(parsed.error),
-    );
-  }
-  return parsed.data;
-}
-
 interface PickedInterface {
   index: number;
   name: string;
@@ -294,7 +229,7 @@ interface PickedInterface {
 }
 
 /** The first interface with a non-empty `sandbox` (§5.3.2.1, §5.3.4.1), with its index. */
-function pickSandboxInterface(result: AnyResult): PickedInterface | undefined {
+function pickSandboxInterface(result: CniResult): PickedInterface | undefined {
   const interfaces = result.interfaces ?? [];
   const index = interfaces.findIndex((i) => typeof i.sandbox === "string" && i.sandbox !== "");
   if (index < 0) return undefined;
@@ -304,15 +239,12 @@ function pickSandboxInterface(result: AnyResult): PickedInterface | undefined {
 
 /**
  * The addresses for the status (§5.3.3.1), in result order. See {@link buildNetworkStatus}
- * for the rules; legacy results give `ip4` then `ip6`.
+ * for the rules; a 0.1.0/0.2.0 result was normalized with `ip4` then `ip6` as unindexed `ips`
+ * and no interfaces (§5.3.3.1 last paragraph), so rule 2 gives both.
  */
-function selectIps(result: AnyResult, sandboxIndex: number | undefined): string[] {
+function selectIps(result: CniResult, sandboxIndex: number | undefined): string[] {
   const ips = result.ips ?? [];
-  if (ips.length === 0) {
-    // 0.1.0/0.2.0 (§5.3.3.1 last paragraph). A 0.3.0+ result never has ip4/ip6.
-    const legacy = [result.ip4?.ip, result.ip6?.ip];
-    return legacy.filter((a): a is string => typeof a === "string");
-  }
+  if (ips.length === 0) return [];
   const count = result.interfaces?.length ?? 0;
   const unindexed = (ip: { interface?: number | null }) =>
     ip.interface === undefined || ip.interface === null || ip.interface < 0 ||
@@ -327,7 +259,7 @@ function selectIps(result: AnyResult, sandboxIndex: number | undefined): string[
 }
 
 /** A copy of the non-empty DNS fields (§5.3.7), or undefined when there are none. */
-function copyDns(dns: AnyResult["dns"]): NetworkStatus["dns"] {
+function copyDns(dns: CniResult["dns"]): NetworkStatus["dns"] {
   if (!dns) return undefined;
   const out: NonNullable<NetworkStatus["dns"]> = {};
   if (dns.nameservers?.length) out.nameservers = [...dns.nameservers];

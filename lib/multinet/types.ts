@@ -7,6 +7,8 @@
  * @module
  */
 
+import type { NetworkConfigList } from "../cni/types.ts";
+
 /** Annotation holding the pod's secondary network selection (NPWG v1.3 §4.1). */
 export const NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks";
 /** Annotation Manifold writes with the attachment results (NPWG v1.3 §5). */
@@ -20,18 +22,25 @@ export const POD_ANNOTATIONS_CAPABILITY = "io.kubernetes.cri.pod-annotations";
 
 /** A port mapping (CNI CONVENTIONS.md `portMappings`, NPWG v1.3 §4.1.2.1.7); ports 1–65535. */
 export interface PortMapping {
+  /** Port on the node, 1–65535. */
   hostPort: number;
+  /** Port in the pod, 1–65535. */
   containerPort: number;
   /** "tcp" | "udp" | "sctp", lower-case on the wire to delegates. */
   protocol?: string;
+  /** Node address to bind, "" or absent for all. */
   hostIP?: string;
 }
 
 /** Bandwidth limits (CNI CONVENTIONS.md `bandwidth`, NPWG v1.3 §4.1.2.1.8); rates in bits/s, bursts in bits. */
 export interface BandwidthEntry {
+  /** Ingress rate, bits/s. */
   ingressRate?: number;
+  /** Ingress burst, bits. */
   ingressBurst?: number;
+  /** Egress rate, bits/s. */
   egressRate?: number;
+  /** Egress burst, bits. */
   egressBurst?: number;
 }
 
@@ -41,7 +50,9 @@ export interface BandwidthEntry {
  * Keys other than the spec's (reverse-DNS extensions) are kept in `extra`.
  */
 export interface NetworkSelectionElement {
+  /** NAD name (§4.1.2.1.1). */
   name: string;
+  /** NAD namespace (§4.1.2.1.2); the pod's when the element names none. */
   namespace: string;
   /** Requested pod interface name (§4.1.2.1.5); kernel rules, ≤ 15 bytes. */
   interface?: string;
@@ -51,7 +62,9 @@ export interface NetworkSelectionElement {
   mac?: string;
   /** Merged into the delegate's `args.cni`, annotation wins (§4.1.2.1.6). */
   "cni-args"?: Record<string, unknown>;
+  /** Port mappings for the `portMappings` capability (§4.1.2.1.7). */
   portMappings?: PortMapping[];
+  /** Bandwidth limits for the `bandwidth` capability (§4.1.2.1.8). */
   bandwidth?: BandwidthEntry;
   /** Gateways for the default route; `[]` = no default route on this attachment (§4.1.2.1.9). */
   "default-route"?: string[];
@@ -72,6 +85,8 @@ export interface Delegate {
   statusName: string;
   /** The config as a conflist object (single confs are wrapped: `{cniVersion,name,plugins:[conf]}`), original keys kept. */
   conflist: Record<string, unknown>;
+  /** The same config parsed once (`parseNetworkConfig`); `list.raw === conflist`. */
+  list: NetworkConfigList;
   /** True for the cluster default network (and Multus `delegates[0]`). */
   isDefault: boolean;
   /** Where the config came from, for logs/explain: "nad:ns/name", "file:/path", "inline:delegates[0]". */
@@ -82,6 +97,7 @@ export interface Delegate {
 
 /** One attachment to perform: [containerID, network name, ifName] (NPWG v1.3 §4.2.1) plus its inputs. */
 export interface AttachmentPlan {
+  /** The resolved network to attach. */
   delegate: Delegate;
   /** CNI_IFNAME for this attachment. */
   ifName: string;
@@ -101,14 +117,21 @@ export type DeviceInfo = Record<string, unknown> & { type: string; version: stri
 
 /** One entry of `k8s.v1.cni.cncf.io/network-status` (NPWG v1.3 §5.3). Keys in Multus's order. */
 export interface NetworkStatus {
+  /** Status name: "ns/nad" or the default network's conf name (§5.3.1). */
   name: string;
+  /** The pod interface name (§5.3.2). */
   interface?: string;
   /** CIDR form "a.b.c.d/nn" (spec examples); Multus writes bare addresses. */
   ips?: string[];
+  /** Hardware address "xx:xx:xx:xx:xx:xx" (§5.3.4), from the kernel. */
   mac?: string;
+  /** MTU in bytes, from the kernel (a Multus extension). */
   mtu?: number;
+  /** True for the cluster-wide default network (§5.3.6). */
   default: boolean;
+  /** DNS settings from the delegate's result (§5.3.7). */
   dns?: { nameservers?: string[]; domain?: string; search?: string[]; options?: string[] };
+  /** Device information (§5.3.8, Device Information Spec v1.1). */
   "device-info"?: DeviceInfo;
   /** IPoIB GUID, the last 8 bytes of the 20-byte hardware address (§4.1.2.1.10), from the kernel. */
   "infiniband-guid"?: string;

@@ -150,6 +150,28 @@ async function pluginAdd(n: Node) {
   });
 }
 
+/** Runs the plugin's ADD and asserts every delegate got exactly what explain showed. */
+async function assertAddRunsTheExplainedPlan(n: Node, report: ExplainReport): Promise<void> {
+  const add = await pluginAdd(n);
+  assert.equal(add.code, 0, `${add.stdout}\n${add.stderr.slice(-2000)}`);
+  const recorded: Recorded[] = (await Deno.readTextFile(n.log)).trim().split("\n")
+    .map((l) => JSON.parse(l));
+  const explained = report.attachments.flatMap((a) => a.plugins);
+  assert.equal(recorded.length, explained.length);
+  for (const [i, rec] of recorded.entries()) {
+    const ex = explained[i];
+    assert.ok(ex.binary?.endsWith(`/${ex.type}`), ex.type);
+    assert.equal(rec.config.type, ex.type);
+    // prevResult: explain shows a placeholder; the delegate got the previous result.
+    const { prevResult: realPrev, ...realStdin } = rec.config;
+    const { prevResult: shownPrev, ...shownStdin } = ex.stdin;
+    assert.equal(realPrev === undefined, shownPrev === undefined, `prevResult of #${i}`);
+    if (shownPrev !== undefined) assert.match(String(shownPrev), /^<result of plugin \d/);
+    assert.deepEqual(realStdin, shownStdin, `stdin of delegate #${i} (${ex.type})`);
+    assert.deepEqual(rec.env, ex.env, `env of delegate #${i} (${ex.type})`);
+  }
+}
+
 const SELECTION = JSON.stringify([
   {
     name: "sec-net",
@@ -160,6 +182,50 @@ const SELECTION = JSON.stringify([
 ]);
 
 const TEST = { sanitizeResources: false, sanitizeOps: false };
+
+Deno.test({
+  ...TEST,
+  name: "explain --pod with a default-network override (JSON form) shows the plan ADD runs",
+  async fn() {
+    const n = await node({
+      "v1.multus-cni.io/default-network": JSON.stringify([{
+        name: "mv-net",
+        namespace: NS,
+        interface: "pod0",
+        ips: ["10.7.5.5/24"],
+        mac: "02:00:00:0a:07:05",
+        "cni-args": { owner: "override" },
+      }]),
+      "k8s.v1.cni.cncf.io/networks": "sec-net",
+    });
+    try {
+      const r = await explain(n, [
+        "--pod",
+        `${NS}/${POD}`,
+        "--container-id",
+        CID,
+        "--netns",
+        NETNS,
+        "--cni-path",
+        n.h.binDir,
+        "--json",
+      ]);
+      assert.equal(r.code, 0, r.stderr);
+      const report: ExplainReport = JSON.parse(r.stdout);
+      assert.deepEqual(
+        report.attachments.map((a) => [a.network, a.ifName, a.isDefault]),
+        [[`${NS}/mv-net`, "pod0", true], [`${NS}/sec-net`, "net1", false]],
+      );
+      const [a, b] = report.attachments[0].plugins;
+      assert.deepEqual(a.stdin.runtimeConfig, { ips: ["10.7.5.5/24"] });
+      assert.deepEqual(b.stdin.runtimeConfig, { mac: "02:00:00:0a:07:05" });
+      assert.deepEqual(a.stdin.args, { cni: { owner: "override" } });
+      await assertAddRunsTheExplainedPlan(n, report);
+    } finally {
+      await n.done();
+    }
+  },
+});
 
 Deno.test({
   ...TEST,
@@ -191,24 +257,7 @@ Deno.test({
       // Nothing ran yet.
       assert.equal(await readIf(n.log), undefined);
 
-      const add = await pluginAdd(n);
-      assert.equal(add.code, 0, `${add.stdout}\n${add.stderr.slice(-2000)}`);
-      const recorded: Recorded[] = (await Deno.readTextFile(n.log)).trim().split("\n")
-        .map((l) => JSON.parse(l));
-      const explained = report.attachments.flatMap((a) => a.plugins);
-      assert.equal(recorded.length, explained.length);
-      for (const [i, rec] of recorded.entries()) {
-        const ex = explained[i];
-        assert.ok(ex.binary?.endsWith(`/${ex.type}`), ex.type);
-        assert.equal(rec.config.type, ex.type);
-        // prevResult: explain shows a placeholder; the delegate got the previous result.
-        const { prevResult: realPrev, ...realStdin } = rec.config;
-        const { prevResult: shownPrev, ...shownStdin } = ex.stdin;
-        assert.equal(realPrev === undefined, shownPrev === undefined, `prevResult of #${i}`);
-        if (shownPrev !== undefined) assert.match(String(shownPrev), /^<result of plugin \d/);
-        assert.deepEqual(realStdin, shownStdin, `stdin of delegate #${i} (${ex.type})`);
-        assert.deepEqual(rec.env, ex.env, `env of delegate #${i} (${ex.type})`);
-      }
+      await assertAddRunsTheExplainedPlan(n, report);
       // Spot checks of what the comparison covered.
       const sec = report.attachments[1].plugins[0].stdin;
       assert.equal(sec.name, "sec-net");
@@ -354,6 +403,7 @@ Deno.test("explain: usage errors and help", async () => {
       config: "/c",
       cniVersion: "1.0.0",
       attachments: [],
+      warnings: [],
     }),
     "Pod n/p\nConfig /c (cniVersion 1.0.0)\nDry run of ADD: nothing is attached and no delegate runs.\n",
   );

@@ -325,8 +325,7 @@ Deno.test("formatInspectTable --pod: header, rows, problems, routes, recorded ch
     "Problems (delegate claim vs kernel):",
     "  ns1/net-a (net1): MAC of net1 is 02:bb:00:00:00:02, the delegate reported 02:bb:00:00:00:99",
     "  ns1/net-b (net2): interface net2 reported by the delegate is missing from the sandbox",
-    "  ns1/broken (net4): cached delegate result cannot be decoded: invalid delegate result for " +
-    "network-status: ✖ Invalid input: expected array, received string → at interfaces: " +
+    "  ns1/broken (net4): cached delegate result cannot be decoded: invalid 1.0.0 result: " +
     "✖ Invalid input: expected array, received string → at interfaces",
     "  ns1/half (net5): ADD of this attachment did not finish",
     "  default route 0.0.0.0/0 via 10.244.1.1 dev eth0 removed by ADD is back",

@@ -39,6 +39,7 @@ Deno.test("parseCniEnv: a complete ADD environment", () => {
     netns: "/var/run/netns/cni-1",
     ifName: "eth0",
     args: "IgnoreUnknown=1;K8S_POD_NAME=web",
+    argPairs: [["IgnoreUnknown", "1"], ["K8S_POD_NAME", "web"]],
     path: ["/opt/cni/bin", "/usr/lib/cni"],
   });
 });

@@ -4,11 +4,13 @@
  * dispatcher (lib/cni/skel.ts) and delegate results (lib/cni/invoke.ts). Pure.
  */
 
+import { decodeResult } from "../../lib/cni/result.ts";
 import assert from "node:assert/strict";
 import { z } from "zod";
 import { checkJsonDepth, decodeJson, jsonDepth, MAX_JSON_DEPTH } from "../../lib/cni/decode.ts";
 import { CniError, CniErrorCode } from "../../lib/cni/errors.ts";
-import { execResponse, invokePlugin, RecordingPluginExec } from "../../lib/cni/invoke.ts";
+import { invokePlugin } from "../../lib/cni/invoke.ts";
+import { execResponse, RecordingPluginExec } from "../../lib/cni/exec_fake.ts";
 import { dispatch, type SkelHandlers } from "../../lib/cni/skel.ts";
 
 /** `depth` nested arrays around `inner`, as JSON text. */
@@ -88,7 +90,7 @@ async function dispatchStdin(stdin: string, maxJsonDepth?: number) {
   const handlers: SkelHandlers = {
     add: () => {
       calls.push("add");
-      return Promise.resolve({ cniVersion: "1.0.0" });
+      return Promise.resolve(decodeResult({ cniVersion: "1.0.0" }));
     },
     del: handler("del"),
     check: handler("check"),

@@ -8,12 +8,8 @@
 
 import assert from "node:assert/strict";
 import { CniError, CniErrorCode } from "../../lib/cni/errors.ts";
-import {
-  execResponse,
-  ProcessPluginExec,
-  readExecRequest,
-  RecordingPluginExec,
-} from "../../lib/cni/invoke.ts";
+import { ProcessPluginExec } from "../../lib/cni/invoke.ts";
+import { execResponse, readExecRequest, RecordingPluginExec } from "../../lib/cni/exec_fake.ts";
 import {
   assertNotDelegated,
   delegateEnv,
@@ -22,6 +18,7 @@ import {
   processMarkerEnv,
   selfExecutable,
 } from "../../lib/cni/recursion.ts";
+import { decodeResult } from "../../lib/cni/result.ts";
 import { CniRuntime, type RuntimeConf } from "../../lib/cni/runtime.ts";
 import { parseNetworkConfig } from "../../lib/cni/types.ts";
 
@@ -132,7 +129,7 @@ Deno.test("runtime: ADD, CHECK and STATUS refuse a plugin that is Manifold's exe
     const p = op === "ADD"
       ? rt.addNetworkList(list("manifold"), RT)
       : op === "CHECK"
-      ? rt.checkNetworkList(list("manifold"), RT, { cniVersion: "1.1.0" })
+      ? rt.checkNetworkList(list("manifold"), RT, decodeResult({ cniVersion: "1.1.0" }))
       : rt.statusNetworkList(list("manifold"));
     await assert.rejects(p, (e) => {
       assert.ok(e instanceof CniError, String(e));

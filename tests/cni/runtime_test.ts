@@ -7,12 +7,9 @@
 
 import assert from "node:assert/strict";
 import { CniError } from "../../lib/cni/errors.ts";
-import {
-  type ExecRequest,
-  execResponse,
-  readExecRequest,
-  RecordingPluginExec,
-} from "../../lib/cni/invoke.ts";
+import { type ExecRequest } from "../../lib/cni/invoke.ts";
+import { execResponse, readExecRequest, RecordingPluginExec } from "../../lib/cni/exec_fake.ts";
+import { decodeResult, parseResult } from "../../lib/cni/result.ts";
 import { CniRuntime, type RuntimeConf } from "../../lib/cni/runtime.ts";
 import { type NetworkConfigList, parseNetworkConfig } from "../../lib/cni/types.ts";
 import { resultFamily, SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
@@ -152,7 +149,9 @@ for (const v of SUPPORTED_VERSIONS) {
       });
       const result = await runtime.addNetworkList(list(v), RT);
       assert.deepEqual(exec.calls.map(typeOf), ["bridge", "tuning", "portmap"]);
-      assert.deepEqual(result, resultFor(v, "10.1.0.5/16"));
+      assert.deepEqual(result.raw, resultFor(v, "10.1.0.5/16"));
+      // Decoded once, in the list's version: the normalized value matches the raw one.
+      assert.deepEqual(result.result, parseResult(result.raw));
 
       const [bridge, tuning, portmap] = exec.calls.map((c) => readExecRequest(c).config);
       assert.equal("prevResult" in bridge, false);
@@ -250,7 +249,7 @@ for (const v of SUPPORTED_VERSIONS) {
     name: `checkNetworkList ${v}: gated at 0.4.0, plugins in order with prevResult`,
     async fn() {
       const { exec, runtime } = runtimeWith(() => execResponse());
-      const prev = resultFor("1.0.0", "10.1.0.5/16");
+      const prev = decodeResult(resultFor("1.0.0", "10.1.0.5/16"));
       if (v === "0.1.0" || v === "0.2.0" || v.startsWith("0.3")) {
         await assert.rejects(
           runtime.checkNetworkList(list(v), RT, prev),

@@ -5,6 +5,7 @@
 
 import assert from "node:assert/strict";
 import { CniError } from "../../lib/cni/errors.ts";
+import { decodeResult } from "../../lib/cni/result.ts";
 import { dispatch, type SkelContext, type SkelHandlers, type SkelIO } from "../../lib/cni/skel.ts";
 import { resultFamily, SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
 
@@ -42,9 +43,11 @@ async function run(
     add: async (ctx) => {
       calls.push({ op: "add", ctx });
       const h = opts.handlers?.add;
-      return h
-        ? (await h(ctx)) as Record<string, unknown>
-        : { cniVersion: "1.1.0", ips: [{ address: "10.1.0.5/16", gateway: "10.1.0.1" }] };
+      return decodeResult(
+        h
+          ? (await h(ctx)) as Record<string, unknown>
+          : { cniVersion: "1.1.0", ips: [{ address: "10.1.0.5/16", gateway: "10.1.0.1" }] },
+      );
     },
     del: record("del") as SkelHandlers["del"],
     check: record("check") as SkelHandlers["check"],
@@ -258,7 +261,13 @@ Deno.test("dispatch: a failing stdout write gives exit 1", async () => {
   };
   const noop = () => Promise.resolve();
   const code = await dispatch(
-    { add: () => Promise.resolve({}), del: noop, check: noop, gc: noop, status: noop },
+    {
+      add: () => Promise.resolve(decodeResult({})),
+      del: noop,
+      check: noop,
+      gc: noop,
+      status: noop,
+    },
     io,
   );
   assert.equal(code, 1);
@@ -275,12 +284,15 @@ Deno.test({
     const dir = await Deno.makeTempDir();
     try {
       const skel = new URL("../../lib/cni/skel.ts", import.meta.url).href;
+      const result = new URL("../../lib/cni/result.ts", import.meta.url).href;
       const main = `${dir}/main.ts`;
       await Deno.writeTextFile(
         main,
         `import { dispatch, denoSkelIO } from "${skel}";
+import { decodeResult } from "${result}";
 const ok = () => Promise.resolve();
-const add = () => Promise.resolve({ cniVersion: "1.1.0", ips: [{ address: "10.9.0.2/24" }] });
+const add = () =>
+  Promise.resolve(decodeResult({ cniVersion: "1.1.0", ips: [{ address: "10.9.0.2/24" }] }));
 Deno.exit(await dispatch({ add, del: ok, check: ok, gc: ok, status: ok }, denoSkelIO(),
   { maxStdinBytes: 4096 }));
 `,

@@ -1,6 +1,7 @@
 /**
  * Schema checks of deploy/*.yaml with zod: each manifest's apiVersion/kind/required
- * fields, least-privilege RBAC (no "*", exactly the verbs the plugin and the mirror use), and
+ * fields, the NetworkAttachmentDefinition and MultiNetworkPolicy CRDs, least-privilege RBAC (no
+ * "*", exactly the verbs the plugin, the mirror and policy enforcement use), and
  * the DaemonSet's host paths, tolerations, resources, install flags and the NAD mirror
  * container.
  */
@@ -29,11 +30,17 @@ async function manifests(): Promise<{ file: string; doc: Record<string, unknown>
   return out;
 }
 
-function find(all: { doc: Record<string, unknown> }[], kind: string) {
-  const found = all.filter((m) => m.doc.kind === kind);
-  assert.equal(found.length, 1, `exactly one ${kind}`);
+function find(all: { doc: Record<string, unknown> }[], kind: string, name?: string) {
+  const found = all.filter((m) =>
+    m.doc.kind === kind &&
+    (name === undefined || (m.doc.metadata as { name?: string } | undefined)?.name === name)
+  );
+  assert.equal(found.length, 1, `exactly one ${kind} ${name ?? ""}`);
   return found[0].doc;
 }
+
+const NAD_CRD = "network-attachment-definitions.k8s.cni.cncf.io";
+const MNP_CRD = "multi-networkpolicies.k8s.cni.cncf.io";
 
 const meta = (namespaced: boolean) =>
   z.object({
@@ -170,6 +177,7 @@ Deno.test("every manifest has apiVersion, kind and metadata.name; kubectl apply 
     all.map((m) => m.doc.kind),
     [
       "CustomResourceDefinition",
+      "CustomResourceDefinition",
       "ServiceAccount",
       "ClusterRole",
       "ClusterRoleBinding",
@@ -187,7 +195,89 @@ Deno.test("every manifest has apiVersion, kind and metadata.name; kubectl apply 
 });
 
 Deno.test("the NetworkAttachmentDefinition CRD: apiextensions v1, spec.config string", async () => {
-  const r = crdSchema.safeParse(find(await manifests(), "CustomResourceDefinition"));
+  const r = crdSchema.safeParse(find(await manifests(), "CustomResourceDefinition", NAD_CRD));
+  assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
+});
+
+const selectorSchema = z.object({
+  type: z.literal("object"),
+  properties: z.object({
+    matchLabels: z.object({ type: z.literal("object") }).loose(),
+    matchExpressions: z.object({ type: z.literal("array") }).loose(),
+  }),
+}).loose();
+const peerSchema = z.object({
+  type: z.literal("array"),
+  items: z.object({
+    properties: z.object({
+      podSelector: selectorSchema,
+      namespaceSelector: selectorSchema,
+      ipBlock: z.object({
+        required: z.tuple([z.literal("cidr")]),
+        properties: z.object({ cidr: z.object({}).loose(), except: z.object({}).loose() }),
+      }).loose(),
+    }),
+  }).loose(),
+}).loose();
+const portsSchema = z.object({
+  items: z.object({
+    properties: z.object({
+      protocol: z.object({ enum: z.tuple([z.literal("TCP"), z.literal("UDP"), z.literal("SCTP")]) })
+        .loose(),
+      port: z.object({ "x-kubernetes-int-or-string": z.literal(true) }).loose(),
+      endPort: z.object({ type: z.literal("integer") }).loose(),
+    }),
+  }).loose(),
+}).loose();
+const ruleSchemaOf = (key: "from" | "to") =>
+  z.object({
+    type: z.literal("array"),
+    items: z.object({
+      properties: z.object({ ports: portsSchema, [key]: peerSchema }),
+    }).loose(),
+  }).loose();
+const mnpCrdSchema = z.object({
+  apiVersion: z.literal("apiextensions.k8s.io/v1"),
+  kind: z.literal("CustomResourceDefinition"),
+  metadata: z.object({ name: z.literal(MNP_CRD) }),
+  spec: z.object({
+    group: z.literal("k8s.cni.cncf.io"),
+    scope: z.literal("Namespaced"),
+    names: z.object({
+      plural: z.literal("multi-networkpolicies"),
+      singular: z.literal("multi-networkpolicy"),
+      kind: z.literal("MultiNetworkPolicy"),
+      shortNames: z.array(z.string()).optional(),
+    }),
+    versions: z.array(z.object({
+      name: z.literal("v1beta1"),
+      served: z.literal(true),
+      storage: z.literal(true),
+      schema: z.object({
+        openAPIV3Schema: z.object({
+          type: z.literal("object"),
+          properties: z.object({
+            spec: z.object({
+              type: z.literal("object"),
+              properties: z.object({
+                podSelector: selectorSchema,
+                policyTypes: z.object({
+                  items: z.object({ enum: z.tuple([z.literal("Ingress"), z.literal("Egress")]) })
+                    .loose(),
+                }).loose(),
+                ingress: ruleSchemaOf("from"),
+                egress: ruleSchemaOf("to"),
+              }),
+            }).loose(),
+          }).loose(),
+        }).loose(),
+      }),
+    })).length(1),
+  }),
+});
+
+Deno.test("the MultiNetworkPolicy CRD: k8s.cni.cncf.io/v1beta1, the NetworkPolicy spec", async () => {
+  const r = mnpCrdSchema.safeParse(find(await manifests(), "CustomResourceDefinition", MNP_CRD));
   assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
 });
 
@@ -206,8 +296,14 @@ Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildca
     [...grants].sort(),
     [
       "|events|create",
+      "|namespaces|list",
+      "|namespaces|watch",
       "|pods/status|patch",
       "|pods|get",
+      "|pods|list",
+      "|pods|watch",
+      "k8s.cni.cncf.io|multi-networkpolicies|list",
+      "k8s.cni.cncf.io|multi-networkpolicies|watch",
       "k8s.cni.cncf.io|network-attachment-definitions|get",
       "k8s.cni.cncf.io|network-attachment-definitions|list",
       "k8s.cni.cncf.io|network-attachment-definitions|watch",

@@ -14,6 +14,7 @@
  * @module
  */
 
+import { parseResult } from "../../lib/cni/result.ts";
 import assert from "node:assert/strict";
 import {
   buildNetworkStatus,
@@ -38,7 +39,10 @@ import { randomResult, RESULT_KEYS, RESULT_VALUES } from "./result.ts";
 /** One case: annotation text to parse, or an attachment to build an entry for. */
 export type StatusFuzzInput =
   | { kind: "parse"; mode: string; text: string }
-  | { kind: "build"; mode: string; input: StatusInput; snapshot: string };
+  | { kind: "build"; mode: string; input: RawStatusInput; snapshot: string };
+
+/** A status input whose result is still the raw JSON a delegate printed. */
+type RawStatusInput = Omit<StatusInput, "result"> & { result?: unknown };
 
 const STATUS_KEYS = [
   "name",
@@ -143,7 +147,7 @@ function generate(r: Rng): StatusFuzzInput {
     result = mutateJson(r, result, { keys: RESULT_KEYS, values: RESULT_VALUES }, 2);
     mode = "mutated-result";
   }
-  const input: StatusInput = {
+  const input: RawStatusInput = {
     statusName: r.chance(0.9) ? "ns/net-a" : randomString(r),
     ifName: r.chance(0.9) ? "net1" : interfaceName(r),
     isDefault: r.chance(0.3),
@@ -183,9 +187,15 @@ function asJson(v: unknown): unknown {
 /** The "status" target (see the module doc for its properties). */
 export const statusTarget: FuzzTarget<StatusFuzzInput, NetworkStatus[] | NetworkStatus> = {
   name: "status",
-  codes: [6],
+  // 6 for a bad shape, 1 for a result whose cniVersion is unknown (the decoder checks it).
+  codes: [1, 6],
   generate,
-  call: (c) => (c.kind === "parse" ? parseNetworkStatus(c.text) : buildNetworkStatus(c.input)),
+  call: (c) =>
+    c.kind === "parse" ? parseNetworkStatus(c.text) : buildNetworkStatus({
+      ...c.input,
+      // Decoded once, as ADD does; a malformed result is the decoder's typed error.
+      result: c.input.result === undefined ? undefined : parseResult(c.input.result),
+    }),
   check(out, c) {
     if (c.kind === "parse") {
       const list = out as NetworkStatus[];

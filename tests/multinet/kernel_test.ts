@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { parseResult } from "../../lib/cni/result.ts";
 import type { CacheRecord } from "../../lib/multinet/cache.ts";
 import {
   applyDefaultRoute,
@@ -40,7 +41,7 @@ Deno.test("reconcileStatus: agreeing delegate → kernel values, no problems; li
   assert.equal(entry.mtu, 1500);
 });
 
-Deno.test("reconcileStatus: other MAC, missing IP, bare IP accepted; kernel wins", () => {
+Deno.test("reconcileStatus: other MAC, missing IP, bare IP accepted; kernel verifies", () => {
   const { entry, problems } = reconcileStatus(
     {
       name: "ns/a",
@@ -57,7 +58,9 @@ Deno.test("reconcileStatus: other MAC, missing IP, bare IP accepted; kernel wins
   assert.match(problems[1], /198\.51\.100\.9\/24/);
   assert.equal(entry.mac, "02:11:22:33:44:55");
   assert.equal(entry.mtu, 9000);
-  assert.deepEqual(entry.ips, ["192.0.2.2/24", "2001:db8::2/64"]);
+  // The delegate's addresses the kernel holds, in the kernel's form; the missing one is dropped,
+  // and 2001:db8::2, which the kernel holds but the delegate did not return, is not reported.
+  assert.deepEqual(entry.ips, ["192.0.2.2/24"]);
 });
 
 Deno.test("reconcileStatus: missing interface is a problem only when the delegate claimed it", () => {
@@ -100,7 +103,7 @@ Deno.test("reconcileStatus: IPoIB interfaces report the GUID, not a 20-byte mac"
   assert.equal(entry.mtu, 2044);
 });
 
-Deno.test("claimsSandboxInterface reads any result version", () => {
+Deno.test("claimsSandboxInterface reads the decoded result of any version", () => {
   assert.equal(
     claimsSandboxInterface(
       { cniVersion: "1.0.0", interfaces: [{ name: "net1", sandbox: "/x" }] },
@@ -113,11 +116,20 @@ Deno.test("claimsSandboxInterface reads any result version", () => {
     false,
   );
   assert.equal(
-    claimsSandboxInterface({ cniVersion: "0.2.0", ip4: { ip: "10.0.0.2/24" } }, "eth0"),
+    claimsSandboxInterface(
+      parseResult({ cniVersion: "0.2.0", ip4: { ip: "10.0.0.2/24" } }),
+      "eth0",
+    ),
     false,
   );
+  assert.equal(
+    claimsSandboxInterface(
+      parseResult({ cniVersion: "0.3.1", interfaces: [{ name: "eth0", sandbox: "/x" }] }),
+      "eth0",
+    ),
+    true,
+  );
   assert.equal(claimsSandboxInterface(undefined, "eth0"), false);
-  assert.equal(claimsSandboxInterface("garbage", "eth0"), false);
 });
 
 function route(dst: string, oif: number, gateway?: string, priority = 0): Route {
@@ -202,4 +214,37 @@ Deno.test("applyDefaultRoute: nothing requested → no kernel call", async () =>
   };
   const record = { attachments: [{ ifName: "eth0" }] } as unknown as CacheRecord;
   assert.equal(await applyDefaultRoute(kernel, "/x", record), undefined);
+});
+
+Deno.test("reconcileStatus: ips are the delegate's, verified; other spellings match, extra kernel addresses are not reported", () => {
+  const { entry, problems } = reconcileStatus(
+    {
+      name: "ns/a",
+      interface: "net1",
+      ips: ["2001:0DB8:0:0::2/64", "192.0.2.2/24"],
+      default: false,
+    },
+    snapshot,
+    true,
+  );
+  assert.deepEqual(problems, []);
+  assert.deepEqual(entry.ips, ["2001:db8::2/64", "192.0.2.2/24"], "delegate order, kernel form");
+  // eth0 holds a link-local and the delegate returned one address: only that one is reported.
+  const eth0 = reconcileStatus(
+    { name: "cbr0", interface: "eth0", ips: ["10.244.1.73/24"], default: true },
+    snapshot,
+    true,
+  );
+  assert.deepEqual(eth0.entry.ips, ["10.244.1.73/24"]);
+  // A delegate that returned no address gets none from the kernel.
+  const none = reconcileStatus({ name: "ns/b", interface: "net1", default: false }, snapshot, true);
+  assert.equal(none.entry.ips, undefined);
+  // A different prefix length is reported as the kernel holds it, with a problem.
+  const other = reconcileStatus(
+    { name: "ns/c", interface: "net1", ips: ["192.0.2.2/16"], default: false },
+    snapshot,
+    true,
+  );
+  assert.deepEqual(other.entry.ips, ["192.0.2.2/24"]);
+  assert.match(other.problems[0], /192\.0\.2\.2\/16 reported by the delegate is 192\.0\.2\.2\/24/);
 });

@@ -3,6 +3,8 @@
  * with no permissions (`deno test tests/multinet/plan_test.ts`).
  */
 
+import { parseNetworkConfig } from "../../lib/cni/types.ts";
+import { delegateOf } from "../../lib/multinet/resolve.ts";
 import assert from "node:assert/strict";
 import { CniError, CniErrorCode } from "../../lib/cni/errors.ts";
 import { declaresCapability, planAttachments, type PlanInput } from "../../lib/multinet/plan.ts";
@@ -22,12 +24,12 @@ function delegate(
   plugins: Record<string, unknown>[] = [{ type: "bridge" }],
   isDefault = false,
 ): Delegate {
-  return {
-    statusName,
-    isDefault,
-    source: `nad:${statusName}`,
-    conflist: { cniVersion: "1.0.0", name: statusName.split("/").pop(), plugins },
-  };
+  const list = parseNetworkConfig({
+    cniVersion: "1.0.0",
+    name: statusName.split("/").pop(),
+    plugins,
+  });
+  return delegateOf(list, { statusName, isDefault, source: `nad:${statusName}` });
 }
 
 const DEFAULT = delegate("cbr0", [{ type: "flannel" }, {

@@ -6,6 +6,7 @@
 
 import assert from "node:assert/strict";
 import { CniError, CniErrorCode } from "../../lib/cni/errors.ts";
+import { parseResult } from "../../lib/cni/result.ts";
 import { resultFamily, SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
 import {
   buildNetworkStatus,
@@ -126,12 +127,13 @@ function expectationsFor(version: string): Record<string, NetworkStatus> {
   return resultFamily(version) === "legacy" ? LEGACY_EXPECTATIONS : modernExpectations(version);
 }
 
+/** Decodes the raw result once (as ADD does) and builds the entry. */
 function build(result: unknown, extra: Partial<StatusInput> = {}): NetworkStatus {
   return buildNetworkStatus({
     statusName: NAME,
     ifName: IFNAME,
     isDefault: false,
-    result,
+    result: result === undefined || result === null ? undefined : parseResult(result),
     ...extra,
   });
 }
@@ -321,7 +323,7 @@ Deno.test("buildNetworkStatus: IP index rules (§5.3.3.1)", async (t) => {
   });
 });
 
-Deno.test("buildNetworkStatus: a malformed result is CniError 6", () => {
+Deno.test("buildNetworkStatus: a malformed result is CniError 6 at its one decoding", () => {
   const bad: unknown[] = [
     "not a result",
     42,
@@ -335,9 +337,12 @@ Deno.test("buildNetworkStatus: a malformed result is CniError 6", () => {
     { ip4: { ip: 17 } },
     { dns: { nameservers: "10.0.0.1" } },
   ];
-  for (const result of bad) {
+  for (const bare of bad) {
+    const result = typeof bare === "object" && bare !== null && !Array.isArray(bare)
+      ? { cniVersion: "ip4" in bare ? "0.2.0" : "1.0.0", ...bare }
+      : bare;
     const err = assertCniError(() => build(result), CniErrorCode.DecodingFailure);
-    assert.ok(err.details.length > 0);
+    assert.ok(err.msg.length > 0);
   }
 });
 
@@ -396,7 +401,7 @@ Deno.test("parseNetworkStatus: round trip of built entries", () => {
       statusName: i === 3 ? "cbr0" : `ns1/net-${i}`,
       ifName: `net${i}`,
       isDefault: i === 3,
-      result: FIXTURES[v].bridge,
+      result: parseResult(FIXTURES[v].bridge),
       deviceInfo: i === 5 ? DEVICE_INFO : undefined,
       defaultRoute: i === 3 ? ["10.1.2.1"] : undefined,
     })

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { sleep, startTimer } from "../../lib/cni/timer.ts";
+import { sleep, startTimer } from "../../lib/util/timer.ts";
 
 Deno.test("startTimer calls back once after the delay; cancel prevents the call", async () => {
   const calls: string[] = [];
