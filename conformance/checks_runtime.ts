@@ -41,7 +41,7 @@ function versionCheck(v: string): Check {
       await withPod(s, {
         cniVersion: v,
         annotations: networks("v-net"),
-        nads: { "v-net": s.net() },
+        nads: { "v-net": s.net({ name: "v-net" }) },
       }, async (p) => {
         const add = await p.call("ADD");
         expectOk(add, "ADD");
@@ -126,6 +126,10 @@ export const RUNTIME_CHECKS: Check[] = [
         otherNads: { x: { "iso-net": s.net({ name: "iso-net" }) } },
         conf: { namespaceIsolation: true },
       }, async (p) => {
+        // Control: the same selection works without isolation, so a failure below is its.
+        const open = await p.call("ADD", { config: { ...p.conf, namespaceIsolation: false } });
+        expect(open.code === 0, `control: ADD without namespaceIsolation failed (${said(open)})`);
+        expectOk(await p.call("DEL", { config: { ...p.conf, namespaceIsolation: false } }), "DEL");
         const add = await p.call("ADD");
         expect(add.code !== 0, "ADD succeeded with a NAD of another namespace");
         expect(calls(await p.records(), "ADD", "iso-net").length === 0, "iso-net's delegate ran");
@@ -169,25 +173,33 @@ export const RUNTIME_CHECKS: Check[] = [
     name: "ADD → CHECK → DEL → DEL (second DEL idempotent), pod left empty",
     level: "MUST",
     run: (s) =>
-      withPod(s, { annotations: networks("lc-net"), nads: { "lc-net": s.net() } }, async (p) => {
-        expectOk(await p.call("ADD"), "ADD");
-        expectOk(await p.call("CHECK"), "CHECK");
-        expectOk(await p.call("DEL"), "DEL");
-        const left = await p.links();
-        expect(left.length === 0, `left in the pod after DEL: ${left}`);
-        expectOk(await p.call("DEL"), "second DEL");
-      }),
+      withPod(
+        s,
+        { annotations: networks("lc-net"), nads: { "lc-net": s.net({ name: "lc-net" }) } },
+        async (p) => {
+          expectOk(await p.call("ADD"), "ADD");
+          expectOk(await p.call("CHECK"), "CHECK");
+          expectOk(await p.call("DEL"), "DEL");
+          const left = await p.links();
+          expect(left.length === 0, `left in the pod after DEL: ${left}`);
+          expectOk(await p.call("DEL"), "second DEL");
+        },
+      ),
   },
   {
     section: "CNI §DEL",
     name: "DEL with an empty CNI_NETNS succeeds",
     level: "MUST",
     run: (s) =>
-      withPod(s, { annotations: networks("lc-net"), nads: { "lc-net": s.net() } }, async (p) => {
-        expectOk(await p.call("ADD"), "ADD");
-        const del = await p.call("DEL", { netns: "" });
-        expect(del.code === 0, `DEL without netns: ${said(del)}`);
-      }),
+      withPod(
+        s,
+        { annotations: networks("lc-net"), nads: { "lc-net": s.net({ name: "lc-net" }) } },
+        async (p) => {
+          expectOk(await p.call("ADD"), "ADD");
+          const del = await p.call("DEL", { netns: "" });
+          expect(del.code === 0, `DEL without netns: ${said(del)}`);
+        },
+      ),
   },
   ...["0.3.1", "0.4.0", "1.0.0", "1.1.0"].map(versionCheck),
   {

@@ -99,6 +99,10 @@ function capabilityChecks(k: CapabilityKey): Check[] {
         }, async (p) => {
           const add = await p.call("ADD");
           expect(add.code !== 0, `ADD succeeded although no plugin declares "${k.capability}"`);
+          expect(
+            calls(await p.records(), "ADD", "nocap-net").length === 0,
+            `nocap-net's plugins ran: the failure did not come from the capability check`,
+          );
         }),
     },
   ];

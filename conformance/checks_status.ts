@@ -33,7 +33,10 @@ export const STATUS_CHECKS: Check[] = [
     run: (s) =>
       withPod(
         s,
-        { annotations: networks("twice-net,twice-net"), nads: { "twice-net": s.net() } },
+        {
+          annotations: networks("twice-net,twice-net"),
+          nads: { "twice-net": s.net({ name: "twice-net" }) },
+        },
         async (p) => {
           expectOk(await p.call("ADD"), "ADD");
           const adds = calls(await p.records(), "ADD", "twice-net");
@@ -83,24 +86,32 @@ export const STATUS_CHECKS: Check[] = [
     name: "network-status: no unreserved keys (non-spec keys use reverse domain notation)",
     level: "MUST",
     run: (s) =>
-      withPod(s, { annotations: networks("st-a"), nads: { "st-a": s.net() } }, async (p) => {
-        expectOk(await p.call("ADD"), "ADD");
-        const bad = (await statusOf(p)).flatMap((e) =>
-          Object.keys(e).filter((k) => !SPEC_KEYS.includes(k) && !k.includes("."))
-        );
-        expect(bad.length === 0, `keys outside §5.3 without a period: ${[...new Set(bad)]}`);
-      }),
+      withPod(
+        s,
+        { annotations: networks("st-a"), nads: { "st-a": s.net({ name: "st-a" }) } },
+        async (p) => {
+          expectOk(await p.call("ADD"), "ADD");
+          const bad = (await statusOf(p)).flatMap((e) =>
+            Object.keys(e).filter((k) => !SPEC_KEYS.includes(k) && !k.includes("."))
+          );
+          expect(bad.length === 0, `keys outside §5.3 without a period: ${[...new Set(bad)]}`);
+        },
+      ),
   },
   {
     section: "NPWG §5.3.1",
     name: 'network-status "name" carries the NAD\'s namespace ("ns/name")',
     level: "SHOULD",
     run: (s) =>
-      withPod(s, { annotations: networks("st-a"), nads: { "st-a": s.net() } }, async (p) => {
-        expectOk(await p.call("ADD"), "ADD");
-        const names = (await statusOf(p)).map((e) => e.name);
-        expect(names.includes(`${p.ns}/st-a`), `names: ${JSON.stringify(names)}`);
-      }),
+      withPod(
+        s,
+        { annotations: networks("st-a"), nads: { "st-a": s.net({ name: "st-a" }) } },
+        async (p) => {
+          expectOk(await p.call("ADD"), "ADD");
+          const names = (await statusOf(p)).map((e) => e.name);
+          expect(names.includes(`${p.ns}/st-a`), `names: ${JSON.stringify(names)}`);
+        },
+      ),
   },
   {
     section: "NPWG §5.1.1",
@@ -109,7 +120,7 @@ export const STATUS_CHECKS: Check[] = [
     run: (s) =>
       withPod(s, {
         annotations: networks([{ name: "src-net", interface: "src0" }]),
-        nads: { "src-net": s.net({ conformance: { hostInterfaceFirst: true } }) },
+        nads: { "src-net": s.net({ name: "src-net", conformance: { hostInterfaceFirst: true } }) },
       }, async (p) => {
         expectOk(await p.call("ADD"), "ADD");
         const e = (await statusOf(p)).find((e) => named(e, p.ns, "src-net"));
@@ -126,7 +137,7 @@ export const STATUS_CHECKS: Check[] = [
     run: (s) =>
       withPod(s, {
         annotations: networks([{ name: "src-net", interface: "src0" }]),
-        nads: { "src-net": s.net({ conformance: { hostInterfaceFirst: true } }) },
+        nads: { "src-net": s.net({ name: "src-net", conformance: { hostInterfaceFirst: true } }) },
       }, async (p) => {
         expectOk(await p.call("ADD"), "ADD");
         const e = (await statusOf(p)).find((e) => named(e, p.ns, "src-net"));
@@ -165,19 +176,23 @@ export const STATUS_CHECKS: Check[] = [
     name: 'exactly one status entry has "default": true, and it is the default network\'s',
     level: "MUST",
     run: (s) =>
-      withPod(s, { annotations: networks("st-a"), nads: { "st-a": s.net() } }, async (p) => {
-        expectOk(await p.call("ADD"), "ADD");
-        const st = await statusOf(p);
-        const defaults = st.filter((e) => e.default === true);
-        expect(defaults.length === 1, `${defaults.length} entries with default: true`);
-        expect(
-          String(defaults[0].name).endsWith(DEFAULT_NET) && defaults[0].interface === "eth0",
-          `default entry ${JSON.stringify(defaults[0])}`,
-        );
-        expect(
-          st.filter((e) => named(e, p.ns, "st-a")).every((e) => e.default === false),
-          "st-a's entry is not default: false",
-        );
-      }),
+      withPod(
+        s,
+        { annotations: networks("st-a"), nads: { "st-a": s.net({ name: "st-a" }) } },
+        async (p) => {
+          expectOk(await p.call("ADD"), "ADD");
+          const st = await statusOf(p);
+          const defaults = st.filter((e) => e.default === true);
+          expect(defaults.length === 1, `${defaults.length} entries with default: true`);
+          expect(
+            String(defaults[0].name).endsWith(DEFAULT_NET) && defaults[0].interface === "eth0",
+            `default entry ${JSON.stringify(defaults[0])}`,
+          );
+          expect(
+            st.filter((e) => named(e, p.ns, "st-a")).every((e) => e.default === false),
+            "st-a's entry is not default: false",
+          );
+        },
+      ),
   },
 ];
