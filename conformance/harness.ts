@@ -104,7 +104,12 @@ export class Suite {
   }
 
   async #init(): Promise<void> {
-    this.api = await startKubeApiServer({ binary: this.opts.kubeApiServer });
+    // kube-apiserver sometimes dies in its post-start hooks on a loaded machine
+    // ("APF bootstrap ensurer timed out waiting for cache sync"): one more try.
+    this.api = await startKubeApiServer({ binary: this.opts.kubeApiServer }).catch((e) => {
+      console.error(`kube-apiserver did not start, retrying once: ${String(e).split("\n")[0]}`);
+      return startKubeApiServer({ binary: this.opts.kubeApiServer });
+    });
     await this.api.admin.installCrd(parseYaml(await Deno.readTextFile(CRD)));
     this.base = await this.scratch.dir("mft-conf-");
     for (const k of Object.keys(this.dirs) as (keyof Suite["dirs"])[]) {
