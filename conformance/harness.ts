@@ -231,6 +231,7 @@ export class PodRun {
     return `${this.ns}-${key}`;
   }
 
+  /** Creates the namespaces, NADs, on-disk files, pod and netns; builds the config. */
   async init(): Promise<void> {
     const admin = this.suite.api.admin;
     await this.#namespace(this.ns);
