@@ -23,6 +23,7 @@
 
 import { parseArgs } from "node:util";
 import { outputs, type TextOutputs } from "./io.ts";
+import { KUBE_FLAG_OPTIONS, kubeFlags, kubeFlagsHelp } from "./kube_flags.ts";
 import { INSTALL_DEFAULTS, MANIFOLD_CONFIG_NAME, underRoot } from "../install/mod.ts";
 import { errorText, oneLine, printable } from "../util/text.ts";
 import {
@@ -56,7 +57,7 @@ Options:
   --config-name NAME     Manifold's config file (default ${MANIFOLD_CONFIG_NAME})
   --libmnl PATH          libmnl to load (default libmnl.so.0)
   --api-timeout-ms MS    bound on each API request (default 3000)
-  --json                 the report as JSON
+${kubeFlagsHelp("Manifold's kubeconfig")}  --json                 the report as JSON
   -h, --help             this text
 
 Exit codes: 0 no failure (warnings allowed), 1 a check failed, 2 usage error.
@@ -134,7 +135,10 @@ export function formatDoctorReport(report: DoctorReport): string {
 }
 
 /** Injected I/O of {@link runDoctor}. */
-export type DoctorIO = TextOutputs;
+export interface DoctorIO extends TextOutputs {
+  /** Environment (`KUBECONFIG`); default the process's. */
+  env?: Record<string, string>;
+}
 
 /**
  * `manifold doctor …`: parses the flags, runs the checks, prints the report.
@@ -156,6 +160,7 @@ export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<numb
         "config-name": { type: "string" },
         libmnl: { type: "string" },
         "api-timeout-ms": { type: "string" },
+        ...KUBE_FLAG_OPTIONS,
         json: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
@@ -170,6 +175,7 @@ export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<numb
     if (t !== undefined && !/^[1-9]\d{0,5}$/.test(t)) {
       throw new Error("--api-timeout-ms must be an integer between 1 and 999999");
     }
+    kubeFlags(values); // usage errors now, before any check runs
   } catch (e) {
     stderr(`manifold doctor: ${oneLine(errorText(e))}\nTry 'manifold doctor --help'.\n`);
     return 2;
@@ -185,6 +191,7 @@ export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<numb
     configName: values["config-name"],
     libmnlPath: values.libmnl,
     apiTimeoutMs: values["api-timeout-ms"] ? Number(values["api-timeout-ms"]) : undefined,
+    kube: { flags: kubeFlags(values), env: io.env ?? Deno.env.toObject() },
   });
   stdout(values.json ? `${JSON.stringify(report, null, 2)}\n` : formatDoctorReport(report));
   return report.checks.some((c) => c.status === "fail") ? 1 : 0;

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { kubeConnectionFromFlags, kubeFlagsGiven } from "./kube_flags.ts";
 import { underRoot } from "../install/mod.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import { errorText, oneLine } from "../util/text.ts";
@@ -24,7 +25,21 @@ export const PROBE_POD = "manifold-doctor-probe-0";
 export const kubeconfigStep: DoctorStep = {
   name: "kubeconfig",
   async run(ctx) {
-    const { conf, hostRoot, host, add } = ctx;
+    const { conf, hostRoot, host, add, options } = ctx;
+    const kube = options.kube;
+    if (kube && kubeFlagsGiven(kube.flags, kube.env)) {
+      const what = kube.flags.kubeconfig ?? `$KUBECONFIG (${kube.env.KUBECONFIG})`;
+      let connection: KubeConnection | undefined;
+      try {
+        connection = await kubeConnectionFromFlags(kube.flags, kube.env, { runExec: true });
+      } catch (e) {
+        add("kubeconfig", "fail", `${what}: ${oneLine(errorText(e))}`);
+        return;
+      }
+      ctx.connection = connection;
+      add("kubeconfig", "ok", `${what} (server ${connection?.server})`);
+      return;
+    }
     if (!conf) return;
     if (!conf.kubeconfig) {
       if (conf.nadDir) add("kubeconfig", "ok", `none: standalone mode (nadDir ${conf.nadDir})`);

@@ -14,6 +14,7 @@ import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import { errorText, oneLine } from "../util/text.ts";
 import { warningLogger } from "./io.ts";
+import type { KubeFlags } from "./kube_flags.ts";
 
 /** Result of one check. */
 export type CheckStatus = "ok" | "warn" | "fail";
@@ -54,6 +55,8 @@ export interface DoctorOptions {
   apiTimeoutMs?: number;
   /** Namespace of the permission probes; default `kube-system`. */
   probeNamespace?: string;
+  /** `--kubeconfig`/`--context` and the environment (`KUBECONFIG`): check with that kubeconfig. */
+  kube?: { flags: KubeFlags; env: Record<string, string | undefined> };
 }
 
 /** Records one line of the report. */

@@ -26,6 +26,13 @@ import { AttachmentCache, type CacheRecord, DEFAULT_CNI_DIR } from "../multinet/
 import { inspectNetns, type NetnsSnapshot, resolveNetnsPath } from "../netlink/mod.ts";
 import { errorText, printable } from "../util/text.ts";
 import { outputs, processEnv, type TextOutputs, warningLogger } from "./io.ts";
+import {
+  KUBE_FLAG_OPTIONS,
+  type KubeFlags,
+  kubeFlags,
+  kubeFlagsHelp,
+  livePod,
+} from "./kube_flags.ts";
 import { formatInspectJson, formatInspectTable } from "./inspect_format.ts";
 import {
   buildInspectReport,
@@ -38,7 +45,8 @@ import type { Logger } from "../log/mod.ts";
 /** Usage text of `manifold inspect` (printed by `--help` and after a usage error hint). */
 export const INSPECT_USAGE = `Usage:
   manifold inspect --netns <path|name> [--json]
-  manifold inspect --pod <namespace/name> [--cni-dir DIR] [--json]
+  manifold inspect --pod <namespace/name> [--cni-dir DIR] [--kubeconfig PATH] [--context NAME]
+                   [--json]
 
 Prints the attachments of a sandbox as the kernel sees them.
 
@@ -48,6 +56,9 @@ Options:
   --pod <ns/name>      the pod's newest sandbox in the cache; shows its attachments and
                        what each delegate claimed but the kernel does not hold
   --cni-dir DIR        the cache directory (default: $MANIFOLD_CNI_DIR, else ${DEFAULT_CNI_DIR})
+${
+  kubeFlagsHelp("no API", 23)
+}                       with a kubeconfig, --pod shows the sandbox of the live pod (its UID)
   --json               JSON for tools instead of a table
   -h, --help           this text
 
@@ -92,7 +103,10 @@ export async function runInspect(args: string[], io: InspectIO = {}): Promise<nu
   try {
     outcome = opts.netns !== undefined
       ? inspectNetnsReport(opts.netns, logger)
-      : await inspectPodReport(opts.pod!, opts.cniDir, logger);
+      : await inspectPodReport(opts.pod!, opts.cniDir, logger, {
+        flags: opts.kube ?? {},
+        env: io.env ?? processEnv(),
+      });
   } catch (e) {
     outcome = { failure: errorText(e) };
   }
@@ -126,10 +140,25 @@ async function inspectPodReport(
   pod: { namespace: string; name: string },
   cniDir: string,
   logger: Logger,
+  kube: { flags: KubeFlags; env: Record<string, string> },
 ): Promise<InspectReport | InspectFailure> {
   const who = `${pod.namespace}/${pod.name}`;
-  const [record, ...older] = await findPodSandboxes(cniDir, pod.namespace, pod.name, logger);
-  if (!record) return { failure: `no sandbox of pod ${who} in the cache at ${cniDir}` };
+  const found = await findPodSandboxes(cniDir, pod.namespace, pod.name, logger);
+  if (found.length === 0) return { failure: `no sandbox of pod ${who} in the cache at ${cniDir}` };
+  // With a kubeconfig, the live pod's sandbox (by UID), not an earlier pod of the same name.
+  const live = await livePod(pod, {
+    ...kube,
+    warn: (e) => logger.warn(`KUBECONFIG not used: ${errorText(e)}`),
+  });
+  const sandboxes = live ? found.filter((r) => r.pod.uid === live.uid) : found;
+  if (sandboxes.length === 0) {
+    const node = live!.nodeName ? `, node ${live!.nodeName}` : "";
+    return {
+      failure: `no sandbox of the live pod ${who} (uid ${live!.uid}${node}) in the cache at ` +
+        `${cniDir}; ${found.length} belong to an earlier pod of that name`,
+    };
+  }
+  const [record, ...older] = sandboxes;
   if (record.netns === "") {
     return {
       failure: `sandbox ${record.containerId} of pod ${who} has no network namespace recorded`,
@@ -156,6 +185,7 @@ interface InspectOptions {
   netns?: string;
   pod?: { namespace: string; name: string };
   cniDir: string;
+  kube?: KubeFlags;
 }
 
 /** Parses and validates the flags; throws an Error whose message is the usage problem. */
@@ -166,6 +196,7 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
       netns: { type: "string" },
       pod: { type: "string" },
       "cni-dir": { type: "string" },
+      ...KUBE_FLAG_OPTIONS,
       json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -182,6 +213,9 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
   if (values.netns !== undefined) {
     if (values.netns.trim() === "") throw new Error("--netns needs a path or a name");
     if (values["cni-dir"] !== undefined) throw new Error("--cni-dir only goes with --pod");
+    for (const k of ["kubeconfig", "context"] as const) {
+      if (values[k] !== undefined) throw new Error(`--${k} only goes with --pod`);
+    }
     return { help, json, cniDir, netns: values.netns };
   }
   if (values.pod !== undefined) {
@@ -190,7 +224,8 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
       throw new Error(`--pod must be namespace/name, got ${JSON.stringify(values.pod)}`);
     }
     if (cniDir === "") throw new Error("--cni-dir must not be empty");
-    return { help, json, cniDir, pod: { namespace: parts[0], name: parts[1] } };
+    const kube = kubeFlags(values);
+    return { help, json, cniDir, pod: { namespace: parts[0], name: parts[1] }, kube };
   }
   throw new Error("one of --netns or --pod is required");
 }

@@ -6,14 +6,20 @@
  * @module
  */
 
-import { isNotFound, type KubeClient } from "../k8s/client.ts";
+import type { KubeClient } from "../k8s/client.ts";
+import { isNotFound } from "../k8s/errors.ts";
 import type { PodSource } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
+
+/** `cniErrorFromKube`, loaded on the first failure only (the success path never needs it). */
+async function cniError(e: unknown): Promise<unknown> {
+  return (await import("./api_errors.ts")).cniErrorFromKube(e);
+}
 
 /**
  * NetworkAttachmentDefinitions from the API (`GET …/network-attachment-definitions/{name}`).
  * @returns a source whose `get` resolves undefined on HTTP 404 and throws the client's
- *   `KubeApiError` otherwise (code 11 after retries for transient failures).
+ *   a CniError otherwise (`cniErrorFromKube`: code 11 after retries for transient failures).
  */
 export function apiNadSource(kube: KubeClient): NadSource {
   return {
@@ -22,7 +28,7 @@ export function apiNadSource(kube: KubeClient): NadSource {
         return await kube.getNetworkAttachmentDefinition(namespace, name);
       } catch (e) {
         if (isNotFound(e)) return undefined;
-        throw e;
+        throw await cniError(e);
       }
     },
   };
@@ -31,7 +37,7 @@ export function apiNadSource(kube: KubeClient): NadSource {
 /**
  * Pods from the API (`GET /api/v1/namespaces/{ns}/pods/{name}`): UID and annotations.
  * @returns a source whose `get` resolves undefined on HTTP 404 and throws the client's
- *   `KubeApiError` otherwise.
+ *   a CniError otherwise (`cniErrorFromKube`).
  */
 export function apiPodSource(kube: KubeClient): PodSource {
   return {
@@ -41,7 +47,7 @@ export function apiPodSource(kube: KubeClient): PodSource {
         return { uid: pod.metadata.uid ?? "", annotations: pod.metadata.annotations ?? {} };
       } catch (e) {
         if (isNotFound(e)) return undefined;
-        throw e;
+        throw await cniError(e);
       }
     },
   };

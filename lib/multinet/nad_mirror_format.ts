@@ -8,6 +8,7 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { KubeError } from "../k8s/errors.ts";
 import {
   NAD_GROUP,
   NAD_VERSION,
@@ -175,7 +176,7 @@ export function parseMirrorFile(
   try {
     nad = parseNetworkAttachmentDefinition(raw);
   } catch (err) {
-    return fail(err instanceof CniError ? err.details : String(err));
+    return fail(err instanceof KubeError ? err.details : String(err));
   }
   if (nad.metadata.namespace !== namespace || nad.metadata.name !== name) {
     fail(`the file holds ${nad.metadata.namespace}/${nad.metadata.name}`);

@@ -43,9 +43,14 @@ export class ApiStatusSink implements StatusSink {
     entries: NetworkStatus[],
   ): Promise<void> {
     if (!pod) return;
-    await this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
-      [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
-    });
+    try {
+      await this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
+        [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
+      });
+    } catch (e) {
+      // api_errors.ts is loaded with the API sources: no cost here.
+      throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+    }
   }
 }
 

@@ -133,8 +133,12 @@ async function apiConnector(
 ): Promise<(() => Promise<ApiDeps>) | undefined> {
   let inCluster: KubeConnection | undefined;
   if (!conf.kubeconfig) {
-    const { inClusterConnection } = await import("../k8s/kubeconfig.ts");
-    inCluster = inClusterConnection(processEnv);
+    const { inClusterConnection } = await import("../k8s/connection.ts");
+    try {
+      inCluster = inClusterConnection(processEnv);
+    } catch (e) {
+      throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+    }
     if (!inCluster) return undefined;
   }
   let api: Promise<ApiDeps> | undefined;
@@ -147,7 +151,10 @@ async function apiConnector(
           import("./api_sources.ts"),
           conf.nadMirrorDir ? import("./nad_mirror.ts") : undefined,
         ]);
-      const connection = inCluster ?? await loadKubeconfig(conf.kubeconfig!);
+      const connection = inCluster ??
+        await loadKubeconfig(conf.kubeconfig!).catch(async (e) => {
+          throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+        });
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
       return {
         nads: mirror && conf.nadMirrorDir

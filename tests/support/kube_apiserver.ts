@@ -162,19 +162,43 @@ export class KubeApiServer {
   #apiserver?: Daemon;
   #stopped = false;
 
+  /** Temp dir: certificates, `tokens.csv`, etcd's data, `apiserver.log`, `etcd.log`, `audit.log`. */
+  readonly dir: string;
+  /** PEM CA of the server certificate. */
+  readonly caPem: string;
+  /** Bearer token of `envtest-admin` (group `system:masters`). */
+  readonly adminToken: string;
+  /** The static users besides the admin, with their tokens. */
+  readonly users: Required<StaticUser>[];
+  /** Loopback ports: kube-apiserver (HTTPS), etcd client and peer. */
+  readonly ports: { api: number; etcd: number; etcdPeer: number };
+  /** The kube-apiserver binary. */
+  readonly binary: string;
+  /** Flags added to kube-apiserver's. */
+  readonly extraArgs: string[];
+
   /** @internal use {@link startKubeApiServer}. */
-  constructor(
-    readonly dir: string,
-    readonly caPem: string,
-    readonly adminToken: string,
-    readonly users: Required<StaticUser>[],
-    readonly ports: { api: number; etcd: number; etcdPeer: number },
-    readonly binary: string,
-    readonly extraArgs: string[],
-  ) {
-    this.server = `https://127.0.0.1:${ports.api}`;
-    this.etcdUrl = `http://127.0.0.1:${ports.etcd}`;
-    this.admin = new KubeRest(this.server, caPem, adminToken);
+  constructor(init: {
+    dir: string;
+    caPem: string;
+    adminToken: string;
+    users: Required<StaticUser>[];
+    ports: { api: number; etcd: number; etcdPeer: number };
+    binary: string;
+    extraArgs: string[];
+  }) {
+    ({
+      dir: this.dir,
+      caPem: this.caPem,
+      adminToken: this.adminToken,
+      users: this.users,
+      ports: this.ports,
+      binary: this.binary,
+      extraArgs: this.extraArgs,
+    } = init);
+    this.server = `https://127.0.0.1:${this.ports.api}`;
+    this.etcdUrl = `http://127.0.0.1:${this.ports.etcd}`;
+    this.admin = new KubeRest(this.server, this.caPem, this.adminToken);
   }
 
   /** Bearer token of a static user given at start. @throws Error for an unknown user. */
@@ -313,6 +337,7 @@ export class KubeApiServer {
     const res = await fetch(`${this.etcdUrl}${path}`, {
       method: "POST",
       body: JSON.stringify(body),
+      signal: AbortSignal.timeout(10_000),
     });
     const text = await res.text();
     if (!res.ok) throw new Error(`etcd ${path}: ${res.status} ${text}`);
@@ -422,15 +447,15 @@ export async function startKubeApiServer(opts: StartOptions = {}): Promise<KubeA
       );
     }
     const ports = { api: freePort(), etcd: freePort(), etcdPeer: freePort() };
-    api = new KubeApiServer(
+    api = new KubeApiServer({
       dir,
-      ca.certPem,
+      caPem: ca.certPem,
       adminToken,
       users,
       ports,
       binary,
       extraArgs,
-    );
+    });
     await api.start(opts.readyTimeoutMs);
     api.bootMs = Math.round(performance.now() - began);
     return api;
