@@ -20,6 +20,8 @@ import { DEFAULT_NET, type Suite } from "./harness.ts";
 
 const FAIL_ADD = { conformance: { fail: ["ADD"] } };
 const FAIL_DEL = { conformance: { fail: ["DEL"] } };
+/** Variables a runtime leaves out of STATUS and GC. */
+const RUNTIME_ONLY = ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS"];
 
 async function supported(s: Suite): Promise<string[]> {
   const p = await s.pod();
@@ -204,6 +206,43 @@ export const RUNTIME_CHECKS: Check[] = [
       ),
   },
   ...["0.3.1", "0.4.0", "1.0.0", "1.1.0"].map(versionCheck),
+  {
+    section: "CNI §STATUS",
+    name: "STATUS (1.1.0) succeeds when the default network is ready",
+    level: "MUST",
+    async run(s) {
+      if (!(await supported(s)).includes("1.1.0")) throw new Skip("VERSION does not list 1.1.0");
+      await withPod(s, { cniVersion: "1.1.0" }, async (p) => {
+        const r = await p.call("STATUS", { omit: RUNTIME_ONLY });
+        expect(r.code === 0, `STATUS: ${said(r)}`);
+      });
+    },
+  },
+  {
+    section: "CNI §GC",
+    name: "GC (1.1.0): attachments missing from cni.dev/valid-attachments are torn down",
+    level: "MUST",
+    async run(s) {
+      if (!(await supported(s)).includes("1.1.0")) throw new Skip("VERSION does not list 1.1.0");
+      // A cache of its own: earlier checks may leave attachments whose DEL keeps failing.
+      const cniDir = await Deno.makeTempDir({ dir: s.base, prefix: "gc-" });
+      await withPod(s, {
+        cniVersion: "1.1.0",
+        annotations: networks("gc-net"),
+        nads: { "gc-net": s.net({ name: "gc-net" }) },
+        conf: { cniDir },
+      }, async (p) => {
+        expectOk(await p.call("ADD"), "ADD");
+        const gc = await p.call("GC", {
+          config: { ...p.conf, "cni.dev/valid-attachments": [] },
+          omit: RUNTIME_ONLY,
+        });
+        expect(gc.code === 0, `GC: ${said(gc)}`);
+        const left = await p.links();
+        expect(left.length === 0, `left in the pod after GC: ${left}`);
+      });
+    },
+  },
   {
     section: "CNI §VERSION",
     name: "VERSION answers cniVersion and supportedVersions (with 1.0.0)",

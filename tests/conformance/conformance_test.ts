@@ -36,6 +36,8 @@ const UNIMPLEMENTED = [
   "cniVersion 0.3.1",
   "cniVersion 0.4.0",
   "cniVersion 1.1.0",
+  "STATUS (1.1.0)",
+  "GC (1.1.0)",
 ];
 
 const CAP_KEYS = ['"ips"', '"mac"', '"portMappings"', '"bandwidth"', '"infiniband-guid"'];
