@@ -13,6 +13,22 @@ function marked(suite: Suite, marker: string, extra: Record<string, unknown> = {
   return suite.net({ "org.conformance.marker": marker, ...extra });
 }
 
+/** A NAD with a two-plugin configlist (macvlan, then tuning), each marked `p1`/`p2`. */
+function chain(suite: Suite): Record<string, unknown> {
+  const { cniVersion: _, ...first } = marked(suite, "p1");
+  return {
+    cniVersion: "1.0.0",
+    name: "chain-net",
+    plugins: [first, {
+      type: "conformance-recorder",
+      delegate: "tuning",
+      "org.conformance.marker": "p2",
+    }],
+  };
+}
+
+const marker = (r: { config: Record<string, unknown> }) => r.config["org.conformance.marker"];
+
 /** NPWG §3.4 checks. */
 export const NAD_CHECKS: Check[] = [
   {
@@ -159,6 +175,65 @@ export const NAD_CHECKS: Check[] = [
         expectOk(del, "DEL");
         const dels = calls(await p.records(), "DEL", "chain-net");
         expect(dels.length === 2, `expected 2 plugin DELs, saw ${dels.length} (${said(del)})`);
+      }),
+  },
+  {
+    section: "CNI §DEL",
+    name: "configlist DEL runs the plugins in reverse order",
+    level: "MUST",
+    run: (s) =>
+      withPod(
+        s,
+        { annotations: networks("chain-net"), nads: { "chain-net": chain(s) } },
+        async (p) => {
+          expectOk(await p.call("ADD"), "ADD");
+          expectOk(await p.call("DEL"), "DEL");
+          const order = calls(await p.records(), "DEL", "chain-net").map(marker);
+          expect(order.join() === "p2,p1", `DEL order ${JSON.stringify(order)}, want p2 then p1`);
+        },
+      ),
+  },
+  {
+    section: "CNI §CHECK",
+    name: "CHECK gives every plugin of the network the ADD result as prevResult",
+    level: "MUST",
+    run: (s) =>
+      withPod(
+        s,
+        { annotations: networks("chain-net"), nads: { "chain-net": chain(s) } },
+        async (p) => {
+          expectOk(await p.call("ADD"), "ADD");
+          expectOk(await p.call("CHECK"), "CHECK");
+          const checks = calls(await p.records(), "CHECK", "chain-net");
+          expect(checks.length === 2, `expected 2 plugin CHECKs, saw ${checks.length}`);
+          for (const r of checks) {
+            const prev = r.config.prevResult as { interfaces?: unknown[] } | undefined;
+            expect(
+              prev?.interfaces?.length,
+              `${marker(r)}'s CHECK prevResult: ${JSON.stringify(prev)}`,
+            );
+          }
+        },
+      ),
+  },
+  {
+    section: "CNI §Overview",
+    name: "DEL detaches the networks in reverse order of ADD",
+    level: "SHOULD",
+    run: (s) =>
+      withPod(s, {
+        annotations: networks("ord-a,ord-b"),
+        nads: { "ord-a": s.net({ name: "ord-a" }), "ord-b": s.net({ name: "ord-b" }) },
+      }, async (p) => {
+        expectOk(await p.call("ADD"), "ADD");
+        expectOk(await p.call("DEL"), "DEL");
+        const recs = await p.records();
+        const adds = calls(recs, "ADD").map((r) => r.config.name);
+        const dels = calls(recs, "DEL").map((r) => r.config.name);
+        expect(
+          dels.join() === [...adds].reverse().join(),
+          `ADD ${JSON.stringify(adds)}, DEL ${JSON.stringify(dels)}`,
+        );
       }),
   },
 ];

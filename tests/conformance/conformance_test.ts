@@ -56,7 +56,11 @@ const RUN_A: Record<string, string[]> = {
     "no conflist: on-disk .conf by name",
   ],
   "status-missing-default": ["required keys name and default", "exactly one status entry"],
-  "check-unsupported": ["ADD → CHECK → DEL → DEL", "cniVersion 1.0.0"],
+  "check-unsupported": [
+    "ADD → CHECK → DEL → DEL",
+    "cniVersion 1.0.0",
+    "CHECK gives every plugin",
+  ],
   "json-first-only": ["JSON form", "already used by a previous attachment"],
   "same-network-once": ["same network twice"],
 };
@@ -69,7 +73,7 @@ const RUN_B: Record<string, string[]> = {
   "no-selection-runtimeConfig": CAP_KEYS.map((k) => `${k} → runtimeConfig`),
   "cni-args-ignored": ['"cni-args" → args.cni'],
   "namespace-key-ignored": ['"namespace" selects'],
-  "no-prevResult": ["prevResult chained"],
+  "no-prevResult": ["prevResult chained", "CHECK gives every plugin"],
   "del-stops-on-error": ["one failed detachment does not stop"],
   "continue-after-failure": ["later attachments are not attempted"],
   "del-needs-netns": ["empty CNI_NETNS"],
@@ -83,6 +87,10 @@ const RUN_B: Record<string, string[]> = {
     "already used by a previous attachment",
     "required keys name and default",
     "status interface and mac from",
+  ],
+  "del-in-order": [
+    "configlist DEL runs the plugins in reverse",
+    "DEL detaches the networks in reverse",
   ],
   "bad-version": ["VERSION answers"],
 };
