@@ -2,8 +2,9 @@
  * Manifold: a Kubernetes multi-network CNI delegating plugin (NPWG v1.3).
  *
  * Called by a container runtime with CNI_* variables and a config on stdin, it is a CNI
- * plugin. With a first argument it is a tool: `manifold --version`, `manifold inspect …`,
- * `manifold install …`, `manifold doctor …`, `manifold explain …`, `manifold mirror …`.
+ * plugin. With a first argument it is a tool: `manifold --version`, `manifold --help`,
+ * `manifold inspect …`, `manifold install …`, `manifold doctor …`, `manifold explain …`,
+ * `manifold mirror …`, `manifold controller …`; run by hand on a terminal without `CNI_COMMAND`, it prints its help.
  *
  * Wiring only. The process runs once per pod operation, so start-up is part of every ADD
  * and DEL: nothing is imported statically, and each mode loads only its own modules
@@ -15,10 +16,41 @@
 /** Manifold's release version. */
 export const VERSION = "0.1.0";
 
+/**
+ * Whether the process was started by a person asking for help rather than by a runtime:
+ * `manifold --help`, `-h` or `help`, or `manifold` with no arguments and no `CNI_COMMAND`
+ * on a terminal. Without a terminal (a runtime's pipes) a missing `CNI_COMMAND` stays the
+ * plugin's code-4 error (CNI SPEC "Parameters").
+ *
+ * @param args the process arguments (`Deno.args`)
+ * @param cniCommand `CNI_COMMAND` when set (empty counts as unset)
+ * @param stdinIsTerminal reads whether stdin is a terminal; called only when needed
+ * @returns true when the help text should be printed
+ * @example
+ * ```ts
+ * wantsHelp([], undefined, () => true); // true
+ * wantsHelp([], undefined, () => false); // false: plugin mode, code 4
+ * ```
+ */
+export function wantsHelp(
+  args: readonly string[],
+  cniCommand: string | undefined,
+  stdinIsTerminal: () => boolean,
+): boolean {
+  const [first] = args;
+  if (first === "--help" || first === "-h" || first === "help") return true;
+  return first === undefined && !cniCommand && stdinIsTerminal();
+}
+
 if (import.meta.main) {
   const [first] = Deno.args;
   if (first === "--version" || first === "-v" || first === "version") {
     console.log(`manifold ${VERSION} (CNI 0.1.0 … 1.1.0)`);
+    Deno.exit(0);
+  }
+  if (wantsHelp(Deno.args, Deno.env.get("CNI_COMMAND"), () => Deno.stdin.isTerminal())) {
+    const { manifoldHelp } = await import("./lib/cli/help.ts");
+    console.log(manifoldHelp(VERSION).trimEnd());
     Deno.exit(0);
   }
   if (first === "inspect") {
@@ -36,6 +68,10 @@ if (import.meta.main) {
   if (first === "explain") {
     const { runExplain } = await import("./lib/cli/explain.ts");
     Deno.exit(await runExplain(Deno.args.slice(1)));
+  }
+  if (first === "controller") {
+    const { runControllerCli } = await import("./lib/cli/controller.ts");
+    Deno.exit(await runControllerCli(Deno.args.slice(1)));
   }
   if (first === "mirror") {
     const { runMirror } = await import("./lib/cli/mirror.ts");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian machine: Deno (pinned, from the npm registry),
-# the CNI reference plugins (real delegates), iproute2, libmnl0, and the project's
-# npm dependencies (cached from deno.lock).
+# the CNI reference plugins (real delegates), iproute2, libmnl0, openssl, etcd (for the
+# tests against a real kube-apiserver), and the project's npm dependencies (cached from
+# deno.lock).
 set -euo pipefail
 
 DENO_VERSION="${DENO_VERSION:-2.9.6}"
@@ -13,7 +14,9 @@ need_apt=()
 [ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 ldconfig -p 2>/dev/null | grep -q 'libmnl.so.0' || need_apt+=(libmnl0)
+{ command -v nft && ldconfig -p | grep -q 'libnftables.so.1'; } >/dev/null 2>&1 || need_apt+=(nftables) # nft + libnftables1 (MultiNetworkPolicy)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -15,11 +15,19 @@
 
 import { parseArgs } from "node:util";
 import { outputs, type TextOutputs } from "./io.ts";
+import {
+  KUBE_FLAG_OPTIONS,
+  kubeConnectionFromFlags,
+  kubeFlags,
+  kubeFlagsGiven,
+  kubeFlagsHelp,
+} from "./kube_flags.ts";
 import { parseNetworkConfig } from "../cni/types.ts";
 import { INSTALL_DEFAULTS, MANIFOLD_CONFIG_NAME, underRoot } from "../install/mod.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import type { NadSource } from "../multinet/nad_source.ts";
+import type { PodNetworkSource } from "../multinet/pod_networks.ts";
 import { errorText } from "../util/text.ts";
 import { explainPod } from "./explain_plan.ts";
 import { formatExplainText } from "./explain_format.ts";
@@ -51,7 +59,7 @@ Options:
   --ifname NAME          the runtime's CNI_IFNAME (default eth0)
   --cni-path DIRS        the runtime's CNI_PATH, colon separated (default /opt/cni/bin)
   --runtime-config JSON  runtimeConfig the runtime would pass (e.g. portMappings)
-  --json                 JSON for tools
+${kubeFlagsHelp("Manifold's kubeconfig")}  --json                 JSON for tools
   -h, --help             this text
 
 Exit codes: 0 shown, 1 the ADD would fail (error printed), 2 usage error.
@@ -92,10 +100,19 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
     const conf = mapConf(await loadOwnConfig(host(opts.configPath)), host);
     let connection: KubeConnection | undefined;
     let nads: NadSource | undefined;
+    let podNetworks: PodNetworkSource | undefined;
     let podInfo: { uid: string; annotations: Record<string, string> } | undefined;
+    const env = io.env ?? Deno.env.toObject();
     if (conf.nadDir) {
+      if (opts.kube.kubeconfig !== undefined || opts.kube.context !== undefined) {
+        throw new Error(
+          "Manifold's config sets nadDir: the plugin reads no API, so neither does explain",
+        );
+      }
       const { DirectoryNadSource } = await import("../multinet/nad_source.ts");
       nads = new DirectoryNadSource(conf.nadDir);
+    } else if (kubeFlagsGiven(opts.kube, env)) {
+      connection = await kubeConnectionFromFlags(opts.kube, env);
     } else {
       if (conf.kubeconfig) {
         const { loadKubeconfigUnder } = await import("./doctor.ts");
@@ -104,18 +121,20 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
           connection = { ...connection, tokenFile: host(connection.tokenFile) };
         }
       } else {
-        const { inClusterConnection } = await import("../k8s/kubeconfig.ts");
-        connection = inClusterConnection(io.env ?? Deno.env.toObject());
+        const { inClusterConnection } = await import("../k8s/connection.ts");
+        connection = inClusterConnection(env);
       }
     }
     if (connection) {
-      const [{ KubeClient }, { apiNadSource, apiPodSource }] = await Promise.all([
-        import("../k8s/client.ts"),
-        import("../multinet/api_sources.ts"),
-      ]);
+      const [{ KubeClient }, { apiNadSource, apiPodSource, apiPodNetworkSource }] = await Promise
+        .all([
+          import("../k8s/client.ts"),
+          import("../multinet/api_sources.ts"),
+        ]);
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, retries: 1 });
       close = () => kube.close();
       nads = apiNadSource(kube);
+      podNetworks = apiPodNetworkSource(kube);
       if (opts.pod) {
         podInfo = await apiPodSource(kube).get(opts.pod.namespace, opts.pod.name);
         if (!podInfo) throw new Error(`pod ${opts.pod.namespace}/${opts.pod.name} not found`);
@@ -134,6 +153,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       pod: { namespace: ns, name, uid: podInfo?.uid ?? "", infraContainerId: opts.containerId },
       annotations,
       nads,
+      podNetworks,
       containerId: opts.containerId,
       netns: opts.netns,
       ifName: opts.ifName,
@@ -167,6 +187,7 @@ function parseExplainArgs(args: string[]) {
       ifname: { type: "string" },
       "cni-path": { type: "string" },
       "runtime-config": { type: "string" },
+      ...KUBE_FLAG_OPTIONS,
       json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -222,6 +243,7 @@ function parseExplainArgs(args: string[]) {
     cniPath: (values["cni-path"] ?? INSTALL_DEFAULTS.cniBinDir).split(":").filter(Boolean),
     runtimeConfig,
     json: values.json === true,
+    kube: kubeFlags(values),
   };
 }
 

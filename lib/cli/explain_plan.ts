@@ -18,6 +18,7 @@ import type { ManifoldConf } from "../multinet/config.ts";
 import type { NadSource } from "../multinet/nad_source.ts";
 import { declaresCapability } from "../multinet/plan.ts";
 import type { PodRef } from "../multinet/pod.ts";
+import type { PodNetworkSource } from "../multinet/pod_networks.ts";
 import {
   type AttachmentPlan,
   NETWORKS_ANNOTATION,
@@ -88,6 +89,8 @@ export interface ExplainInput {
   annotations: Record<string, string>;
   /** NADs; undefined without API and `nadDir`. */
   nads?: NadSource;
+  /** KEP-3698 PodNetworks (the API); undefined without one. */
+  podNetworks?: PodNetworkSource;
   /** CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME of the simulated call. */
   containerId: string;
   /** CNI_NETNS of the simulated call. */
@@ -117,7 +120,7 @@ export interface ExplainInput {
  */
 export async function explainPod(input: ExplainInput): Promise<ExplainReport> {
   const { buildPodPlan } = await import("../multinet/pod_plan.ts");
-  const { conf, pod, annotations, nads } = input;
+  const { conf, pod, annotations, nads, podNetworks } = input;
   // The runtime passes only what Manifold declares (libcni), as ADD sees it.
   const runtimeConfig: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(input.runtimeConfig ?? {})) {
@@ -142,6 +145,7 @@ export async function explainPod(input: ExplainInput): Promise<ExplainReport> {
     runtimeArgs,
     annotations,
     nads,
+    podNetworks,
   });
   const binDirs = [conf.binDir, ...input.cniPath];
   const runtime = new CniRuntime({ binDirs, exec: NO_EXEC });

@@ -116,6 +116,40 @@ export async function runInstall(args: string[], io: InstallIO = {}): Promise<nu
   }
 }
 
+/** The flags of `manifold install` (node:util `parseArgs` options). */
+const INSTALL_FLAGS = {
+  binary: { type: "string" },
+  "skip-binary-copy": { type: "boolean" },
+  "host-root": { type: "string" },
+  "cni-conf-dir": { type: "string" },
+  "cni-bin-dir": { type: "string" },
+  "config-name": { type: "string" },
+  "primary-config": { type: "string" },
+  "primary-timeout-ms": { type: "string" },
+  "readiness-indicator-file": { type: "string" },
+  "kube-server": { type: "string" },
+  "service-account-dir": { type: "string" },
+  "no-kubeconfig": { type: "boolean" },
+  "log-level": { type: "string" },
+  "log-file": { type: "string" },
+  "cni-dir": { type: "string" },
+  "namespace-isolation": { type: "boolean" },
+  "global-namespaces": { type: "string" },
+  "plugin-conf": { type: "string" },
+  once: { type: "boolean" },
+  "cleanup-config-on-exit": { type: "boolean" },
+  "poll-interval-ms": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** The parsed flags. */
+type InstallFlags = ReturnType<typeof parseInstallFlags>;
+
+function parseInstallFlags(args: string[]) {
+  return parseArgs({ args, options: INSTALL_FLAGS, strict: true, allowPositionals: false })
+    .values;
+}
+
 /**
  * Turns the flags into installer options; `"help"` for `--help`.
  * @throws Error whose message is the usage problem
@@ -125,75 +159,51 @@ function parseInstallArgs(
   env: Record<string, string>,
   execPath: () => string,
 ): InstallerOptions | "help" {
-  const { values } = parseArgs({
-    args,
-    options: {
-      binary: { type: "string" },
-      "skip-binary-copy": { type: "boolean" },
-      "host-root": { type: "string" },
-      "cni-conf-dir": { type: "string" },
-      "cni-bin-dir": { type: "string" },
-      "config-name": { type: "string" },
-      "primary-config": { type: "string" },
-      "primary-timeout-ms": { type: "string" },
-      "readiness-indicator-file": { type: "string" },
-      "kube-server": { type: "string" },
-      "service-account-dir": { type: "string" },
-      "no-kubeconfig": { type: "boolean" },
-      "log-level": { type: "string" },
-      "log-file": { type: "string" },
-      "cni-dir": { type: "string" },
-      "namespace-isolation": { type: "boolean" },
-      "global-namespaces": { type: "string" },
-      "plugin-conf": { type: "string" },
-      once: { type: "boolean" },
-      "cleanup-config-on-exit": { type: "boolean" },
-      "poll-interval-ms": { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-    allowPositionals: false,
-  });
+  const values = parseInstallFlags(args);
   if (values.help) return "help";
-  const absolute = (flag: string, v: string | undefined) => {
-    if (v !== undefined && !v.startsWith("/")) {
-      throw new Error(`--${flag} must be an absolute path`);
-    }
-    return v;
-  };
-  const fileName = (flag: string, v: string | undefined) => {
-    if (v !== undefined && (v === "" || v.includes("/") || v.startsWith("."))) {
-      throw new Error(`--${flag} must be a plain file name, got ${JSON.stringify(v)}`);
-    }
-    return v;
-  };
-  const ms = (flag: string, v: string | undefined, min: number) => {
-    if (v === undefined) return undefined;
-    const n = Number(v);
-    if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min) {
-      throw new Error(`--${flag} must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
-    }
-    return n;
-  };
   const configName = fileName("config-name", values["config-name"]);
   if (configName !== undefined && !configName.endsWith(".conflist")) {
     throw new Error("--config-name must end in .conflist");
   }
+  return {
+    hostRoot: absolute("host-root", values["host-root"]),
+    cniConfDir: absolute("cni-conf-dir", values["cni-conf-dir"]),
+    cniBinDir: absolute("cni-bin-dir", values["cni-bin-dir"]),
+    configName,
+    binary: binaryToInstall(values, execPath),
+    primaryConfig: fileName("primary-config", values["primary-config"]),
+    primaryTimeoutMs: ms("primary-timeout-ms", values["primary-timeout-ms"], 0),
+    pollIntervalMs: ms("poll-interval-ms", values["poll-interval-ms"], 10),
+    readinessIndicatorFile: absolute(
+      "readiness-indicator-file",
+      values["readiness-indicator-file"],
+    ),
+    kubeconfig: kubeconfigFromFlags(values, env),
+    pluginConf: pluginConfFromFlags(values),
+    once: values.once === true,
+    cleanupConfigOnExit: values["cleanup-config-on-exit"] === true,
+  };
+}
 
-  let binary: string | undefined;
+/** `--binary`, else this executable; none with `--skip-binary-copy`. */
+function binaryToInstall(values: InstallFlags, execPath: () => string): string | undefined {
   if (values["skip-binary-copy"]) {
     if (values.binary !== undefined) {
       throw new Error("--binary and --skip-binary-copy cannot be used together");
     }
-  } else {
-    binary = values.binary ?? execPath();
-    if (values.binary === undefined && /(^|\/)deno$/.test(binary)) {
-      throw new Error(
-        "running from source: pass --binary PATH (e.g. dist/manifold) or --skip-binary-copy",
-      );
-    }
+    return undefined;
   }
+  const binary = values.binary ?? execPath();
+  if (values.binary === undefined && /(^|\/)deno$/.test(binary)) {
+    throw new Error(
+      "running from source: pass --binary PATH (e.g. dist/manifold) or --skip-binary-copy",
+    );
+  }
+  return binary;
+}
 
+/** `--plugin-conf` (a JSON object), then the keys the single flags set. */
+function pluginConfFromFlags(values: InstallFlags): Record<string, unknown> {
   const pluginConf: Record<string, unknown> = {};
   if (values["plugin-conf"] !== undefined) {
     let extra: unknown;
@@ -216,40 +226,50 @@ function parseInstallArgs(
   if (values["global-namespaces"] !== undefined) {
     pluginConf.globalNamespaces = values["global-namespaces"];
   }
+  return pluginConf;
+}
 
-  let kubeconfig: InstallerOptions["kubeconfig"];
-  if (!values["no-kubeconfig"]) {
-    const server = values["kube-server"] ?? serverFromEnv(env);
-    if (server === undefined) {
-      throw new Error(
-        "no API server: set --kube-server (or KUBERNETES_SERVICE_HOST/PORT), or pass --no-kubeconfig",
-      );
+/** The plugin's kubeconfig settings: the API server and service account, or none. */
+function kubeconfigFromFlags(
+  values: InstallFlags,
+  env: Record<string, string>,
+): InstallerOptions["kubeconfig"] {
+  if (values["no-kubeconfig"]) {
+    if (values["kube-server"] !== undefined || values["service-account-dir"] !== undefined) {
+      throw new Error("--no-kubeconfig cannot be used with --kube-server or --service-account-dir");
     }
-    if (!/^https?:\/\/./.test(server)) throw new Error("--kube-server must be an http(s) URL");
-    kubeconfig = {
-      server,
-      serviceAccountDir: absolute("service-account-dir", values["service-account-dir"]),
-    };
-  } else if (values["kube-server"] !== undefined || values["service-account-dir"] !== undefined) {
-    throw new Error("--no-kubeconfig cannot be used with --kube-server or --service-account-dir");
+    return undefined;
   }
-
+  const server = values["kube-server"] ?? serverFromEnv(env);
+  if (server === undefined) {
+    throw new Error(
+      "no API server: set --kube-server (or KUBERNETES_SERVICE_HOST/PORT), or pass --no-kubeconfig",
+    );
+  }
+  if (!/^https?:\/\/./.test(server)) throw new Error("--kube-server must be an http(s) URL");
   return {
-    hostRoot: absolute("host-root", values["host-root"]),
-    cniConfDir: absolute("cni-conf-dir", values["cni-conf-dir"]),
-    cniBinDir: absolute("cni-bin-dir", values["cni-bin-dir"]),
-    configName,
-    binary,
-    primaryConfig: fileName("primary-config", values["primary-config"]),
-    primaryTimeoutMs: ms("primary-timeout-ms", values["primary-timeout-ms"], 0),
-    pollIntervalMs: ms("poll-interval-ms", values["poll-interval-ms"], 10),
-    readinessIndicatorFile: absolute(
-      "readiness-indicator-file",
-      values["readiness-indicator-file"],
-    ),
-    kubeconfig,
-    pluginConf,
-    once: values.once === true,
-    cleanupConfigOnExit: values["cleanup-config-on-exit"] === true,
+    server,
+    serviceAccountDir: absolute("service-account-dir", values["service-account-dir"]),
   };
+}
+
+function absolute(flag: string, v: string | undefined): string | undefined {
+  if (v !== undefined && !v.startsWith("/")) throw new Error(`--${flag} must be an absolute path`);
+  return v;
+}
+
+function fileName(flag: string, v: string | undefined): string | undefined {
+  if (v !== undefined && (v === "" || v.includes("/") || v.startsWith("."))) {
+    throw new Error(`--${flag} must be a plain file name, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function ms(flag: string, v: string | undefined, min: number): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min) {
+    throw new Error(`--${flag} must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
+  }
+  return n;
 }

@@ -19,8 +19,15 @@
 
 import { parseArgs } from "node:util";
 import { outputs, stopSignal, type TextOutputs } from "./io.ts";
+import {
+  KUBE_FLAG_OPTIONS,
+  kubeConnectionFromFlags,
+  type KubeFlags,
+  kubeFlags,
+  kubeFlagsHelp,
+} from "./kube_flags.ts";
 import { KubeClient } from "../k8s/client.ts";
-import { inClusterConnection, type KubeConnection, loadKubeconfig } from "../k8s/kubeconfig.ts";
+import { inClusterConnection, type KubeConnection } from "../k8s/connection.ts";
 import { type ListWatchOptions, watchNetworkAttachmentDefinitions } from "../k8s/watch.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
 import { DEFAULT_NAD_MIRROR_DIR, NadMirrorWriter } from "../multinet/nad_mirror.ts";
@@ -37,8 +44,9 @@ Keeps a node-local copy of every NetworkAttachmentDefinition (list + watch) for 
 
 Options:
   --dir DIR               mirror directory (default ${DEFAULT_NAD_MIRROR_DIR})
-  --kubeconfig PATH       kubeconfig (default: the pod's service account, in-cluster)
-  --once                  list, write the mirror and exit (no watch; tests, debugging)
+${
+  kubeFlagsHelp("the pod's service account, in-cluster", 26)
+}  --once                  list, write the mirror and exit (no watch; tests, debugging)
   --log-level LEVEL       debug, verbose (default), error, panic
   --api-timeout-ms MS     bound on each API request (default ${DEFAULT_API_TIMEOUT_MS})
   -h, --help              this text
@@ -50,7 +58,7 @@ Exit codes: 0 done or stopped by a signal, 1 failure, 2 usage error.
 
 /** Injected I/O of {@link runMirror}; defaults are the process's. */
 export interface MirrorIO extends TextOutputs {
-  /** Environment (`KUBERNETES_SERVICE_HOST`/`PORT` for the in-cluster connection). */
+  /** Environment (`KUBECONFIG`; `KUBERNETES_SERVICE_HOST`/`PORT` for the in-cluster connection). */
   env?: Record<string, string>;
   /** Stops the mirror; default: SIGTERM and SIGINT of the process. */
   signal?: AbortSignal;
@@ -63,7 +71,7 @@ export interface MirrorIO extends TextOutputs {
 /** The parsed flags of `manifold mirror`. */
 interface MirrorArgs {
   dir: string;
-  kubeconfig?: string;
+  kube: KubeFlags;
   once: boolean;
   logLevel: string;
   apiTimeoutMs: number;
@@ -97,7 +105,7 @@ export async function runMirror(args: string[], io: MirrorIO = {}): Promise<numb
   const { signal, release } = stopSignal(io.signal);
   let kube: KubeClient | undefined;
   try {
-    const connection = await connect(opts.kubeconfig, io.env ?? Deno.env.toObject());
+    const connection = await connect(opts.kube, io.env ?? Deno.env.toObject());
     kube = new KubeClient({
       connection,
       timeoutMs: opts.apiTimeoutMs,
@@ -131,14 +139,13 @@ export async function runMirror(args: string[], io: MirrorIO = {}): Promise<numb
 }
 
 /**
- * The API connection: the kubeconfig when given, else the in-cluster service account.
- * @throws {CniError} 7 from the kubeconfig loader; Error when there is neither
+ * The API connection: `--kubeconfig` or `KUBECONFIG` (with `--context`), else the in-cluster
+ * service account.
+ * @throws {KubeError} `"config"` from the kubeconfig loader; Error when there is neither
  */
-async function connect(
-  kubeconfig: string | undefined,
-  env: Record<string, string>,
-): Promise<KubeConnection> {
-  if (kubeconfig) return await loadKubeconfig(kubeconfig);
+async function connect(kube: KubeFlags, env: Record<string, string>): Promise<KubeConnection> {
+  const fromFlags = await kubeConnectionFromFlags(kube, env);
+  if (fromFlags) return fromFlags;
   const conn = inClusterConnection(env);
   if (!conn) {
     throw new Error(
@@ -157,7 +164,7 @@ function parseMirrorArgs(args: string[]): MirrorArgs | "help" {
     args,
     options: {
       dir: { type: "string" },
-      kubeconfig: { type: "string" },
+      ...KUBE_FLAG_OPTIONS,
       once: { type: "boolean" },
       "log-level": { type: "string" },
       "api-timeout-ms": { type: "string" },
@@ -170,9 +177,7 @@ function parseMirrorArgs(args: string[]): MirrorArgs | "help" {
   const dir = values.dir ?? DEFAULT_NAD_MIRROR_DIR;
   if (!dir.startsWith("/")) throw new Error("--dir must be an absolute path");
   if (dir.replace(/\/+$/, "") === "") throw new Error("--dir must not be /");
-  if (values.kubeconfig !== undefined && values.kubeconfig === "") {
-    throw new Error("--kubeconfig must not be empty");
-  }
+  const kube = kubeFlags(values);
   let apiTimeoutMs = DEFAULT_API_TIMEOUT_MS;
   const t = values["api-timeout-ms"];
   if (t !== undefined) {
@@ -185,5 +190,5 @@ function parseMirrorArgs(args: string[]): MirrorArgs | "help" {
   if (!["debug", "verbose", "info", "warning", "error", "panic"].includes(logLevel)) {
     throw new Error(`--log-level must be debug, verbose, error or panic, got ${logLevel}`);
   }
-  return { dir, kubeconfig: values.kubeconfig, once: values.once ?? false, logLevel, apiTimeoutMs };
+  return { dir, kube, once: values.once ?? false, logLevel, apiTimeoutMs };
 }

@@ -17,6 +17,7 @@ export type CniCommand = typeof CNI_COMMANDS[number];
 
 /** The validated CNI environment of one invocation. */
 export interface CniEnv {
+  /** `CNI_COMMAND`: ADD, DEL, CHECK, GC, STATUS or VERSION. */
   command: CniCommand;
   /** Container ID; "" when the command does not need it (GC, STATUS, VERSION). */
   containerId: string;

@@ -41,9 +41,13 @@ export type CniErrorCodeValue = number;
 
 /** Wire shape of a CNI error (CNI SPEC "Error"). */
 export interface CniErrorJson {
+  /** The cniVersion of the request (CNI SPEC "Error"). */
   cniVersion: string;
+  /** The CNI error code (1–99 the spec's, 100+ the plugin's). */
   code: number;
+  /** Short message. */
   msg: string;
+  /** Longer explanation, when any. */
   details?: string;
 }
 
@@ -67,6 +71,8 @@ export class CniError extends Error {
   readonly details: string;
 
   /**
+   * A CNI error as the spec's error object (CNI SPEC "Error").
+   *
    * @param code CNI error code, e.g. `CniErrorCode.InvalidNetworkConfig` (7).
    * @param msg sentence-case message without a trailing period.
    * @param details optional longer explanation (zod issues, child stderr…).

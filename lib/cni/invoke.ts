@@ -1,9 +1,8 @@
 /**
- * Executing delegate plugins (libcni `pkg/invoke`): a small {@link PluginExec}
- * interface with a real implementation ({@link ProcessPluginExec}) and a recording
- * fake ({@link RecordingPluginExec}); plugin lookup in `CNI_PATH`
- * ({@link findPlugin}); and {@link invokePlugin}, which sets the CNI environment,
- * writes the config on stdin and decodes the child's answer defensively.
+ * Invoking delegate plugins with the CNI protocol (libcni `pkg/invoke`): plugin lookup in
+ * `CNI_PATH` ({@link findPlugin}) and {@link invokePlugin}, which sets the CNI environment,
+ * writes the config on stdin and decodes the child's answer defensively. How a binary is run
+ * is a {@link PluginExec} (exec.ts, re-exported here; the recording fake is exec_fake.ts).
  *
  * @module
  */
@@ -11,258 +10,12 @@
 import { checkJsonDepth, jsonDepth, MAX_JSON_DEPTH } from "./decode.ts";
 import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniCommand } from "./env.ts";
-import { delegateEnv } from "./recursion.ts";
+import { type ExecResponse, type PluginExec, pluginName } from "./exec.ts";
 import { redactText } from "../log/redact.ts";
 import { assertPluginType, isPlainObject } from "./types.ts";
-import { sleep, startTimer, type Timer } from "../util/timer.ts";
 
-/** One plugin execution request. */
-export interface ExecRequest {
-  /** Absolute path of the plugin binary. */
-  path: string;
-  /** Bytes written to the child's stdin (the JSON config). */
-  stdin: Uint8Array;
-  /**
-   * The child's complete environment (nothing is inherited). {@link ProcessPluginExec}
-   * adds only the delegation marker `MANIFOLD_DELEGATION_DEPTH` (lib/cni/recursion.ts).
-   */
-  env: Record<string, string>;
-  /** Kill the child with SIGKILL after this many milliseconds. */
-  timeoutMs: number;
-}
-
-/** What a plugin execution produced. */
-export interface ExecResponse {
-  /** Exit code (128 + signal number when killed by a signal). */
-  code: number;
-  /** Terminating signal name, e.g. "SIGKILL", or null. */
-  signal: string | null;
-  /** Captured stdout, at most the exec's output cap. */
-  stdout: Uint8Array;
-  /** Captured stderr, at most the exec's output cap. */
-  stderr: Uint8Array;
-  /** True when the child was killed because `timeoutMs` elapsed. */
-  timedOut: boolean;
-  /** True when stdout or stderr was cut at the output cap (optional, Manifold extension). */
-  truncated?: boolean;
-}
-
-/** Runs a plugin binary (libcni `invoke.Exec`). */
-export interface PluginExec {
-  /**
-   * Runs one plugin to completion.
-   * @throws {CniError} when the binary cannot be started at all.
-   */
-  exec(req: ExecRequest): Promise<ExecResponse>;
-}
-
-/** Options of {@link ProcessPluginExec}. */
-export interface ProcessPluginExecOptions {
-  /** Cap for each of stdout and stderr in bytes; the rest is drained and dropped. Default 4 MiB. */
-  maxOutputBytes?: number;
-  /** Extra spawn attempts after ETXTBSY ("text file busy"). Default 5. */
-  spawnRetries?: number;
-  /** First retry delay in ms, doubled on each retry. Default 20. */
-  retryDelayMs?: number;
-  /** How long to keep reading output after the child exited, in ms (a grandchild may hold the pipes). Default 500. */
-  drainGraceMs?: number;
-}
-
-/** Default output cap per stream: 4 MiB. */
-export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
-
-/**
- * Runs plugins as child processes with `Deno.Command`: a cleared environment plus
- * exactly `req.env` and the delegation marker `MANIFOLD_DELEGATION_DEPTH` (its depth + 1:
- * a Manifold started as a delegate refuses to work, see lib/cni/recursion.ts), no
- * arguments, config on stdin. Spawning is retried on ETXTBSY
- * (the binary is still open for writing, e.g. just installed; libcni `RawExec` does
- * the same); the child is SIGKILLed after `timeoutMs`; each output stream is capped.
- * Needs `--allow-run` (and read access to the binary).
- *
- * @example
- * ```ts
- * const exec = new ProcessPluginExec({ maxOutputBytes: 1 << 20 });
- * ```
- */
-export class ProcessPluginExec implements PluginExec {
-  #maxOutputBytes: number;
-  #spawnRetries: number;
-  #retryDelayMs: number;
-  #drainGraceMs: number;
-
-  /** @param opts caps, retry and drain settings (all optional). */
-  constructor(opts: ProcessPluginExecOptions = {}) {
-    this.#maxOutputBytes = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
-    this.#spawnRetries = opts.spawnRetries ?? 5;
-    this.#retryDelayMs = opts.retryDelayMs ?? 20;
-    this.#drainGraceMs = opts.drainGraceMs ?? 500;
-  }
-
-  /**
-   * Runs one plugin.
-   * @param req path, stdin, environment and timeout.
-   * @returns exit status and captured output; a timeout is reported, not thrown.
-   * @throws {CniError} code 11 when the binary stays busy (ETXTBSY) after all retries;
-   *   code 999 when it cannot be spawned otherwise (missing, not executable).
-   */
-  async exec(req: ExecRequest): Promise<ExecResponse> {
-    const child = await this.#spawn(req);
-    let timedOut = false;
-    const timer = startTimer(req.timeoutMs, () => {
-      timedOut = true;
-      try {
-        child.kill("SIGKILL");
-      } catch { /* already exited */ }
-    });
-
-    const writing = writeAll(child.stdin, req.stdin);
-    const out = readCapped(child.stdout, this.#maxOutputBytes);
-    const err = readCapped(child.stderr, this.#maxOutputBytes);
-    let status: Deno.CommandStatus;
-    try {
-      status = await child.status;
-    } finally {
-      timer.cancel();
-    }
-    // A grandchild may keep the pipes open after the child exits: read what is
-    // there within a grace period, then stop.
-    let graceTimer: Timer | undefined;
-    const grace = new Promise<void>((resolve) => {
-      graceTimer = startTimer(this.#drainGraceMs, resolve);
-    });
-    await Promise.race([Promise.all([out.done, err.done, writing.done]), grace]);
-    graceTimer?.cancel();
-    const [stdout, stderr] = await Promise.all([out.finish(), err.finish(), writing.finish()]);
-    return {
-      code: status.code,
-      signal: status.signal ?? null,
-      stdout: stdout.bytes,
-      stderr: stderr.bytes,
-      timedOut,
-      truncated: stdout.truncated || stderr.truncated,
-    };
-  }
-
-  async #spawn(req: ExecRequest): Promise<Deno.ChildProcess> {
-    for (let attempt = 0;; attempt++) {
-      try {
-        return new Deno.Command(req.path, {
-          args: [],
-          clearEnv: true,
-          env: delegateEnv(req.env),
-          stdin: "piped",
-          stdout: "piped",
-          stderr: "piped",
-        }).spawn();
-      } catch (err) {
-        const message = err instanceof Error ? err.message : String(err);
-        const busy = /text file busy|os error 26/i.test(message);
-        if (busy && attempt < this.#spawnRetries) {
-          await sleep(this.#retryDelayMs * 2 ** attempt);
-          continue;
-        }
-        if (busy) {
-          throw new CniError(
-            CniErrorCode.TryAgainLater,
-            `plugin ${basename(req.path)} is busy`,
-            `${message} (after ${attempt + 1} attempts)`,
-          );
-        }
-        throw new CniError(
-          CniErrorCode.Internal,
-          `failed to execute plugin ${basename(req.path)}`,
-          message,
-        );
-      }
-    }
-  }
-}
-
-/** A handler answering {@link RecordingPluginExec} requests. */
-export type ExecHandler = (req: ExecRequest) => ExecResponse | Promise<ExecResponse>;
-
-/**
- * Test fake: records every request in {@link RecordingPluginExec.calls} and answers
- * with `handler` (libcni `invoke/fakes`).
- *
- * @example
- * ```ts
- * const exec = new RecordingPluginExec(() => execResponse({ stdout: { cniVersion: "1.0.0" } }));
- * ```
- */
-export class RecordingPluginExec implements PluginExec {
-  /** Every request received, in order. */
-  readonly calls: ExecRequest[] = [];
-  #handler: ExecHandler;
-
-  /** @param handler produces the response for each request (may throw). */
-  constructor(handler: ExecHandler) {
-    this.#handler = handler;
-  }
-
-  /** Records `req` and returns the handler's response. */
-  async exec(req: ExecRequest): Promise<ExecResponse> {
-    this.calls.push(req);
-    return await this.#handler(req);
-  }
-}
-
-/** Options of {@link execResponse}. */
-export interface ExecResponseInit {
-  /** Exit code, default 0. */
-  code?: number;
-  /** stdout as text, or a value printed as JSON. */
-  stdout?: string | Record<string, unknown>;
-  /** stderr text. */
-  stderr?: string;
-  signal?: string | null;
-  timedOut?: boolean;
-}
-
-/**
- * Builds an {@link ExecResponse} (for fakes).
- * @param init exit code and output; objects are JSON-encoded.
- * @returns the response.
- * @example
- * ```ts
- * execResponse({ code: 1, stdout: { code: 7, msg: "bad config" } });
- * ```
- */
-export function execResponse(init: ExecResponseInit = {}): ExecResponse {
-  const enc = new TextEncoder();
-  const out = init.stdout === undefined
-    ? ""
-    : typeof init.stdout === "string"
-    ? init.stdout
-    : JSON.stringify(init.stdout);
-  return {
-    code: init.code ?? 0,
-    signal: init.signal ?? null,
-    stdout: enc.encode(out),
-    stderr: enc.encode(init.stderr ?? ""),
-    timedOut: init.timedOut ?? false,
-  };
-}
-
-/**
- * Decodes a recorded request (for fakes and tests): its `CNI_COMMAND` and stdin config.
- * @param req a request from {@link RecordingPluginExec.calls}.
- * @returns the command and parsed config.
- * @throws {SyntaxError} when stdin is not JSON.
- * @example
- * ```ts
- * const { command, config } = readExecRequest(exec.calls[0]); // "ADD", { name, type, ... }
- * ```
- */
-export function readExecRequest(
-  req: ExecRequest,
-): { command: string; config: Record<string, unknown> } {
-  return {
-    command: req.env.CNI_COMMAND ?? "",
-    config: JSON.parse(new TextDecoder().decode(req.stdin)),
-  };
-}
+// Callers that run plugins take the exec interface from here, with the protocol.
+export * from "./exec.ts";
 
 /**
  * Finds a plugin binary in `CNI_PATH` directories (libcni `invoke.FindInPath`): the
@@ -295,9 +48,13 @@ export async function findPlugin(type: string, dirs: string[]): Promise<string> 
 
 /** Options of {@link invokePlugin}: the CNI environment of the call. */
 export interface InvokeOptions {
+  /** `CNI_COMMAND`. */
   command: CniCommand;
+  /** `CNI_CONTAINERID`; "" when absent. */
   containerId?: string;
+  /** `CNI_NETNS` path; "" when absent (DEL may have none). */
   netns?: string;
+  /** `CNI_IFNAME`; "" when absent. */
   ifName?: string;
   /** `CNI_ARGS` value, "K=V;K2=V2". */
   args?: string;
@@ -341,7 +98,7 @@ export async function invokePlugin(
   config: Record<string, unknown>,
   opts: InvokeOptions,
 ): Promise<unknown | undefined> {
-  const name = basename(pluginPath);
+  const name = pluginName(pluginPath);
   const env: Record<string, string> = {
     ...(opts.baseEnv ?? {}),
     CNI_COMMAND: opts.command,
@@ -444,93 +201,4 @@ function clip(s: string, max = MAX_DETAILS_CHARS): string {
   return redactText(
     s.length > max ? `${s.slice(0, max)}… (${s.length - max} more characters)` : s,
   );
-}
-
-function basename(p: string): string {
-  const i = p.lastIndexOf("/");
-  return i >= 0 ? p.slice(i + 1) : p;
-}
-
-interface PendingWrite {
-  /** Resolves when all bytes were written and stdin closed (or writing failed). */
-  done: Promise<void>;
-  /** Aborts a write still pending (nobody reads stdin) and waits for it to settle. */
-  finish(): Promise<void>;
-}
-
-function writeAll(stream: WritableStream<Uint8Array>, data: Uint8Array): PendingWrite {
-  const w = stream.getWriter();
-  let settled = false;
-  const done = (async () => {
-    try {
-      await w.write(data);
-      await w.close();
-    } catch {
-      // The child exited without reading stdin, or was killed: nothing to do.
-    } finally {
-      settled = true;
-    }
-  })();
-  return {
-    done,
-    async finish() {
-      if (!settled) {
-        try {
-          await w.abort();
-        } catch { /* already closed */ }
-      }
-      await done;
-    },
-  };
-}
-
-interface CappedRead {
-  /** Resolves when the stream ended. */
-  done: Promise<void>;
-  /** Stops reading (if still going) and returns what was kept. */
-  finish(): Promise<{ bytes: Uint8Array; truncated: boolean }>;
-}
-
-function readCapped(stream: ReadableStream<Uint8Array>, cap: number): CappedRead {
-  const reader = stream.getReader();
-  const chunks: Uint8Array[] = [];
-  let kept = 0;
-  let truncated = false;
-  const done = (async () => {
-    try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return;
-        if (kept < cap) {
-          const take = Math.min(value.length, cap - kept);
-          chunks.push(take === value.length ? value : value.subarray(0, take));
-          kept += take;
-          if (take < value.length) truncated = true;
-        } else if (value.length > 0) {
-          truncated = true;
-        }
-      }
-    } catch {
-      // Cancelled or broken pipe: keep what we have.
-    }
-  })();
-  return {
-    done,
-    async finish() {
-      try {
-        await reader.cancel();
-      } catch { /* already closed */ }
-      await done;
-      try {
-        reader.releaseLock();
-      } catch { /* ignore */ }
-      const bytes = new Uint8Array(kept);
-      let off = 0;
-      for (const c of chunks) {
-        bytes.set(c, off);
-        off += c.length;
-      }
-      return { bytes, truncated };
-    },
-  };
 }

@@ -10,6 +10,8 @@ export * from "./version.ts";
 export * from "./types.ts";
 export * from "./result.ts";
 export * from "./env.ts";
+export * from "./exec.ts";
+export * from "./exec_fake.ts";
 export * from "./invoke.ts";
 export * from "./runtime.ts";
 export * from "./skel.ts";

@@ -18,7 +18,9 @@ import { errorText } from "../util/text.ts";
 
 /** The pod whose devices are wanted (from CNI_ARGS K8S_POD_*). */
 export interface PodKey {
+  /** The pod's namespace (K8S_POD_NAMESPACE). */
   namespace: string;
+  /** The pod's name (K8S_POD_NAME). */
   name: string;
   /** K8S_POD_UID; "" when the runtime did not send it (the checkpoint cannot be used then). */
   uid: string;
@@ -26,6 +28,7 @@ export interface PodKey {
 
 /** A pod's devices: resource name → sorted, distinct device IDs; and where they came from. */
 export interface PodDevices {
+  /** Resource name (e.g. `"intel.com/sriov"`) → device IDs. */
   devices: Record<string, string[]>;
   /** `"pod-resources"` (kubelet API), `"checkpoint"` (the file) or `"none"` (neither answered). */
   source: "pod-resources" | "checkpoint" | "none";
@@ -39,6 +42,7 @@ export interface ReadPodDevicesOptions {
   checkpointFile: string;
   /** Bound on each gRPC call, ms. */
   timeoutMs?: number;
+  /** Warnings (a source that did not answer); default none. */
   logger?: Logger;
 }
 
@@ -149,7 +153,11 @@ export class DeviceAllocator {
   #loading: Promise<PodDevices> | undefined;
   readonly #used = new Map<string, number>();
 
-  /** @param load reads the pod's devices (e.g. {@link readPodDevices}); called at most once. */
+  /**
+   * An allocator over the pod's devices.
+   *
+   * @param load reads the pod's devices (e.g. {@link readPodDevices}); called at most once.
+   */
   constructor(load: () => Promise<PodDevices>) {
     this.#load = load;
   }

@@ -23,14 +23,17 @@ export const MAX_DEVICE_INFO_BYTES = 64 * 1024;
 
 /** PCI device information (spec §3.1.3); addresses in BDF form `"dddd:BB:DD.f"`. */
 export interface PciDeviceInfo {
+  /** The device's PCI address, BDF `"dddd:BB:DD.f"`. */
   "pci-address": string;
   /** Path of the vhost-net char device, e.g. `"/dev/vhost-net"`. */
   "vhost-net"?: string;
   /** RDMA device name, e.g. `"mlx5_3"`. */
   "rdma-device"?: string;
+  /** The PF's PCI address when the device is a VF. */
   "pf-pci-address"?: string;
   /** Representor netdev of a VF, e.g. `"eth3"`. */
   "representor-device"?: string;
+  /** Keys of later spec versions, kept. */
   [key: string]: unknown;
 }
 
@@ -38,12 +41,17 @@ export interface PciDeviceInfo {
 export interface VdpaDeviceInfo {
   /** The vDPA device as in /sys/bus/vdpa/devices, e.g. `"vdpa2"`. */
   "parent-device": string;
+  /** The vDPA bus driver: `"vhost"` or `"virtio"`. */
   driver: "vhost" | "virtio";
   /** `"/dev/vhost-vdpa-0"` (vhost) or `"/sys/bus/virtio/devices/virtio3"` (virtio). */
   path: string;
+  /** PCI address of the device behind the vDPA device, BDF. */
   "pci-address"?: string;
+  /** The PF's PCI address when that device is a VF. */
   "pf-pci-address"?: string;
+  /** Representor netdev of the VF. */
   "representor-device"?: string;
+  /** Keys of later spec versions, kept. */
   [key: string]: unknown;
 }
 
@@ -52,18 +60,24 @@ export interface VdpaDeviceInfo {
  * unknown keys are kept.
  */
 export interface DeviceInformation {
+  /** Which map below describes the device. */
   type: "pci" | "vdpa" | "vhost-user" | "memif";
   /** `"MAJOR.MINOR.PATCH"` with major 1, e.g. `"1.1.0"`. */
   version: string;
+  /** With `type: "pci"` (§3.1.3). */
   pci?: PciDeviceInfo;
+  /** With `type: "vdpa"` (§3.1.4). */
   vdpa?: VdpaDeviceInfo;
+  /** With `type: "vhost-user"` (§3.1.1): socket `mode` and `path`. */
   "vhost-user"?: { mode: "client" | "server"; path: string; [key: string]: unknown };
+  /** With `type: "memif"` (§3.1.2): `role`, socket `path`, `mode`. */
   memif?: {
     role: "master" | "slave";
     path: string;
     mode: "ethernet" | "ip" | "inject-punt";
     [key: string]: unknown;
   };
+  /** Keys of later spec versions, kept. */
   [key: string]: unknown;
 }
 

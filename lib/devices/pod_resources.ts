@@ -38,6 +38,8 @@ export class PodResourcesError extends CniError {
   readonly grpcCode: number;
 
   /**
+   * The error of a failed call to `method`.
+   *
    * @param method the gRPC method path
    * @param grpcCode gRPC status code, or -1 for a decoding failure
    * @param details the status message or decoder error

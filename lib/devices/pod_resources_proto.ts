@@ -36,14 +36,19 @@ export interface ContainerDevices {
 
 /** `ContainerResources`: a container and its devices. */
 export interface ContainerResources {
+  /** Container name. */
   name: string;
+  /** Devices assigned to the container, per resource. */
   devices: ContainerDevices[];
 }
 
 /** `PodResources`: a pod (namespace/name) and its containers' devices. */
 export interface PodResources {
+  /** Pod name. */
   name: string;
+  /** Pod namespace. */
   namespace: string;
+  /** The pod's containers. */
   containers: ContainerResources[];
 }
 

@@ -1,7 +1,9 @@
 /**
- * Atomic, durable file replacement for the node installer: a file in a directory the
- * container runtime or kubelet reads (`/etc/cni/net.d`, `/opt/cni/bin`) is never seen empty,
- * partial or half-copied (Multus #1155 empty config, #1221 "text file busy").
+ * Atomic, durable file replacement, the one writer of every file Manifold replaces: the
+ * installer's files in directories the container runtime or kubelet reads (`/etc/cni/net.d`,
+ * `/opt/cni/bin`), the attachment cache, the network-status files and the NAD mirror. A file
+ * is never seen empty, partial or half-copied (Multus #1155 empty config, #1221 "text file
+ * busy", #948/#1087 truncated cache after a reboot).
  *
  * The new content goes to a hidden temporary file in the same directory
  * (`.<name>.tmp-<pid>-<random>`: no `.conf`/`.conflist`/`.json` suffix, so libcni never
@@ -16,14 +18,56 @@
 export interface AtomicWriteOptions {
   /** Permission bits of the new file; default `0o600`. Applied with chmod, so the umask cannot widen or narrow them. */
   mode?: number;
+  /**
+   * Called after the temporary file is written and fsynced, just before the rename (crash
+   * tests kill the process here: `lib/multinet/crashpoint.ts`). An exception aborts the write
+   * (the temporary file is removed).
+   */
+  beforeRename?: () => void;
 }
+
+/** Longest file name of Linux file systems (`NAME_MAX`), bytes. */
+const NAME_MAX_BYTES = 255;
 
 /** Size of one read/write when copying or comparing files, bytes. */
 const CHUNK_BYTES = 1 << 20;
 
-/** Prefix of every temporary file this module creates: `.` + target name + `.tmp-`. */
+/**
+ * Prefix of every temporary file this module creates: `.` + target name + `.tmp-`. The
+ * temporary file is this prefix + `<pid>-<random>`; when that would exceed `NAME_MAX`
+ * (255 bytes) the target name in it is cut (see {@link tempName}).
+ *
+ * @param targetName the base name of the file being replaced, e.g. `"a.conflist"`
+ * @returns e.g. `".a.conflist.tmp-"`
+ * @example
+ * ```ts
+ * tempPrefix("a.conflist"); // ".a.conflist.tmp-"
+ * ```
+ */
 export function tempPrefix(targetName: string): string {
   return `.${targetName}.tmp-`;
+}
+
+/**
+ * The temporary file name for `targetName` and a unique `suffix` (`<pid>-<random>`):
+ * {@link tempPrefix} + suffix, the target name cut (at a character boundary) so the whole
+ * fits `NAME_MAX` (255 bytes). Hidden (leading `.`) and without the target's suffix.
+ *
+ * @param targetName the base name of the file being replaced
+ * @param suffix what makes it unique, e.g. `"4242-k3x9a"`
+ * @returns the temporary file's base name, at most 255 bytes (for a suffix under 200 bytes)
+ * @example
+ * ```ts
+ * tempName("a.conflist", "1-x"); // ".a.conflist.tmp-1-x"
+ * ```
+ */
+export function tempName(targetName: string, suffix: string): string {
+  const enc = new TextEncoder();
+  let name = targetName;
+  while (name.length > 0 && enc.encode(tempPrefix(name) + suffix).length > NAME_MAX_BYTES) {
+    name = Array.from(name).slice(0, -1).join("");
+  }
+  return tempPrefix(name) + suffix;
 }
 
 /**
@@ -47,7 +91,7 @@ export async function writeFileAtomic(
   options: AtomicWriteOptions = {},
 ): Promise<void> {
   const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-  await replaceWith(path, options.mode ?? 0o600, async (file) => {
+  await replaceWith(path, options, async (file) => {
     for (let off = 0; off < bytes.length;) off += await file.write(bytes.subarray(off));
   });
 }
@@ -68,7 +112,7 @@ export async function copyFileAtomic(
   options: AtomicWriteOptions = {},
 ): Promise<void> {
   using src = await Deno.open(source, { read: true });
-  await replaceWith(dest, options.mode ?? 0o600, async (file) => {
+  await replaceWith(dest, options, async (file) => {
     const buf = new Uint8Array(CHUNK_BYTES);
     for (;;) {
       const n = await src.read(buf);
@@ -157,13 +201,14 @@ async function readFull(file: Deno.FsFile, buf: Uint8Array): Promise<number> {
 
 async function replaceWith(
   path: string,
-  mode: number,
+  options: AtomicWriteOptions,
   fill: (file: Deno.FsFile) => Promise<void>,
 ): Promise<void> {
+  const mode = options.mode ?? 0o600;
   const dir = dirOf(path);
   const name = path.slice(path.lastIndexOf("/") + 1);
   const rnd = crypto.getRandomValues(new Uint32Array(1))[0].toString(36);
-  const tmp = `${dir}/${tempPrefix(name)}${Deno.pid}-${rnd}`;
+  const tmp = `${dir}/${tempName(name, `${Deno.pid}-${rnd}`)}`;
   let renamed = false;
   try {
     const file = await Deno.open(tmp, { write: true, createNew: true, mode });
@@ -174,6 +219,7 @@ async function replaceWith(
       file.close();
     }
     await Deno.chmod(tmp, mode);
+    options.beforeRename?.();
     await Deno.rename(tmp, path);
     renamed = true;
     await syncDir(dir);
@@ -182,7 +228,13 @@ async function replaceWith(
   }
 }
 
-async function syncDir(dir: string): Promise<void> {
+/**
+ * fsyncs a directory so that renames and unlinks in it survive a crash. Best effort: a
+ * missing directory, or a file system that refuses fsync on a directory, is ignored.
+ *
+ * @param dir the directory
+ */
+export async function syncDir(dir: string): Promise<void> {
   let f: Deno.FsFile | undefined;
   try {
     f = await Deno.open(dir, { read: true });

@@ -16,7 +16,7 @@
  */
 
 import { type Logger, nullLogger } from "../log/mod.ts";
-import { readTextIfExists, removeFileDurable, sameContent, writeFileAtomic } from "../fs/atomic.ts";
+import { readTextIfExists, removeFileDurable, writeFileAtomic } from "../fs/atomic.ts";
 import { installBinary } from "./binary.ts";
 import {
   generateManifoldConflist,
@@ -24,12 +24,8 @@ import {
   MANIFOLD_CONFIG_NAME,
   renderConfig,
 } from "./conflist.ts";
-import {
-  buildPluginKubeconfig,
-  KUBECONFIG_NAME,
-  MANIFOLD_CONF_SUBDIR,
-  SERVICE_ACCOUNT_FILES,
-} from "./kubeconfig.ts";
+import { MANIFOLD_CONF_SUBDIR } from "./kubeconfig.ts";
+import { writePluginCredentials } from "./credentials.ts";
 import { findPrimaryConfig } from "./primary.ts";
 import { sleepUnlessAborted } from "../util/timer.ts";
 
@@ -99,6 +95,8 @@ export interface InstallerResult {
 /** The primary (or readiness file) did not appear within `primaryTimeoutMs`. */
 export class InstallTimeoutError extends Error {
   /**
+   * The error for a wait of `waitedMs` that ended without a ready default network.
+   *
    * @param waitedMs how long the installer waited, ms
    * @param reason why it was not ready, e.g. `no *.conf or *.conflist file in /host/etc/cni/net.d`
    */
@@ -114,9 +112,42 @@ export function underRoot(hostRoot: string, p: string): string {
   return root === "" ? p : `${root}${p.startsWith("/") ? "" : "/"}${p}`;
 }
 
+/** The installer's resolved settings and what it learned so far (one per run). */
+interface Installer {
+  /** The options with defaults applied. */
+  o: ReturnType<typeof withDefaults>;
+  log: Logger;
+  signal: AbortSignal;
+  /** A host path in the installer's view. */
+  host(p: string): string;
+  /** Host path of the CNI configuration directory, no trailing `/`. */
+  confDirHost: string;
+  /** The generated config, installer view. */
+  configPath: string;
+  /** Host path of the plugin's kubeconfig, once written. */
+  kubeconfigHost?: string;
+}
+
+/** The watch loop's memory between polls. */
+interface WatchState {
+  started: number;
+  everReady: boolean;
+  lastProgress: number;
+  lastPrimary?: string;
+  writes: number;
+  credentialWarned: boolean;
+}
+
+/** What one poll found: the config to write, or why the default network is not ready. */
+type Readiness =
+  | { ready: true; text: string; primary: string }
+  | { ready: false; reason: string; keep: boolean };
+
 /**
  * Runs the installer until `signal` aborts it (or, with `once`, until the config is
- * written). See the module documentation for the steps.
+ * written): installs the binary, writes the plugin's credentials, then polls — writing,
+ * regenerating or removing the config — until stopped, and cleans up as asked. See the
+ * module documentation.
  *
  * @param options see {@link InstallerOptions}
  * @returns what happened
@@ -127,167 +158,190 @@ export function underRoot(hostRoot: string, p: string): string {
  *   missing at start, or a host directory cannot be written
  */
 export async function runInstaller(options: InstallerOptions = {}): Promise<InstallerResult> {
-  const o = { ...INSTALL_DEFAULTS, configName: MANIFOLD_CONFIG_NAME, ...stripUndefined(options) };
-  const log = options.logger ?? nullLogger;
-  const signal = options.signal ?? new AbortController().signal;
+  const inst = resolveInstaller(options);
+  if (options.binary) await installPluginBinary(inst, options.binary);
+  await syncCredentials(inst); // a missing token at start is an error, later only a warning
+  const w: WatchState = {
+    started: Date.now(),
+    everReady: false,
+    lastProgress: Number.NEGATIVE_INFINITY,
+    writes: 0,
+    credentialWarned: false,
+  };
+  while (!inst.signal.aborted) {
+    await refreshCredentials(inst, w);
+    const state = await evaluatePrimary(inst);
+    if (state.ready) {
+      await writeConfig(inst, w, state);
+      if (inst.o.once) return { reason: "once", writes: w.writes, cleanedUp: false };
+    } else {
+      await handleNotReady(inst, w, state);
+    }
+    await sleepUnlessAborted(nextPollMs(inst, w), inst.signal);
+  }
+  return { reason: "stopped", writes: w.writes, cleanedUp: await cleanupOnExit(inst) };
+}
+
+function withDefaults(options: InstallerOptions) {
+  return { ...INSTALL_DEFAULTS, configName: MANIFOLD_CONFIG_NAME, ...stripUndefined(options) };
+}
+
+function resolveInstaller(options: InstallerOptions): Installer {
+  const o = withDefaults(options);
   const host = (p: string) => underRoot(o.hostRoot, p);
   const confDirHost = o.cniConfDir.replace(/\/+$/, "");
-  const confDir = host(confDirHost);
-  const configPath = `${confDir}/${o.configName}`;
-  const subdirHost = `${confDirHost}/${MANIFOLD_CONF_SUBDIR}`;
+  return {
+    o,
+    log: options.logger ?? nullLogger,
+    signal: options.signal ?? new AbortController().signal,
+    host,
+    confDirHost,
+    configPath: `${host(confDirHost)}/${o.configName}`,
+  };
+}
 
-  if (options.binary) {
-    const dest = host(`${o.cniBinDir.replace(/\/+$/, "")}/${o.binaryName}`);
-    const outcome = await installBinary(options.binary, dest);
-    log.info(outcome === "installed" ? "installed the plugin binary" : "plugin binary up to date", {
-      path: dest,
+async function installPluginBinary({ o, host, log }: Installer, binary: string): Promise<void> {
+  const dest = host(`${o.cniBinDir.replace(/\/+$/, "")}/${o.binaryName}`);
+  const outcome = await installBinary(binary, dest);
+  log.info(outcome === "installed" ? "installed the plugin binary" : "plugin binary up to date", {
+    path: dest,
+  });
+}
+
+/** Mirrors the service-account token and CA and writes the plugin's kubeconfig (when asked). */
+async function syncCredentials(inst: Installer): Promise<void> {
+  const kc = inst.o.kubeconfig;
+  if (!kc) return;
+  inst.kubeconfigHost = await writePluginCredentials({
+    server: kc.server,
+    serviceAccountDir: kc.serviceAccountDir ?? INSTALL_DEFAULTS.serviceAccountDir,
+    subdirHost: `${inst.confDirHost}/${MANIFOLD_CONF_SUBDIR}`,
+    host: inst.host,
+    logger: inst.log,
+  });
+}
+
+/** {@link syncCredentials} on every poll; a failure is a warning, logged once until it clears. */
+async function refreshCredentials(inst: Installer, w: WatchState): Promise<void> {
+  try {
+    await syncCredentials(inst);
+    w.credentialWarned = false;
+  } catch (err) {
+    if (!w.credentialWarned) {
+      inst.log.warn("cannot refresh the plugin's credentials", { error: message(err) });
+      w.credentialWarned = true;
+    }
+  }
+}
+
+/** The primary config, the readiness file, and the config Manifold would write now. */
+async function evaluatePrimary(inst: Installer): Promise<Readiness> {
+  const { o, host, confDirHost } = inst;
+  const lookup = await findPrimaryConfig(host(confDirHost), {
+    pinned: o.primaryConfig,
+    ownFileName: o.configName,
+  });
+  if (lookup.status === "missing") return { ready: false, reason: lookup.reason, keep: false };
+  if (lookup.status === "invalid") {
+    // Being rewritten in place, or broken: never switch to another file, and keep a config
+    // already written (removing it would let the runtime bypass Manifold meanwhile).
+    return {
+      ready: false,
+      reason: `primary config ${lookup.fileName} does not parse: ${lookup.reason}`,
+      keep: true,
+    };
+  }
+  if (o.readinessIndicatorFile && !(await exists(host(o.readinessIndicatorFile)))) {
+    return {
+      ready: false,
+      reason: `readiness indicator file ${o.readinessIndicatorFile} does not exist`,
+      keep: false,
+    };
+  }
+  const conf = generateManifoldConflist(lookup.primary.list, {
+    clusterNetwork: `${confDirHost}/${lookup.primary.fileName}`,
+    kubeconfig: inst.kubeconfigHost,
+    readinessIndicatorFile: o.readinessIndicatorFile,
+    extra: o.pluginConf,
+  });
+  return { ready: true, text: renderConfig(conf), primary: lookup.primary.fileName };
+}
+
+/** Writes the config when it differs from the file there, and says why. */
+async function writeConfig(
+  { o, configPath, log }: Installer,
+  w: WatchState,
+  state: Extract<Readiness, { ready: true }>,
+): Promise<void> {
+  const current = await readTextIfExists(configPath);
+  if (current !== state.text) {
+    await writeFileAtomic(configPath, state.text, { mode: 0o600 });
+    w.writes++;
+    const why = w.writes === 1 && current === undefined
+      ? "primary config ready"
+      : current === undefined
+      ? "config was missing"
+      : w.lastPrimary !== undefined && w.lastPrimary !== state.primary
+      ? "primary config changed to another file"
+      : "primary config or settings changed";
+    log.info(`wrote ${o.configName}`, { path: configPath, primary: state.primary, why });
+  }
+  w.everReady = true;
+  w.lastPrimary = state.primary;
+}
+
+/**
+ * Not ready: removes Manifold's config (unless the primary is only being rewritten), fails
+ * the first wait after `primaryTimeoutMs`, and says it is waiting every `progressIntervalMs`.
+ */
+async function handleNotReady(
+  inst: Installer,
+  w: WatchState,
+  state: Extract<Readiness, { ready: false }>,
+): Promise<void> {
+  const { o, log, configPath } = inst;
+  if (!state.keep && await removeOwnConfig(inst)) {
+    log.warn(`removed ${o.configName}: the cluster default network is not ready`, {
+      path: configPath,
+      reason: state.reason,
     });
   }
-
-  let kubeconfigHost: string | undefined;
-  const syncCredentials = async (): Promise<void> => {
-    const kc = options.kubeconfig;
-    if (!kc) return;
-    const saDir = (kc.serviceAccountDir ?? INSTALL_DEFAULTS.serviceAccountDir).replace(/\/+$/, "");
-    const subdir = host(subdirHost);
-    await Deno.mkdir(subdir, { recursive: true, mode: 0o700 });
-    const token = `${saDir}/${SERVICE_ACCOUNT_FILES.token}`;
-    const hostToken = `${subdir}/${SERVICE_ACCOUNT_FILES.token}`;
-    if (!(await sameContent(token, hostToken))) {
-      const text = await Deno.readFile(token); // NotFound: no service account mounted
-      if (text.length === 0) throw new Error(`service-account token ${token} is empty`);
-      await writeFileAtomic(hostToken, text, { mode: 0o600 });
-      log.info("service-account token mirrored for the plugin", { path: hostToken });
-    }
-    const ca = `${saDir}/${SERVICE_ACCOUNT_FILES.ca}`;
-    const hostCa = `${subdir}/${SERVICE_ACCOUNT_FILES.ca}`;
-    let haveCa = true;
-    if (!(await sameContent(ca, hostCa))) {
-      const pem = await readTextIfExists(ca);
-      if (pem === undefined) haveCa = false;
-      else await writeFileAtomic(hostCa, pem, { mode: 0o600 });
-    }
-    const kubeconfig = renderConfig(buildPluginKubeconfig({
-      server: kc.server,
-      tokenFile: `${subdirHost}/${SERVICE_ACCOUNT_FILES.token}`,
-      certificateAuthority: haveCa ? `${subdirHost}/${SERVICE_ACCOUNT_FILES.ca}` : undefined,
-    }));
-    const path = `${subdir}/${KUBECONFIG_NAME}`;
-    if ((await readTextIfExists(path)) !== kubeconfig) {
-      await writeFileAtomic(path, kubeconfig, { mode: 0o600 });
-      log.info("wrote the plugin's kubeconfig", { path, server: kc.server });
-    }
-    kubeconfigHost = `${subdirHost}/${KUBECONFIG_NAME}`;
-  };
-  await syncCredentials(); // a missing token at start is an error, later only a warning
-
-  type State =
-    | { ready: true; text: string; primary: string }
-    | { ready: false; reason: string; keep: boolean };
-  const evaluate = async (): Promise<State> => {
-    const lookup = await findPrimaryConfig(confDir, {
-      pinned: o.primaryConfig,
-      ownFileName: o.configName,
+  const waited = Date.now() - w.started;
+  const bounded = !w.everReady && o.primaryTimeoutMs > 0;
+  if (bounded && waited >= o.primaryTimeoutMs) throw new InstallTimeoutError(waited, state.reason);
+  if (Date.now() - w.lastProgress >= o.progressIntervalMs) {
+    w.lastProgress = Date.now();
+    log.info("waiting for the cluster default network's config", {
+      reason: state.reason,
+      waitedMs: waited,
+      ...(bounded ? { timeoutMs: o.primaryTimeoutMs } : {}),
     });
-    if (lookup.status === "missing") return { ready: false, reason: lookup.reason, keep: false };
-    if (lookup.status === "invalid") {
-      // Being rewritten in place, or broken: never switch to another file, and keep a config
-      // already written (removing it would let the runtime bypass Manifold meanwhile).
-      return {
-        ready: false,
-        reason: `primary config ${lookup.fileName} does not parse: ${lookup.reason}`,
-        keep: true,
-      };
-    }
-    if (o.readinessIndicatorFile && !(await exists(host(o.readinessIndicatorFile)))) {
-      return {
-        ready: false,
-        reason: `readiness indicator file ${o.readinessIndicatorFile} does not exist`,
-        keep: false,
-      };
-    }
-    const conf = generateManifoldConflist(lookup.primary.list, {
-      clusterNetwork: `${confDirHost}/${lookup.primary.fileName}`,
-      kubeconfig: kubeconfigHost,
-      readinessIndicatorFile: o.readinessIndicatorFile,
-      extra: o.pluginConf,
-    });
-    return { ready: true, text: renderConfig(conf), primary: lookup.primary.fileName };
-  };
-
-  /** Removes the generated config if the file there is Manifold's; true when removed. */
-  const removeOwnConfig = async (): Promise<boolean> => {
-    const current = await readTextIfExists(configPath);
-    if (current === undefined || !isManifoldConfig(current)) return false;
-    return await removeFileDurable(configPath);
-  };
-
-  const started = Date.now();
-  let everReady = false;
-  let lastProgress = Number.NEGATIVE_INFINITY;
-  let lastPrimary: string | undefined;
-  let writes = 0;
-  let credentialWarned = false;
-  while (!signal.aborted) {
-    try {
-      await syncCredentials();
-      credentialWarned = false;
-    } catch (err) {
-      if (!credentialWarned) {
-        log.warn("cannot refresh the plugin's credentials", { error: message(err) });
-        credentialWarned = true;
-      }
-    }
-    const state = await evaluate();
-    if (state.ready) {
-      const current = await readTextIfExists(configPath);
-      if (current !== state.text) {
-        await writeFileAtomic(configPath, state.text, { mode: 0o600 });
-        writes++;
-        const why = writes === 1 && current === undefined
-          ? "primary config ready"
-          : current === undefined
-          ? "config was missing"
-          : lastPrimary !== undefined && lastPrimary !== state.primary
-          ? "primary config changed to another file"
-          : "primary config or settings changed";
-        log.info(`wrote ${o.configName}`, { path: configPath, primary: state.primary, why });
-      }
-      everReady = true;
-      lastPrimary = state.primary;
-      if (o.once) return { reason: "once", writes, cleanedUp: false };
-    } else {
-      if (!state.keep && await removeOwnConfig()) {
-        log.warn(`removed ${o.configName}: the cluster default network is not ready`, {
-          path: configPath,
-          reason: state.reason,
-        });
-      }
-      const waited = Date.now() - started;
-      if (!everReady && o.primaryTimeoutMs > 0 && waited >= o.primaryTimeoutMs) {
-        throw new InstallTimeoutError(waited, state.reason);
-      }
-      if (Date.now() - lastProgress >= o.progressIntervalMs) {
-        lastProgress = Date.now();
-        log.info("waiting for the cluster default network's config", {
-          reason: state.reason,
-          waitedMs: waited,
-          ...(!everReady && o.primaryTimeoutMs > 0 ? { timeoutMs: o.primaryTimeoutMs } : {}),
-        });
-      }
-    }
-    // Never sleep past the first wait's bound.
-    const left = !everReady && o.primaryTimeoutMs > 0
-      ? Math.max(1, o.primaryTimeoutMs - (Date.now() - started))
-      : o.pollIntervalMs;
-    await sleepUnlessAborted(Math.min(o.pollIntervalMs, left), signal);
   }
-  let cleanedUp = false;
-  if (o.cleanupConfigOnExit) {
-    cleanedUp = await removeOwnConfig();
-    if (cleanedUp) log.info(`removed ${o.configName} on exit`, { path: configPath });
+}
+
+/** The polling period, never sleeping past the first wait's bound. */
+function nextPollMs({ o }: Installer, w: WatchState): number {
+  const left = !w.everReady && o.primaryTimeoutMs > 0
+    ? Math.max(1, o.primaryTimeoutMs - (Date.now() - w.started))
+    : o.pollIntervalMs;
+  return Math.min(o.pollIntervalMs, left);
+}
+
+/** With `cleanupConfigOnExit`: removes Manifold's config; true when removed. */
+async function cleanupOnExit(inst: Installer): Promise<boolean> {
+  if (!inst.o.cleanupConfigOnExit) return false;
+  const cleanedUp = await removeOwnConfig(inst);
+  if (cleanedUp) {
+    inst.log.info(`removed ${inst.o.configName} on exit`, { path: inst.configPath });
   }
-  return { reason: "stopped", writes, cleanedUp };
+  return cleanedUp;
+}
+
+/** Removes the generated config if the file there is Manifold's; true when removed. */
+async function removeOwnConfig({ configPath }: Installer): Promise<boolean> {
+  const current = await readTextIfExists(configPath);
+  if (current === undefined || !isManifoldConfig(current)) return false;
+  return await removeFileDurable(configPath);
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -11,3 +11,4 @@ export * from "./conflist.ts";
 export * from "./kubeconfig.ts";
 export * from "./binary.ts";
 export * from "./installer.ts";
+export * from "./credentials.ts";

@@ -1,26 +1,19 @@
 /**
- * A small Kubernetes API client over `fetch`, with exactly the calls a CNI ADD/DEL
- * needs: read a Pod and NetworkAttachmentDefinitions, write the network-status
- * annotation through the `pods/status` subresource, and post Events.
- *
- * Every request has its own timeout (AbortSignal), transient failures (connection
- * errors, timeouts, 429, 5xx) are retried with exponential backoff (429/503 honour
- * `Retry-After` up to a cap), and the bearer token is re-read from its file on every
- * request so a rotated service-account token is used at once (Multus #852). Total time
- * is bounded by `(retries + 2) × timeoutMs + retries × maxBackoffMs` (the extra attempt
- * is the single re-try after a 401).
+ * A small Kubernetes API client with exactly the calls Manifold needs: read a Pod and
+ * NetworkAttachmentDefinitions, write the network-status annotation through the
+ * `pods/status` subresource, post Events, and list and watch a collection
+ * (`manifold mirror`). How requests are sent (authentication, timeouts, retries) is
+ * `request.ts`; what a failure is, `errors.ts` ({@link KubeError}).
  *
  * This module does not import `yaml` (see kubeconfig.ts) or any Kubernetes SDK, to keep
- * process start-up short.
+ * process start-up short; the streaming transport and the watch decoder are loaded by the
+ * first watch only.
  *
  * @module
  */
 
-import { CniError, CniErrorCode } from "../cni/errors.ts";
-import { type Logger, nullLogger } from "../log/mod.ts";
-import type { KubeConnection } from "./kubeconfig.ts";
-import type { StreamResponse, StreamTransport } from "./stream.ts";
-import { createTransport, type Transport, type TransportResponse } from "./transport.ts";
+import { KubeError } from "./errors.ts";
+import { type KubeClientOptions, KubeRequester } from "./request.ts";
 import {
   NAD_GROUP,
   NAD_RESOURCE,
@@ -31,103 +24,18 @@ import {
   parsePod,
   type Pod,
 } from "./types.ts";
-import { startTimer } from "../util/timer.ts";
-import { errorText } from "../util/text.ts";
 
-/** Options of {@link KubeClient}. */
-export interface KubeClientOptions {
-  /** Where the API server is and how to authenticate (see `loadKubeconfig`). */
-  connection: KubeConnection;
-  /** Per-request timeout in ms, covering connect, send and reading the body; default 5000. */
-  timeoutMs?: number;
-  /** Retries after the first attempt on transient failures; default 3. */
-  retries?: number;
-  /** First backoff in ms, doubled per retry; default 100. */
-  backoffMs?: number;
-  /** Cap in ms on one backoff, including a server's `Retry-After`; default 5000. */
-  maxBackoffMs?: number;
-  /** Logger for per-request debug lines and retry warnings; tokens are never logged. */
-  logger?: Logger;
-  /** `User-Agent` header; default `"manifold"`. */
-  userAgent?: string;
-  /** Cancels every request and backoff of this client (e.g. the CNI command's deadline). */
-  signal?: AbortSignal;
-}
-
-/** Fields of a {@link KubeApiError}. */
-export interface KubeApiErrorInit {
-  /** CNI code: 11 (try again later) or 7 (invalid config). */
-  code: number;
-  /** HTTP status; 0 when no answer was received (connection error, timeout, abort). */
-  status: number;
-  /** The API `Status.reason` (`"NotFound"`, `"Forbidden"`…), or `"Timeout"`, `"ConnectionFailed"`, `"Aborted"`. */
-  reason: string;
-  method: string;
-  /** Request path without the server prefix, e.g. `/api/v1/namespaces/default/pods/p`. */
-  path: string;
-  /** The API `Status.message` or the transport error. */
-  message: string;
-  /** Requests sent for this call, retries included. */
-  attempts: number;
-}
-
-/**
- * A failed Kubernetes API call. Codes (CNI SPEC "Error"): 11 (try again later) for
- * connection errors, timeouts, 429 and 5xx once retries are exhausted, and for 401
- * (the token may be rotating); 7 for 403, 404 and every other 4xx, and for TLS
- * verification failures. Use {@link isNotFound} for 404.
- */
-export class KubeApiError extends CniError {
-  /** HTTP status; 0 for connection errors, timeouts and aborts. */
-  readonly status: number;
-  /** API `Status.reason`, or `"Timeout"` / `"ConnectionFailed"` / `"Aborted"` / `"TlsVerification"`. */
-  readonly reason: string;
-  /** HTTP method of the failed call. */
-  readonly method: string;
-  /** Request path of the failed call. */
-  readonly path: string;
-  /** Requests sent, retries included. */
-  readonly attempts: number;
-
-  /** @param init the failure; `msg` is built from method, path, status and reason. */
-  constructor(init: KubeApiErrorInit) {
-    const what = init.status
-      ? `${init.status} ${init.reason}`.trimEnd()
-      : init.reason === "Timeout"
-      ? "timeout"
-      : init.reason === "Aborted"
-      ? "aborted"
-      : init.reason === "TlsVerification"
-      ? "TLS verification error"
-      : "connection error";
-    const tries = init.attempts > 1 ? ` after ${init.attempts} attempts` : "";
-    super(
-      init.code,
-      `Kubernetes API ${init.method} ${init.path} failed with ${what}${tries}`,
-      init.message,
-    );
-    this.name = "KubeApiError";
-    this.status = init.status;
-    this.reason = init.reason;
-    this.method = init.method;
-    this.path = init.path;
-    this.attempts = init.attempts;
-  }
-}
-
-/**
- * Whether `err` is a {@link KubeApiError} for HTTP 404 (object or resource not found).
- * @example isNotFound(new Error("x")) // false
- */
-export function isNotFound(err: unknown): boolean {
-  return err instanceof KubeApiError && err.status === 404;
-}
+export type { KubeClientOptions } from "./request.ts";
 
 /** The object an Event is about (`core/v1 ObjectReference`). */
 export interface EventObjectReference {
+  /** e.g. `"Pod"`. */
   kind: string;
+  /** The object's name. */
   name: string;
+  /** The object's namespace. */
   namespace: string;
+  /** The object's UID, when known. */
   uid?: string;
   /** Default `"v1"`. */
   apiVersion?: string;
@@ -135,25 +43,22 @@ export interface EventObjectReference {
 
 /** What {@link KubeClient.createEvent} posts (`core/v1 Event`). */
 export interface EventInit {
+  /** The object the event is about. */
   involvedObject: EventObjectReference;
   /** CamelCase machine reason, e.g. `"AddedInterface"`. */
   reason: string;
   /** Human message; truncated to 1024 characters. */
   message: string;
+  /** `"Normal"` or `"Warning"`. */
   type: "Normal" | "Warning";
   /** `source.component`; default `"manifold"`. */
   component?: string;
 }
 
-interface RequestInit {
-  body?: string;
-  contentType?: string;
-  retries?: number;
-}
+/** Query parameters of {@link KubeClient.list} and {@link KubeClient.watch}; `undefined` values are left out. */
+export type QueryParams = Record<string, string | number | boolean | undefined>;
 
 const NAME_FORBIDDEN = /[/%]/;
-const TLS_VERIFY_FAILURE =
-  /invalid peer certificate|BadCertificate|UnknownCA|CertificateExpired|CertificateUnknown|CertificateRequired|UnsupportedCertVersion/;
 const MAX_EVENT_MESSAGE = 1024;
 
 /**
@@ -162,10 +67,7 @@ const MAX_EVENT_MESSAGE = 1024;
  */
 function segment(what: string, value: string): string {
   if (!value || value === "." || value === ".." || NAME_FORBIDDEN.test(value)) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      `Invalid ${what} name ${JSON.stringify(value)}`,
-    );
+    throw new KubeError("config", `Invalid ${what} name ${JSON.stringify(value)}`);
   }
   return encodeURIComponent(value);
 }
@@ -181,34 +83,26 @@ function podPath(namespace: string, name: string): string {
   return `/api/v1/namespaces/${segment("namespace", namespace)}/pods/${segment("pod", name)}`;
 }
 
-/** Parses a `Retry-After` header (delta-seconds or HTTP-date) into ms; undefined if absent/bad. */
-function retryAfterMs(res: TransportResponse): number | undefined {
-  const v = res.headers.get("retry-after");
-  if (v === null) return undefined;
-  if (/^\s*\d+\s*$/.test(v)) return Number(v) * 1000;
-  const t = Date.parse(v);
-  return Number.isNaN(t) ? undefined : Math.max(0, t - Date.now());
-}
-
-/** The `Status` reason and message of an error answer, tolerating non-JSON bodies. */
-function statusOf(res: TransportResponse): { reason: string; message: string } {
-  try {
-    const s = JSON.parse(res.body) as { reason?: unknown; message?: unknown };
-    if (s && typeof s === "object") {
-      return {
-        reason: typeof s.reason === "string" ? s.reason : "",
-        message: typeof s.message === "string" ? s.message : "",
-      };
-    }
-  } catch {
-    // not JSON: a proxy or load balancer answered
-  }
-  return { reason: "", message: res.body.slice(0, 256).trim() };
+/**
+ * Appends `params` to `path` as a query string (`?` or `&`), in insertion order.
+ * @example withQuery("/a", { watch: 1, resourceVersion: "5", x: undefined }) // "/a?watch=1&resourceVersion=5"
+ */
+function withQuery(path: string, params: QueryParams): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, String(v));
+  const text = q.toString();
+  if (text === "") return path;
+  return `${path}${path.includes("?") ? "&" : "?"}${text}`;
 }
 
 /**
  * The Kubernetes API client. One instance per CNI invocation; connections are kept
  * alive between its requests and closed by {@link KubeClient.close}.
+ *
+ * Every method throws {@link KubeError}: kind `"request"` when the call failed (`status`,
+ * `reason`; `transient` for connection errors, timeouts, 401, 429 and 5xx once retries are
+ * spent; 404 → `isNotFound`), `"decoding"` when the answer is malformed, `"config"` for an
+ * invalid name or unusable TLS material, `"credentials"` when no credential can be obtained.
  *
  * @example
  * ```ts
@@ -217,71 +111,60 @@ function statusOf(res: TransportResponse): { reason: string; message: string } {
  * ```
  */
 export class KubeClient {
-  #conn: KubeConnection;
-  #transport: Transport;
-  #timeoutMs: number;
-  #retries: number;
-  #backoffMs: number;
-  #maxBackoffMs: number;
-  #logger: Logger;
-  #userAgent: string;
-  #signal: AbortSignal | undefined;
-  #closer = new AbortController();
-  #requestCount = 0;
-  #lastFileToken: string | undefined;
+  #api: KubeRequester;
 
-  /** @param opts connection and retry policy; nothing is opened until the first request. */
+  /**
+   * Creates a client; nothing is opened until the first request.
+   * @param opts connection and retry policy
+   */
   constructor(opts: KubeClientOptions) {
-    this.#conn = opts.connection;
-    this.#transport = createTransport(opts.connection);
-    this.#timeoutMs = opts.timeoutMs ?? 5000;
-    this.#retries = Math.max(0, opts.retries ?? 3);
-    this.#backoffMs = opts.backoffMs ?? 100;
-    this.#maxBackoffMs = opts.maxBackoffMs ?? 5000;
-    this.#logger = opts.logger ?? nullLogger;
-    this.#userAgent = opts.userAgent ?? "manifold";
-    this.#signal = opts.signal;
+    this.#api = new KubeRequester(opts);
   }
 
   /** HTTP requests actually sent so far, retries included. */
   get requestCount(): number {
-    return this.#requestCount;
+    return this.#api.requestCount;
   }
 
   /**
    * `GET /api/v1/namespaces/{namespace}/pods/{name}`.
+   * @param namespace the pod's namespace
+   * @param name the pod's name
    * @returns the Pod (validated metadata + raw object).
-   * @throws {KubeApiError} (404 → {@link isNotFound}); {@link CniError} 6 on a malformed
-   *   answer, 7 on an invalid name.
+   * @throws {KubeError} (404 → `isNotFound`)
    */
   async getPod(namespace: string, name: string): Promise<Pod> {
-    return parsePod(await this.#request("GET", podPath(namespace, name)));
+    return parsePod(await this.#api.request("GET", podPath(namespace, name)));
   }
 
   /**
    * `GET /apis/k8s.cni.cncf.io/v1/namespaces/{namespace}/network-attachment-definitions/{name}`
    * (NPWG v1.3 §3).
-   * @throws {KubeApiError} (404 → {@link isNotFound}); {@link CniError} 6 on a malformed
-   *   answer, 7 on an invalid name.
+   * @param namespace the NAD's namespace
+   * @param name the NAD's name
+   * @returns the NetworkAttachmentDefinition
+   * @throws {KubeError} (404 → `isNotFound`)
    */
   async getNetworkAttachmentDefinition(
     namespace: string,
     name: string,
   ): Promise<NetworkAttachmentDefinition> {
     const path = `${nadPath(namespace)}/${segment("NetworkAttachmentDefinition", name)}`;
-    return parseNetworkAttachmentDefinition(await this.#request("GET", path));
+    return parseNetworkAttachmentDefinition(await this.#api.request("GET", path));
   }
 
   /**
    * Lists NetworkAttachmentDefinitions of one namespace, or of all namespaces when
    * `namespace` is omitted (`GET /apis/k8s.cni.cncf.io/v1/network-attachment-definitions`).
-   * @throws {KubeApiError}; {@link CniError} 6 on a malformed answer.
+   * @param namespace the namespace; all when omitted
+   * @returns the NADs in API order
+   * @throws {KubeError}
    */
   async listNetworkAttachmentDefinitions(
     namespace?: string,
   ): Promise<NetworkAttachmentDefinition[]> {
     return parseList(
-      await this.#request("GET", nadPath(namespace)),
+      await this.#api.request("GET", nadPath(namespace)),
       parseNetworkAttachmentDefinition,
     );
   }
@@ -292,15 +175,18 @@ export class KubeClient {
    * (RFC 7386) `{"metadata":{"annotations":{…}}}`. Needs only `patch pods/status`
    * (how Multus writes `k8s.v1.cni.cncf.io/network-status`, NPWG v1.3 §5). No
    * resourceVersion is sent, so it cannot conflict; it is retried on transient errors.
+   * @param namespace the pod's namespace
+   * @param name the pod's name
+   * @param annotations values to set, `null` to delete
    * @returns the updated Pod.
-   * @throws {KubeApiError}; {@link CniError} 6 on a malformed answer.
+   * @throws {KubeError}
    */
   async patchPodStatusAnnotations(
     namespace: string,
     name: string,
     annotations: Record<string, string | null>,
   ): Promise<Pod> {
-    const raw = await this.#request("PATCH", `${podPath(namespace, name)}/status`, {
+    const raw = await this.#api.request("PATCH", `${podPath(namespace, name)}/status`, {
       body: JSON.stringify({ metadata: { annotations } }),
       contentType: "application/merge-patch+json",
     });
@@ -311,7 +197,9 @@ export class KubeClient {
    * Posts a `core/v1` Event: `POST /api/v1/namespaces/{namespace}/events` with
    * `metadata.generateName` `"<involvedObject.name>."` (the server appends 5 random
    * characters), `source.component`, `count: 1` and first/last timestamps of now.
-   * @throws {KubeApiError} (callers usually log and ignore it).
+   * @param namespace where the event goes (the object's namespace)
+   * @param ev the event
+   * @throws {KubeError} (callers usually log and ignore it).
    */
   async createEvent(namespace: string, ev: EventInit): Promise<void> {
     const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
@@ -337,190 +225,15 @@ export class KubeClient {
       lastTimestamp: now,
       count: 1,
     };
-    await this.#request("POST", `/api/v1/namespaces/${segment("namespace", namespace)}/events`, {
-      body: JSON.stringify(body),
-      contentType: "application/json",
-    });
+    await this.#api.request(
+      "POST",
+      `/api/v1/namespaces/${segment("namespace", namespace)}/events`,
+      {
+        body: JSON.stringify(body),
+        contentType: "application/json",
+      },
+    );
   }
-
-  /** Cancels in-flight requests and closes pooled connections; idempotent. */
-  close(): void {
-    if (this.#closer.signal.aborted) return;
-    this.#closer.abort(new Error("Kube client closed"));
-    this.#transport.close();
-  }
-
-  /** Same as {@link KubeClient.close}, for `using`. */
-  [Symbol.dispose](): void {
-    this.close();
-  }
-
-  async #token(): Promise<string | undefined> {
-    const file = this.#conn.tokenFile;
-    if (!file) return this.#conn.token;
-    let reason = "the file is empty";
-    try {
-      const t = (await Deno.readTextFile(file)).trim();
-      if (t) {
-        this.#lastFileToken = t;
-        return t;
-      }
-    } catch (err) {
-      reason = (err as Error).message;
-    }
-    // Like client-go's cached file token source: keep the last good value, else the static token.
-    const fallback = this.#lastFileToken ?? this.#conn.token;
-    if (fallback) {
-      this.#logger.warn("cannot read token file, using the previous token", {
-        tokenFile: file,
-        reason,
-      });
-      return fallback;
-    }
-    throw new CniError(CniErrorCode.IoFailure, `Cannot read token file ${file}`, reason);
-  }
-
-  #aborted(): boolean {
-    return this.#closer.signal.aborted || (this.#signal?.aborted ?? false);
-  }
-
-  #sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const signals = [this.#closer.signal, this.#signal].filter((s): s is AbortSignal => !!s);
-      const done = () => {
-        timer.cancel();
-        for (const s of signals) s.removeEventListener("abort", done);
-        resolve();
-      };
-      const timer = startTimer(ms, done);
-      for (const s of signals) s.addEventListener("abort", done, { once: true });
-    });
-  }
-
-  async #request(method: string, path: string, init: RequestInit = {}): Promise<unknown> {
-    const maxRetries = init.retries ?? this.#retries;
-    let retriesUsed = 0;
-    let authRetried = false;
-    let attempts = 0;
-    const fail = (e: Omit<KubeApiErrorInit, "method" | "path" | "attempts">) =>
-      new KubeApiError({ ...e, method, path, attempts });
-    for (;;) {
-      if (this.#aborted()) {
-        throw fail({
-          code: 11,
-          status: 0,
-          reason: "Aborted",
-          message: "the request was cancelled",
-        });
-      }
-      const headers: Record<string, string> = {
-        "accept": "application/json",
-        "user-agent": this.#userAgent,
-      };
-      if (init.contentType) headers["content-type"] = init.contentType;
-      const token = await this.#token();
-      if (token) headers["authorization"] = `Bearer ${token}`;
-
-      const timeout = new AbortController();
-      const timer = startTimer(
-        this.#timeoutMs,
-        () => timeout.abort(new DOMException("Request timed out", "TimeoutError")),
-      );
-      const signals = [timeout.signal, this.#closer.signal];
-      if (this.#signal) signals.push(this.#signal);
-      const started = performance.now();
-      let res: TransportResponse | undefined;
-      let failure: { reason: string; message: string } | undefined;
-      attempts++;
-      this.#requestCount++;
-      try {
-        res = await this.#transport.send({
-          method,
-          url: `${this.#conn.server}${path}`,
-          headers,
-          body: init.body,
-          signal: AbortSignal.any(signals),
-        });
-      } catch (err) {
-        if (err instanceof CniError) throw err;
-        if (this.#aborted()) {
-          throw fail({ code: 11, status: 0, reason: "Aborted", message: errorText(err) });
-        }
-        const text = errorText(err);
-        if (timeout.signal.aborted) {
-          failure = { reason: "Timeout", message: `no answer within ${this.#timeoutMs} ms` };
-        } else if (TLS_VERIFY_FAILURE.test(text)) {
-          throw fail({ code: 7, status: 0, reason: "TlsVerification", message: text });
-        } else {
-          failure = { reason: "ConnectionFailed", message: text };
-        }
-      } finally {
-        timer.cancel();
-      }
-      const ms = Math.round(performance.now() - started);
-      this.#logger.debug("kube api request", {
-        method,
-        path,
-        status: res?.status ?? 0,
-        attempt: attempts,
-        ms,
-        ...(failure ? { error: failure.message } : {}),
-      });
-
-      if (res && res.status >= 200 && res.status < 300) {
-        if (res.body.trim() === "") return {};
-        try {
-          return JSON.parse(res.body);
-        } catch (err) {
-          throw new CniError(
-            CniErrorCode.DecodingFailure,
-            `Kubernetes API ${method} ${path} returned invalid JSON`,
-            (err as Error).message,
-          );
-        }
-      }
-      if (res?.status === 401 && this.#conn.tokenFile && !authRetried) {
-        // The token may have been rotated between our read and the server's check.
-        authRetried = true;
-        this.#logger.info("kube api answered 401, re-reading the token file and retrying once", {
-          method,
-          path,
-        });
-        continue;
-      }
-      const transient = !res || res.status === 429 || res.status >= 500;
-      if (transient && retriesUsed < maxRetries) {
-        const hinted = res && (res.status === 429 || res.status === 503)
-          ? retryAfterMs(res)
-          : undefined;
-        const delay = Math.min(hinted ?? this.#backoffMs * 2 ** retriesUsed, this.#maxBackoffMs);
-        retriesUsed++;
-        this.#logger.warn("kube api request failed, retrying", {
-          method,
-          path,
-          status: res?.status ?? 0,
-          error: failure?.message ?? statusOf(res!).message,
-          delayMs: delay,
-          retry: retriesUsed,
-        });
-        await this.#sleep(delay);
-        continue;
-      }
-      if (!res) {
-        throw fail({ code: 11, status: 0, reason: failure!.reason, message: failure!.message });
-      }
-      const st = statusOf(res);
-      const code = transient || res.status === 401
-        ? CniErrorCode.TryAgainLater
-        : CniErrorCode.InvalidNetworkConfig;
-      throw fail({ code, status: res.status, reason: st.reason, message: st.message });
-    }
-  }
-
-  // List and watch, for `manifold mirror` (lib/k8s/watch.ts). The streaming transport is
-  // loaded on the first watch only: the plugin's ADD never pays for it.
-
-  #streams: StreamTransport | undefined;
 
   /**
    * `GET {path}?{params}` with this client's retries, timeout and authentication,
@@ -530,12 +243,34 @@ export class KubeClient {
    * @param path request path without the server prefix; may already hold a query
    * @param params query parameters; `undefined` values are left out
    * @returns the decoded JSON body, unvalidated (validate it with zod where it is used)
-   * @throws {KubeApiError} as every call (11 after retries for 429/5xx/connection errors,
-   *   7 for other 4xx, e.g. 403 without `list` permission); {@link CniError} 6 when the
-   *   body is not JSON.
+   * @throws {KubeError} as every call (e.g. 403 without `list` permission); `"decoding"` when
+   *   the body is not JSON.
    */
   async list(path: string, params: QueryParams = {}): Promise<unknown> {
-    return await this.#request("GET", withQuery(path, params));
+    return await this.#api.request("GET", withQuery(path, params));
+  }
+
+  /**
+   * One request of any verb with this client's retries, timeout and authentication, for the
+   * objects that have no method of their own (KEP-3698 PodNetworks: `GET` one, `PATCH` its
+   * finalizers or `status` with `application/merge-patch+json`).
+   *
+   * @param method `"GET"`, `"PATCH"`, `"PUT"`, …
+   * @param path request path without the server prefix
+   * @param body JSON-encoded here when given
+   * @param contentType of `body`; default `application/json`
+   * @returns the decoded JSON body, unvalidated
+   * @throws {KubeError} as every call: `"request"` with the HTTP status (404 → `isNotFound`,
+   *   409 a conflict; 429/5xx after retries), `"decoding"` when the body is not JSON.
+   */
+  async send(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = "application/json",
+  ): Promise<unknown> {
+    if (body === undefined) return await this.#api.request(method, path);
+    return await this.#api.request(method, path, { body: JSON.stringify(body), contentType });
   }
 
   /**
@@ -549,16 +284,15 @@ export class KubeClient {
    *
    * @param path a collection path, e.g. `/apis/k8s.cni.cncf.io/v1/network-attachment-definitions`
    * @param params query parameters; `watch=1` is added
-   * @param signal stops the watch: the iterator then throws a {@link KubeApiError} with
+   * @param signal stops the watch: the iterator then throws a {@link KubeError} with
    *   reason `"Aborted"`
    * @param onOpen called once the server has answered 2xx, before the first line arrives
    *   (a quiet watch may send nothing for minutes)
    * @returns an async iterator of the decoded lines
-   * @throws {KubeApiError} when the answer is not 2xx (`status` and the Status `reason`, e.g.
-   *   410 `"Expired"`/`"Gone"`; code 11 for 401/429/5xx, 7 for other 4xx), when connecting
-   *   fails or times out (status 0, code 11), when the stream breaks (status 0,
-   *   `"ConnectionFailed"`, code 11), or is aborted (`"Aborted"`, code 11);
-   *   {@link CniError} 6 when a line is not JSON or exceeds 16 MiB.
+   * @throws {KubeError} `"request"` when the answer is not 2xx (`status` and the Status
+   *   `reason`, e.g. 410 `"Expired"`/`"Gone"`), when connecting fails or times out (status 0),
+   *   when the stream breaks (status 0, `"ConnectionFailed"`), or is aborted (`"Aborted"`);
+   *   `"decoding"` when a line is not JSON or exceeds 16 MiB.
    */
   async *watch(
     path: string,
@@ -566,155 +300,19 @@ export class KubeClient {
     signal?: AbortSignal,
     onOpen?: () => void,
   ): AsyncGenerator<unknown, void, undefined> {
-    const method = "GET";
     const full = withQuery(path, { watch: 1, ...params });
-    const fail = (e: Omit<KubeApiErrorInit, "method" | "path" | "attempts">) =>
-      new KubeApiError({ ...e, method, path: full, attempts: 1 });
-    const aborted = () => this.#aborted() || (signal?.aborted ?? false);
-    const abortedError = (err?: unknown) =>
-      fail({
-        code: CniErrorCode.TryAgainLater,
-        status: 0,
-        reason: "Aborted",
-        message: err === undefined ? "the watch was cancelled" : errorText(err),
-      });
-    if (aborted()) throw abortedError();
-    if (!this.#streams) {
-      const { createStreamTransport } = await import("./stream.ts");
-      const streams = createStreamTransport(this.#conn);
-      this.#streams = streams;
-      this.#closer.signal.addEventListener("abort", () => streams.close(), { once: true });
-    }
-    const headers: Record<string, string> = {
-      "accept": "application/json",
-      "user-agent": this.#userAgent,
-    };
-    const token = await this.#token();
-    if (token) headers["authorization"] = `Bearer ${token}`;
-    const signals = [this.#closer.signal];
-    if (this.#signal) signals.push(this.#signal);
-    if (signal) signals.push(signal);
-    const connect = new AbortController();
-    const timer = setTimeout(
-      () => connect.abort(new DOMException("Request timed out", "TimeoutError")),
-      this.#timeoutMs,
-    );
-    const started = performance.now();
-    this.#requestCount++;
-    let res: StreamResponse;
-    try {
-      res = await this.#streams.open({
-        method,
-        url: `${this.#conn.server}${full}`,
-        headers,
-        signal: AbortSignal.any([...signals, connect.signal]),
-      });
-    } catch (err) {
-      if (err instanceof CniError) throw err;
-      if (aborted()) throw abortedError(err);
-      const text = errorText(err);
-      if (connect.signal.aborted) {
-        throw fail({
-          code: CniErrorCode.TryAgainLater,
-          status: 0,
-          reason: "Timeout",
-          message: `no answer within ${this.#timeoutMs} ms`,
-        });
-      }
-      if (TLS_VERIFY_FAILURE.test(text)) {
-        throw fail({ code: 7, status: 0, reason: "TlsVerification", message: text });
-      }
-      throw fail({
-        code: CniErrorCode.TryAgainLater,
-        status: 0,
-        reason: "ConnectionFailed",
-        message: text,
-      });
-    } finally {
-      clearTimeout(timer);
-    }
-    this.#logger.debug("kube api request", {
-      method,
-      path: full,
-      status: res.status,
-      attempt: 1,
-      ms: Math.round(performance.now() - started),
-    });
-    try {
-      if (res.status < 200 || res.status >= 300) {
-        let body = "";
-        try {
-          body = await res.text();
-        } catch { /* the reason stays empty */ }
-        const st = statusOf({ status: res.status, headers: res.headers, body });
-        const code = res.status === 401 || res.status === 429 || res.status >= 500
-          ? CniErrorCode.TryAgainLater
-          : CniErrorCode.InvalidNetworkConfig;
-        throw fail({ code, status: res.status, reason: st.reason, message: st.message });
-      }
-      onOpen?.();
-      const dec = new TextDecoder();
-      let buf = "";
-      const decodeLine = (line: string): unknown => {
-        try {
-          return JSON.parse(line);
-        } catch (err) {
-          throw new CniError(
-            CniErrorCode.DecodingFailure,
-            `Kubernetes API watch ${full} sent a line that is not JSON`,
-            `${(err as Error).message}: ${line.slice(0, 200)}`,
-          );
-        }
-      };
-      try {
-        for await (const chunk of res.body) {
-          buf += dec.decode(chunk, { stream: true });
-          let nl: number;
-          while ((nl = buf.indexOf("\n")) >= 0) {
-            const line = buf.slice(0, nl).trim();
-            buf = buf.slice(nl + 1);
-            if (line !== "") yield decodeLine(line);
-          }
-          if (buf.length > MAX_WATCH_LINE) {
-            throw new CniError(
-              CniErrorCode.DecodingFailure,
-              `Kubernetes API watch ${full} sent a line longer than ${MAX_WATCH_LINE} bytes`,
-            );
-          }
-        }
-      } catch (err) {
-        if (err instanceof CniError) throw err;
-        if (aborted()) throw abortedError(err);
-        throw fail({
-          code: CniErrorCode.TryAgainLater,
-          status: 0,
-          reason: "ConnectionFailed",
-          message: `the watch stream broke: ${errorText(err)}`,
-        });
-      }
-      const tail = (buf + dec.decode()).trim();
-      if (tail !== "") yield decodeLine(tail);
-      if (aborted()) throw abortedError();
-    } finally {
-      res.cancel();
-    }
+    const { watchLines } = await import("./watch_stream.ts");
+    const res = await this.#api.openStream(full, signal);
+    yield* watchLines(res, { path: full, aborted: () => this.#api.aborted(signal), onOpen });
   }
-}
 
-/** Query parameters of {@link KubeClient.list} and {@link KubeClient.watch}; `undefined` values are left out. */
-export type QueryParams = Record<string, string | number | boolean | undefined>;
+  /** Cancels in-flight requests and closes pooled connections and open watches; idempotent. */
+  close(): void {
+    this.#api.close();
+  }
 
-/** Longest watch line accepted, in characters (a single object beyond this is refused). */
-const MAX_WATCH_LINE = 16 * 1024 * 1024;
-
-/**
- * Appends `params` to `path` as a query string (`?` or `&`), in insertion order.
- * @example withQuery("/a", { watch: 1, resourceVersion: "5", x: undefined }) // "/a?watch=1&resourceVersion=5"
- */
-function withQuery(path: string, params: QueryParams): string {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, String(v));
-  const text = q.toString();
-  if (text === "") return path;
-  return `${path}${path.includes("?") ? "&" : "?"}${text}`;
+  /** Same as {@link KubeClient.close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
 }

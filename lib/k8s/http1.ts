@@ -18,7 +18,7 @@
  */
 
 import type { KubeConnection } from "./kubeconfig.ts";
-import type { Transport, TransportRequest, TransportResponse } from "./transport.ts";
+import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 
 /** Largest response body accepted (bytes); larger answers fail the request. */
 export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
@@ -139,7 +139,10 @@ export class Http1Transport implements Transport {
   #busy = new Set<Connection>();
   #closed = false;
 
-  /** @param conn the server and TLS material; nothing is opened until the first request. */
+  /**
+   * Creates it; nothing is opened until the first request.
+   * @param conn the server and TLS material
+   */
   constructor(conn: KubeConnection) {
     this.#conn = conn;
     this.#base = new URL(conn.server);

@@ -1,6 +1,9 @@
 /**
- * Where the Kubernetes API is and how to authenticate to it: a kubeconfig file
- * (`clientcmd/api/v1` `Config`) or the in-cluster service account.
+ * A kubeconfig (`clientcmd/api/v1` `Config`) as a {@link KubeConnection}: one file or a
+ * `KUBECONFIG` list merged as kubectl merges it, a context chosen by name or
+ * `current-context`, users with a token, token file, client certificate or exec credential
+ * plugin (run later, by the client: `exec_credential.ts`). The in-cluster service account is
+ * `connection.ts`.
  *
  * Start-up cost matters (one short process per pod), so the kubeconfig is parsed with
  * `JSON.parse` first (JSON is valid YAML and the installer writes JSON) and the `yaml`
@@ -13,38 +16,23 @@
  */
 
 import { z } from "zod";
-import { CniError, CniErrorCode } from "../cni/errors.ts";
+import type { ExecCredentialConfig, KubeConnection } from "./connection.ts";
+import { KubeError } from "./errors.ts";
 
-/**
- * Everything needed to reach the API server. PEM strings are the decoded contents
- * (never paths). `tokenFile` is an absolute path, read again on every request so a
- * rotated service-account token is picked up (Multus #852).
- */
-export interface KubeConnection {
-  /** Base URL, e.g. `"https://10.96.0.1:443"` or `"https://[fd00::1]:6443"`; no trailing slash. */
-  server: string;
-  /** PEM CA bundle verifying the server; absent → the system roots. */
-  caCertPem?: string;
-  /** PEM client certificate (chain) for mTLS; always paired with `clientKeyPem`. */
-  clientCertPem?: string;
-  /** PEM private key (PKCS#8, SEC1 or PKCS#1) of `clientCertPem`. */
-  clientKeyPem?: string;
-  /** Static bearer token. */
-  token?: string;
-  /** Absolute path of a file holding the bearer token; takes precedence over `token`. */
-  tokenFile?: string;
-  /** kubeconfig `insecure-skip-tls-verify`: do not verify the server certificate. */
-  insecureSkipTlsVerify: boolean;
+// Types only: the plugin's ADD with a kubeconfig never loads connection.ts (inClusterConnection).
+export type { ExecCredentialConfig, InClusterOptions, KubeConnection } from "./connection.ts";
+
+/** Options of {@link loadKubeconfig}. */
+export interface LoadKubeconfigOptions {
+  /** The context to use instead of `current-context` (kubectl `--context`). */
+  context?: string;
 }
 
-/** Options of {@link inClusterConnection}. */
-export interface InClusterOptions {
-  /** Service-account directory; default `/var/run/secrets/kubernetes.io/serviceaccount`. */
-  saDir?: string;
-}
-
-/** The default service-account mount (`rest.InClusterConfig`). */
-export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+/** The API versions of `ExecCredential` an exec credential plugin may speak. */
+export const EXEC_API_VERSIONS: readonly string[] = [
+  "client.authentication.k8s.io/v1",
+  "client.authentication.k8s.io/v1beta1",
+];
 
 /** The kubeconfig schema, built on first use (zod construction costs a few ms at start-up). */
 function buildKubeconfigSchema() {
@@ -64,8 +52,16 @@ function buildKubeconfigSchema() {
     token: z.string().optional(),
     tokenFile: z.string().optional(),
     username: z.string().optional(),
-    exec: z.unknown().optional(),
-    "auth-provider": z.unknown().optional(),
+    exec: z.looseObject({
+      command: z.string().min(1),
+      args: z.array(z.string()).nullish(),
+      env: z.array(z.looseObject({ name: z.string().min(1), value: z.string() })).nullish(),
+      apiVersion: z.string(),
+      installHint: z.string().optional(),
+      provideClusterInfo: z.boolean().optional(),
+      interactiveMode: z.string().optional(),
+    }).nullish(),
+    "auth-provider": z.looseObject({ name: z.string().optional() }).nullish(),
   });
 
   const contextSchema = z.looseObject({
@@ -89,8 +85,8 @@ type KubeconfigDoc = z.infer<ReturnType<typeof buildKubeconfigSchema>>;
 type ClusterEntry = NonNullable<NonNullable<KubeconfigDoc["clusters"]>[number]["cluster"]>;
 type UserEntry = NonNullable<NonNullable<KubeconfigDoc["users"]>[number]["user"]>;
 
-function configError(msg: string, details = ""): CniError {
-  return new CniError(CniErrorCode.InvalidNetworkConfig, msg, details);
+function configError(msg: string, details = ""): KubeError {
+  return new KubeError("config", msg, { details });
 }
 
 function dirname(path: string): string {
@@ -124,11 +120,7 @@ async function parseText(path: string, text: string): Promise<unknown> {
   }
 }
 
-async function readPem(
-  file: string,
-  what: string,
-  marker: string,
-): Promise<string> {
+async function readPem(file: string, what: string, marker: string): Promise<string> {
   let text: string;
   try {
     text = await Deno.readTextFile(file);
@@ -149,6 +141,25 @@ function decodePem(data: string, what: string, marker: string): string {
   }
   if (!text.includes(marker)) throw configError(`Kubeconfig ${what} is not base64-encoded PEM`);
   return text;
+}
+
+const CERT_MARKER = "-----BEGIN CERTIFICATE-----";
+const KEY_MARKER = "PRIVATE KEY-----";
+
+/**
+ * The PEM of `entry[field]` (a path, relative to `base`) or of `entry[field + "-data"]`
+ * (base64, preferred, as clientcmd does); undefined when neither is set.
+ */
+async function pemOf<F extends string>(
+  entry: Partial<Record<F | `${F}-data`, string>>,
+  field: F,
+  opts: { where: string; base: string; marker: string },
+): Promise<string | undefined> {
+  const data = entry[`${field}-data` as const];
+  if (data) return decodePem(data, `${field}-data of ${opts.where}`, opts.marker);
+  const file = entry[field];
+  if (!file) return undefined;
+  return await readPem(resolvePath(opts.base, file), `${field} of ${opts.where}`, opts.marker);
 }
 
 /**
@@ -181,20 +192,8 @@ async function clusterConnection(
     server: normaliseServer(cluster.server, where),
     insecureSkipTlsVerify: cluster["insecure-skip-tls-verify"] === true,
   };
-  const marker = "-----BEGIN CERTIFICATE-----";
-  if (cluster["certificate-authority-data"]) {
-    out.caCertPem = decodePem(
-      cluster["certificate-authority-data"],
-      `certificate-authority-data of ${where}`,
-      marker,
-    );
-  } else if (cluster["certificate-authority"]) {
-    out.caCertPem = await readPem(
-      resolvePath(base, cluster["certificate-authority"]),
-      `certificate-authority of ${where}`,
-      marker,
-    );
-  }
+  const ca = await pemOf(cluster, "certificate-authority", { where, base, marker: CERT_MARKER });
+  if (ca) out.caCertPem = ca;
   if (out.insecureSkipTlsVerify && out.caCertPem) {
     // Same rule as client-go's config validation.
     throw configError(
@@ -204,47 +203,36 @@ async function clusterConnection(
   return out;
 }
 
+type UserPart = Pick<
+  KubeConnection,
+  "clientCertPem" | "clientKeyPem" | "token" | "tokenFile" | "exec"
+>;
+
 async function userConnection(
   user: UserEntry,
   name: string,
   base: string,
-): Promise<Pick<KubeConnection, "clientCertPem" | "clientKeyPem" | "token" | "tokenFile">> {
+): Promise<UserPart> {
   const where = `user "${name}"`;
-  for (const unsupported of ["exec", "auth-provider", "username"] as const) {
-    if (user[unsupported] !== undefined && user[unsupported] !== null) {
-      throw configError(
-        `Kubeconfig ${where} uses ${
-          unsupported === "username" ? "basic" : unsupported
-        } authentication, which is not supported`,
-        "use a token, tokenFile or client certificate",
-      );
-    }
-  }
-  const out: Pick<KubeConnection, "clientCertPem" | "clientKeyPem" | "token" | "tokenFile"> = {};
-  const certMarker = "-----BEGIN CERTIFICATE-----";
-  const keyMarker = "PRIVATE KEY-----";
-  if (user["client-certificate-data"]) {
-    out.clientCertPem = decodePem(
-      user["client-certificate-data"],
-      `client-certificate-data of ${where}`,
-      certMarker,
-    );
-  } else if (user["client-certificate"]) {
-    out.clientCertPem = await readPem(
-      resolvePath(base, user["client-certificate"]),
-      `client-certificate of ${where}`,
-      certMarker,
+  const alternatives = "use an exec credential plugin, a token, tokenFile or client certificate";
+  if (user["auth-provider"]) {
+    const provider = user["auth-provider"].name ? ` "${user["auth-provider"].name}"` : "";
+    throw configError(
+      `Kubeconfig ${where} uses auth-provider${provider}, which is not supported`,
+      alternatives,
     );
   }
-  if (user["client-key-data"]) {
-    out.clientKeyPem = decodePem(user["client-key-data"], `client-key-data of ${where}`, keyMarker);
-  } else if (user["client-key"]) {
-    out.clientKeyPem = await readPem(
-      resolvePath(base, user["client-key"]),
-      `client-key of ${where}`,
-      keyMarker,
+  if (user.username !== undefined && user.username !== null) {
+    throw configError(
+      `Kubeconfig ${where} uses basic authentication, which is not supported`,
+      alternatives,
     );
   }
+  const out: UserPart = {};
+  const cert = await pemOf(user, "client-certificate", { where, base, marker: CERT_MARKER });
+  const key = await pemOf(user, "client-key", { where, base, marker: KEY_MARKER });
+  if (cert) out.clientCertPem = cert;
+  if (key) out.clientKeyPem = key;
   if ((out.clientCertPem === undefined) !== (out.clientKeyPem === undefined)) {
     throw configError(
       `Kubeconfig ${where} has a client ${
@@ -254,107 +242,153 @@ async function userConnection(
   }
   if (user.token) out.token = user.token;
   if (user.tokenFile) out.tokenFile = resolvePath(base, user.tokenFile);
+  if (user.exec) out.exec = execConfig(user.exec, name, base);
+  return out;
+}
+
+function execConfig(
+  exec: NonNullable<UserEntry["exec"]>,
+  user: string,
+  base: string,
+): ExecCredentialConfig {
+  const where = `user "${user}"`;
+  if (!EXEC_API_VERSIONS.includes(exec.apiVersion)) {
+    throw configError(
+      `Kubeconfig ${where} has an exec plugin with apiVersion "${exec.apiVersion}", which is not supported`,
+      `supported: ${EXEC_API_VERSIONS.join(", ")}`,
+    );
+  }
+  if (exec.interactiveMode === "Always") {
+    throw configError(
+      `Kubeconfig ${where} has an exec plugin that needs an interactive terminal (interactiveMode Always), which is not supported`,
+    );
+  }
+  const env: Record<string, string> = {};
+  for (const e of exec.env ?? []) env[e.name] = e.value;
+  // clientcmd: a command with a path separator is relative to the kubeconfig's directory.
+  const command = exec.command.includes("/") ? resolvePath(base, exec.command) : exec.command;
+  const out: ExecCredentialConfig = {
+    command,
+    args: exec.args ?? [],
+    env,
+    apiVersion: exec.apiVersion,
+    provideClusterInfo: exec.provideClusterInfo === true,
+    user,
+  };
+  if (exec.installHint) out.installHint = exec.installHint;
   return out;
 }
 
 /**
- * Loads a kubeconfig and resolves its `current-context` to a {@link KubeConnection}.
+ * The files of a `KUBECONFIG` value, in order: split on `:`, empty entries and repeats left out.
  *
- * Supported: cluster `server`, `certificate-authority(-data)`,
- * `insecure-skip-tls-verify`; user `client-certificate(-data)`, `client-key(-data)`,
- * `token`, `tokenFile`. Relative file paths are resolved against the kubeconfig's
- * directory (clientcmd's rule). `tls-server-name` and `proxy-url` are ignored.
- *
- * @param path kubeconfig file, JSON or YAML.
- * @returns the connection of the current context; certificate and key files are read
- *   now, `tokenFile` is kept as a path and read per request.
- * @throws {CniError} code 7 naming the problem (unreadable file, not JSON/YAML, no
- *   current-context, unknown context/cluster/user, missing server, bad base64/PEM,
- *   certificate without key, exec/auth-provider/basic auth, CA with
- *   insecure-skip-tls-verify). Token and key contents are never included.
+ * @param value the variable's value, e.g. `"/root/.kube/config:/tmp/extra.yaml"`
+ * @returns the paths; `[]` when unset or empty
+ * @example kubeconfigPaths("a::b:a") // ["a", "b"]
  */
-export async function loadKubeconfig(path: string): Promise<KubeConnection> {
-  let text: string;
-  try {
-    text = await Deno.readTextFile(path);
-  } catch (err) {
-    throw configError(`Cannot read kubeconfig ${path}`, (err as Error).message);
-  }
+export function kubeconfigPaths(value: string | undefined): string[] {
+  return [...new Set((value ?? "").split(":").filter((p) => p !== ""))];
+}
+
+/** One kubeconfig file, validated. */
+interface KubeconfigFile {
+  path: string;
+  doc: KubeconfigDoc;
+}
+
+async function readKubeconfigFile(path: string, text: string): Promise<KubeconfigFile> {
   const parsed = buildKubeconfigSchema().safeParse(await parseText(path, text));
   if (!parsed.success) {
     throw configError(`Kubeconfig ${path} is malformed`, z.prettifyError(parsed.error));
   }
-  const cfg = parsed.data;
-  const contextName = cfg["current-context"];
-  if (!contextName) throw configError(`Kubeconfig ${path} has no current-context`);
-  const context = cfg.contexts?.find((c) => c.name === contextName)?.context;
-  if (!context) {
-    throw configError(`Kubeconfig ${path} has no context named "${contextName}"`);
-  }
-  const cluster = cfg.clusters?.find((c) => c.name === context.cluster)?.cluster;
-  if (!cluster) {
-    throw configError(
-      `Kubeconfig ${path} has no cluster named "${context.cluster}" (context "${contextName}")`,
-    );
-  }
-  let user: UserEntry = {};
-  if (context.user) {
-    const found = cfg.users?.find((u) => u.name === context.user);
-    if (!found) {
-      throw configError(
-        `Kubeconfig ${path} has no user named "${context.user}" (context "${contextName}")`,
-      );
+  return { path, doc: parsed.data };
+}
+
+/** The first entry named `name` in any file, with the directory of the file defining it. */
+function findEntry<K extends "clusters" | "users" | "contexts">(
+  files: KubeconfigFile[],
+  key: K,
+  name: string,
+): { entry: NonNullable<KubeconfigDoc[K]>[number]; base: string } | undefined {
+  for (const f of files) {
+    const entry = f.doc[key]?.find((e) => e.name === name);
+    if (entry) {
+      return { entry: entry as NonNullable<KubeconfigDoc[K]>[number], base: dirname(f.path) };
     }
-    user = found.user ?? {};
   }
-  const base = dirname(path);
-  return {
-    ...await clusterConnection(cluster, context.cluster, base),
-    ...await userConnection(user, context.user ?? "", base),
-  };
+  return undefined;
 }
 
 /**
- * The in-cluster connection (`rest.InClusterConfig`): `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
- * (an IPv6 host is bracketed), the service-account token as `tokenFile` (re-read per
- * request, so projected-token rotation works) and `ca.crt` as the CA.
+ * Loads a kubeconfig and resolves a context (`current-context`, or `opts.context`) to a
+ * {@link KubeConnection}.
  *
- * @param env the process environment, e.g. `Deno.env.toObject()`.
- * @param opts where the service-account files are.
- * @returns the connection, or `undefined` when either environment variable is unset
- *   (not running in a pod). When `ca.crt` is missing the system roots are used, like
- *   client-go.
- * @throws {CniError} code 7 when the environment says in-cluster but the token file is
- *   missing.
- * @example
- * ```ts
- * inClusterConnection({}); // undefined: not in a pod
- * inClusterConnection(Deno.env.toObject())?.server; // e.g. "https://[fd00::1]:443"
- * ```
+ * Given a list of files (the `KUBECONFIG` variable, see {@link kubeconfigPaths}), they are
+ * merged as kubectl does: files that do not exist are skipped, the first file defining a
+ * cluster, user or context name wins, the first `current-context` set wins, and relative
+ * paths are resolved against the directory of the file defining the entry.
+ *
+ * Supported: cluster `server`, `certificate-authority(-data)`,
+ * `insecure-skip-tls-verify`; user `client-certificate(-data)`, `client-key(-data)`,
+ * `token`, `tokenFile`, `exec` (client.authentication.k8s.io `v1` / `v1beta1`, run by the
+ * client on its first request). Relative file paths are resolved against the kubeconfig's
+ * directory (clientcmd's rule). `tls-server-name` and `proxy-url` are ignored.
+ *
+ * @param path one kubeconfig file (JSON or YAML; it must exist), or a list to merge.
+ * @param opts `context`: the context to use instead of `current-context`.
+ * @returns the connection of the context; certificate and key files are read now,
+ *   `tokenFile` is kept as a path and read per request, `exec` is kept to run later.
+ * @throws {KubeError} `"config"` naming the problem (unreadable file, none of the listed files
+ *   exists, not JSON/YAML, no current-context, unknown context/cluster/user, missing server,
+ *   bad base64/PEM, certificate without key, auth-provider/basic auth, an exec plugin with an
+ *   unsupported apiVersion or interactive mode, CA with insecure-skip-tls-verify). Token and
+ *   key contents are never included.
  */
-export function inClusterConnection(
-  env: Record<string, string | undefined>,
-  opts: InClusterOptions = {},
-): KubeConnection | undefined {
-  const host = env.KUBERNETES_SERVICE_HOST;
-  const port = env.KUBERNETES_SERVICE_PORT;
-  if (!host || !port) return undefined;
-  const saDir = opts.saDir ?? SERVICE_ACCOUNT_DIR;
-  const tokenFile = `${saDir}/token`;
-  try {
-    Deno.statSync(tokenFile);
-  } catch (err) {
-    throw configError(`Cannot read service account token ${tokenFile}`, (err as Error).message);
+export async function loadKubeconfig(
+  path: string | readonly string[],
+  opts: LoadKubeconfigOptions = {},
+): Promise<KubeConnection> {
+  const paths = typeof path === "string" ? [path] : path;
+  const files: KubeconfigFile[] = [];
+  for (const p of paths) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(p);
+    } catch (err) {
+      if (typeof path !== "string" && err instanceof Deno.errors.NotFound) continue;
+      throw configError(`Cannot read kubeconfig ${p}`, (err as Error).message);
+    }
+    files.push(await readKubeconfigFile(p, text));
   }
-  const conn: KubeConnection = {
-    server: `https://${host.includes(":") ? `[${host}]` : host}:${port}`,
-    tokenFile,
-    insecureSkipTlsVerify: false,
+  const where = paths.join(":");
+  if (files.length === 0) throw configError(`None of the kubeconfig files ${where} exists`);
+  const contextName = opts.context ??
+    files.map((f) => f.doc["current-context"]).find((c) => c);
+  if (!contextName) throw configError(`Kubeconfig ${where} has no current-context`);
+  const context = findEntry(files, "contexts", contextName)?.entry.context;
+  if (!context) {
+    throw configError(`Kubeconfig ${where} has no context named "${contextName}"`);
+  }
+  const cluster = findEntry(files, "clusters", context.cluster);
+  if (!cluster?.entry.cluster) {
+    throw configError(
+      `Kubeconfig ${where} has no cluster named "${context.cluster}" (context "${contextName}")`,
+    );
+  }
+  let user: UserEntry = {};
+  let userBase = cluster.base;
+  if (context.user) {
+    const found = findEntry(files, "users", context.user);
+    if (!found) {
+      throw configError(
+        `Kubeconfig ${where} has no user named "${context.user}" (context "${contextName}")`,
+      );
+    }
+    user = found.entry.user ?? {};
+    userBase = found.base;
+  }
+  return {
+    ...await clusterConnection(cluster.entry.cluster, context.cluster, cluster.base),
+    ...await userConnection(user, context.user ?? "", userBase),
   };
-  try {
-    conn.caCertPem = Deno.readTextFileSync(`${saDir}/ca.crt`);
-  } catch {
-    // client-go logs and continues with the system roots.
-  }
-  return conn;
 }

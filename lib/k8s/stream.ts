@@ -19,6 +19,7 @@ import { FetchClient, NodeInsecureClient, type TransportRequest } from "./transp
 export interface StreamResponse {
   /** HTTP status. */
   status: number;
+  /** Response headers. */
   headers: Headers;
   /** The body's bytes as they arrive; ends when the server ends the response. */
   body: AsyncIterable<Uint8Array>;
@@ -34,7 +35,7 @@ export interface StreamTransport {
    * Sends one request and resolves once the status line and headers are in.
    * `req.signal` also aborts reading the body later.
    * @throws whatever the underlying stack throws for connection, TLS and abort failures,
-   *   or `CniError` 7 (lib/cni/errors.ts) when the TLS material is unusable.
+   *   or a `KubeError` of kind `"config"` when the TLS material is unusable.
    */
   open(req: TransportRequest): Promise<StreamResponse>;
   /** Closes its connections; idempotent. */

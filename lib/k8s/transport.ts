@@ -20,43 +20,16 @@
  */
 
 import type { KubeConnection } from "./kubeconfig.ts";
-import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { KubeError } from "./errors.ts";
 import { Http1Transport } from "./http1.ts";
+import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 
-/** One request; `url` is absolute, `body` is UTF-8 text. */
-export interface TransportRequest {
-  method: string;
-  url: string;
-  headers: Record<string, string>;
-  body?: string;
-  /** Aborts connecting, sending and reading the body. */
-  signal: AbortSignal;
-}
-
-/** Response headers: case-insensitive lookup (a `Headers` object fits). */
-export interface ResponseHeaderReader {
-  /** The value of header `name`, repeated headers joined by ", "; null when absent. */
-  get(name: string): string | null;
-}
-
-/** The answer with its body fully read (so the connection can be reused). */
-export interface TransportResponse {
-  status: number;
-  headers: ResponseHeaderReader;
-  body: string;
-}
-
-/** Sends requests over kept-alive connections until closed. */
-export interface Transport {
-  /**
-   * Sends one request.
-   * @throws whatever the underlying stack throws for connection, TLS and abort failures
-   *   (the caller classifies them), or {@link CniError} 7 when the TLS material is unusable.
-   */
-  send(req: TransportRequest): Promise<TransportResponse>;
-  /** Closes pooled connections; idempotent. */
-  close(): void;
-}
+export type {
+  ResponseHeaderReader,
+  Transport,
+  TransportRequest,
+  TransportResponse,
+} from "./transport_types.ts";
 
 /**
  * Creates the transport for a connection. Nothing is opened until the first request.
@@ -134,14 +107,17 @@ export class FetchClient {
   #client: Deno.HttpClient | undefined;
   #closed = false;
 
-  /** @param conn where and how to connect; nothing is opened until the first request. */
+  /**
+   * Creates it; nothing is opened until the first request.
+   * @param conn where and how to connect
+   */
   constructor(conn: KubeConnection) {
     this.#conn = conn;
   }
 
   /**
    * Sends `req`; the response body is left for the caller to read.
-   * @throws {CniError} code 7 when the certificate or key is unusable; Error when closed;
+   * @throws {KubeError} `"config"` when the certificate or key is unusable; Error when closed;
    *   whatever `fetch` throws for connection, TLS and abort failures.
    */
   fetch(req: TransportRequest): Promise<Response> {
@@ -178,11 +154,11 @@ export class FetchClient {
   }
 }
 
-function tlsMaterialError(err: unknown): CniError {
-  return new CniError(
-    CniErrorCode.InvalidNetworkConfig,
+function tlsMaterialError(err: unknown): KubeError {
+  return new KubeError(
+    "config",
     "Unusable TLS certificate or key in the Kubernetes connection",
-    err instanceof Error ? err.message : String(err),
+    { details: err instanceof Error ? err.message : String(err) },
   );
 }
 
@@ -207,7 +183,9 @@ type NodeHttps = typeof import("node:https");
 
 /** An answer of {@link NodeInsecureClient}, its body still arriving. */
 export interface InsecureResponse {
+  /** HTTP status. */
   status: number;
+  /** Response headers. */
   headers: Headers;
   /**
    * The body's bytes as they arrive; iterate once. Throws the request signal's reason when
@@ -229,7 +207,10 @@ export class NodeInsecureClient {
   #https: Promise<{ https: NodeHttps; agent: import("node:https").Agent }> | undefined;
   #closed = false;
 
-  /** @param conn where and how to connect; nothing is opened until the first request. */
+  /**
+   * Creates it; nothing is opened until the first request.
+   * @param conn where and how to connect
+   */
   constructor(conn: KubeConnection) {
     this.#conn = conn;
   }

@@ -8,7 +8,7 @@
  */
 
 import { z } from "zod";
-import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { KubeError } from "./errors.ts";
 
 /** API group of NetworkAttachmentDefinition (NPWG v1.3 §3.1). */
 export const NAD_GROUP = "k8s.cni.cncf.io";
@@ -22,15 +22,21 @@ export const NAD_RESOURCE = "network-attachment-definitions";
  * `resourceVersion` is an opaque string; annotations map string keys to string values.
  */
 export interface ObjectMeta {
+  /** `metadata.name`. */
   name: string;
+  /** `metadata.namespace`. */
   namespace: string;
+  /** `metadata.uid`, e.g. `"9b1c0a3e-…"`. */
   uid?: string;
+  /** `metadata.resourceVersion`, opaque. */
   resourceVersion?: string;
+  /** `metadata.annotations`. */
   annotations?: Record<string, string>;
 }
 
 /** A Pod: the validated metadata plus the complete original JSON object in `raw`. */
 export interface Pod {
+  /** The validated metadata. */
   metadata: ObjectMeta;
   /** The Pod exactly as the API returned it (kind, spec, status… unknown keys kept). */
   raw: Record<string, unknown>;
@@ -42,7 +48,9 @@ export interface Pod {
  * named after the NAD (§3.2.1).
  */
 export interface NetworkAttachmentDefinition {
+  /** The validated metadata. */
   metadata: ObjectMeta;
+  /** `spec.config`: the delegate's CNI configuration as JSON text, when set. */
   spec: { config?: string };
   /** The object exactly as the API returned it (unknown keys kept). */
   raw?: Record<string, unknown>;
@@ -89,7 +97,7 @@ function toMeta(m: z.infer<ReturnType<typeof buildSchemas>["objectMeta"]>): Obje
  *
  * @param raw the decoded JSON body.
  * @returns the Pod with validated metadata; `raw` is the same object, unmodified.
- * @throws {CniError} code 6 (decoding failure) when metadata.name/namespace are missing
+ * @throws {KubeError} `"decoding"` when metadata.name/namespace are missing
  *   or an annotation value is not a string; `details` is the prettified zod error.
  * @example
  * ```ts
@@ -100,11 +108,7 @@ function toMeta(m: z.infer<ReturnType<typeof buildSchemas>["objectMeta"]>): Obje
 export function parsePod(raw: unknown): Pod {
   const r = schemas().pod.safeParse(raw);
   if (!r.success) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "Invalid Pod object",
-      z.prettifyError(r.error),
-    );
+    throw new KubeError("decoding", "Invalid Pod object", { details: z.prettifyError(r.error) });
   }
   return { metadata: toMeta(r.data.metadata), raw: raw as Record<string, unknown> };
 }
@@ -116,7 +120,7 @@ export function parsePod(raw: unknown): Pod {
  * @param raw the decoded JSON body.
  * @returns the NetworkAttachmentDefinition; `spec.config` is left as the JSON string
  *   it is on the wire (it is parsed later, where its CNI version is known).
- * @throws {CniError} code 6 (decoding failure) on a bad shape (e.g. `spec.config` not a
+ * @throws {KubeError} `"decoding"` on a bad shape (e.g. `spec.config` not a
  *   string); `details` is the prettified zod error.
  * @example
  * ```ts
@@ -129,11 +133,9 @@ export function parsePod(raw: unknown): Pod {
 export function parseNetworkAttachmentDefinition(raw: unknown): NetworkAttachmentDefinition {
   const r = schemas().nad.safeParse(raw);
   if (!r.success) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "Invalid NetworkAttachmentDefinition object",
-      z.prettifyError(r.error),
-    );
+    throw new KubeError("decoding", "Invalid NetworkAttachmentDefinition object", {
+      details: z.prettifyError(r.error),
+    });
   }
   const spec: { config?: string } = {};
   if (r.data.spec?.config !== undefined) spec.config = r.data.spec.config;
@@ -146,26 +148,19 @@ export function parseNetworkAttachmentDefinition(raw: unknown): NetworkAttachmen
  * @param raw the decoded JSON body of a list request.
  * @param parseItem the per-item parser, e.g. {@link parseNetworkAttachmentDefinition}.
  * @returns the parsed items in API order; `items: null` gives `[]`.
- * @throws {CniError} code 6 when the body is not a list or an item is invalid
+ * @throws {KubeError} `"decoding"` when the body is not a list or an item is invalid
  *   (`msg` names the item index).
  */
 export function parseList<T>(raw: unknown, parseItem: (item: unknown) => T): T[] {
   const r = schemas().list.safeParse(raw);
   if (!r.success) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "Invalid list object",
-      z.prettifyError(r.error),
-    );
+    throw new KubeError("decoding", "Invalid list object", { details: z.prettifyError(r.error) });
   }
   return (r.data.items ?? []).map((item, i) => {
     try {
       return parseItem(item);
     } catch (err) {
-      if (err instanceof CniError) {
-        throw new CniError(err.code, `${err.msg} at items[${i}]`, err.details);
-      }
-      throw err;
+      throw err instanceof KubeError ? err.withSuffix(` at items[${i}]`) : err;
     }
   });
 }

@@ -27,34 +27,24 @@
  * @module
  */
 
-import { z } from "zod";
-import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { type Logger, nullLogger } from "../log/mod.ts";
-import { KubeApiError, type KubeClient } from "./client.ts";
+import type { KubeClient } from "./client.ts";
+import { KubeError } from "./errors.ts";
 import {
-  NAD_GROUP,
-  NAD_RESOURCE,
-  NAD_VERSION,
-  type NetworkAttachmentDefinition,
-  parseNetworkAttachmentDefinition,
-} from "./types.ts";
-import { sleepUnlessAborted } from "../util/timer.ts";
+  DEFAULT_PAGE_SIZE,
+  listAll,
+  type ListWatchResource,
+  NAD_LIST_WATCH,
+  parseWatchLine,
+} from "./list.ts";
+import type { NetworkAttachmentDefinition } from "./types.ts";
 
-/** A collection that can be listed and watched. */
-export interface ListWatchResource<T> {
-  /** Collection path without the server, e.g. `/apis/k8s.cni.cncf.io/v1/network-attachment-definitions`. */
-  path: string;
-  /**
-   * Validates one object of a list answer or watch event.
-   * @throws {CniError} 6 when it is malformed
-   */
-  parse(raw: unknown): T;
-  /** The object's `metadata.resourceVersion`, when it has one. */
-  resourceVersion(item: T): string | undefined;
-}
+export * from "./list.ts";
+import { sleepUnlessAborted } from "../util/timer.ts";
 
 /** One change from a watch (`metav1.WatchEvent` of type ADDED, MODIFIED or DELETED). */
 export interface WatchChange<T> {
+  /** The event's type. */
   type: "ADDED" | "MODIFIED" | "DELETED";
   /** The object after the change; for DELETED its last state. */
   object: T;
@@ -85,6 +75,7 @@ export interface ListWatchHandler<T> {
 export interface ListWatchOptions {
   /** Stops the loop: {@link listWatch} then resolves. */
   signal: AbortSignal;
+  /** Receives list, watch and backoff lines; default none. */
   logger?: Logger;
   /** List once, hand it to `replace`, and resolve (no watch); list failures are thrown. */
   once?: boolean;
@@ -108,7 +99,7 @@ export interface ListWatchOptions {
 
 /** Defaults of {@link ListWatchOptions}. */
 export const LIST_WATCH_DEFAULTS = {
-  pageSize: 500,
+  pageSize: DEFAULT_PAGE_SIZE,
   minBackoffMs: 500,
   maxBackoffMs: 30_000,
   watchTimeoutSeconds: 300,
@@ -116,127 +107,6 @@ export const LIST_WATCH_DEFAULTS = {
   heartbeatMs: 30_000,
   idleTimeoutMs: 150_000,
 } as const;
-
-/** NetworkAttachmentDefinitions of all namespaces (NPWG v1.3 §3), as a {@link ListWatchResource}. */
-export const NAD_LIST_WATCH: ListWatchResource<NetworkAttachmentDefinition> = {
-  path: `/apis/${NAD_GROUP}/${NAD_VERSION}/${NAD_RESOURCE}`,
-  parse: parseNetworkAttachmentDefinition,
-  resourceVersion: (nad) => nad.metadata.resourceVersion,
-};
-
-function buildSchemas() {
-  const meta = z.looseObject({ resourceVersion: z.string().min(1) });
-  return {
-    list: z.looseObject({
-      metadata: z.looseObject({
-        resourceVersion: z.string().min(1),
-        continue: z.string().optional(),
-      }),
-      items: z.array(z.unknown()).nullish(),
-    }),
-    event: z.looseObject({
-      type: z.enum(["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]),
-      object: z.looseObject({}),
-    }),
-    bookmark: z.looseObject({ metadata: meta }),
-    status: z.looseObject({
-      code: z.number().optional(),
-      reason: z.string().optional(),
-      message: z.string().optional(),
-    }),
-  };
-}
-
-let cachedSchemas: ReturnType<typeof buildSchemas> | undefined;
-function schemas(): ReturnType<typeof buildSchemas> {
-  return cachedSchemas ??= buildSchemas();
-}
-
-function decodingError(what: string, err: z.ZodError): CniError {
-  return new CniError(CniErrorCode.DecodingFailure, what, z.prettifyError(err));
-}
-
-/** A complete list: every page's items and the first page's resourceVersion. */
-export interface ListResult<T> {
-  items: T[];
-  resourceVersion: string;
-}
-
-/**
- * Lists a whole collection, page by page (`limit` + `continue`; every page belongs to the
- * first page's snapshot, so its resourceVersion is the list's).
- *
- * @param kube the API client (its retries apply to each page)
- * @param resource what to list
- * @param opts `pageSize` (default 500)
- * @returns every item and the list's resourceVersion
- * @throws {KubeApiError} (e.g. 403 without `list`, code 7; 11 when unreachable);
- *   {@link CniError} 6 when an answer or an item is malformed (`msg` names the item)
- */
-export async function listAll<T>(
-  kube: KubeClient,
-  resource: ListWatchResource<T>,
-  opts: { pageSize?: number } = {},
-): Promise<ListResult<T>> {
-  const items: T[] = [];
-  let resourceVersion: string | undefined;
-  let cont: string | undefined;
-  do {
-    const raw = await kube.list(resource.path, {
-      limit: opts.pageSize ?? LIST_WATCH_DEFAULTS.pageSize,
-      continue: cont,
-    });
-    const r = schemas().list.safeParse(raw);
-    if (!r.success) throw decodingError(`Invalid list answer of ${resource.path}`, r.error);
-    resourceVersion ??= r.data.metadata.resourceVersion;
-    for (const [i, item] of (r.data.items ?? []).entries()) {
-      try {
-        items.push(resource.parse(item));
-      } catch (err) {
-        if (err instanceof CniError) {
-          throw new CniError(err.code, `${err.msg} at items[${items.length + i}]`, err.details);
-        }
-        throw err;
-      }
-    }
-    cont = r.data.metadata.continue || undefined;
-  } while (cont);
-  return { items, resourceVersion };
-}
-
-/** One decoded watch line. */
-type WatchLine<T> =
-  | { type: "ADDED" | "MODIFIED" | "DELETED"; object: T; resourceVersion?: string }
-  | { type: "BOOKMARK"; resourceVersion: string }
-  | { type: "ERROR"; code?: number; reason: string; message: string };
-
-/**
- * Validates one watch line (`metav1.WatchEvent`).
- * @throws {CniError} 6 on an unknown type or a malformed object
- */
-function parseWatchLine<T>(raw: unknown, resource: ListWatchResource<T>): WatchLine<T> {
-  const s = schemas();
-  const r = s.event.safeParse(raw);
-  if (!r.success) throw decodingError(`Invalid watch event from ${resource.path}`, r.error);
-  const { type, object } = r.data;
-  if (type === "BOOKMARK") {
-    const b = s.bookmark.safeParse(object);
-    if (!b.success) throw decodingError(`Invalid BOOKMARK from ${resource.path}`, b.error);
-    return { type, resourceVersion: b.data.metadata.resourceVersion };
-  }
-  if (type === "ERROR") {
-    const st = s.status.safeParse(object);
-    if (!st.success) throw decodingError(`Invalid ERROR event from ${resource.path}`, st.error);
-    return {
-      type,
-      code: st.data.code,
-      reason: st.data.reason ?? "",
-      message: st.data.message ?? "",
-    };
-  }
-  const item = resource.parse(object);
-  return { type, object: item, resourceVersion: resource.resourceVersion(item) };
-}
 
 /** How one watch stream ended. */
 type StreamEnd =
@@ -257,7 +127,7 @@ type StreamEnd =
  * @param opts `resource` (what to mirror, e.g. {@link NAD_LIST_WATCH}), stop signal, `once`,
  *   timing (see {@link ListWatchOptions})
  * @returns when stopped, or after the first list with `once`
- * @throws with `once` only: the list's {@link KubeApiError} / {@link CniError}, or the
+ * @throws with `once` only: the list's {@link KubeError}, or the
  *   handler's error
  * @example
  * ```ts
@@ -488,7 +358,7 @@ class ListWatchLoop<T> {
       if (stream.signal.aborted) {
         return { kind: "ended", why: String(stream.signal.reason) };
       }
-      if (err instanceof KubeApiError) {
+      if (err instanceof KubeError && err.kind === "request") {
         if (err.status === 410) return { kind: "expired", message: err.details || err.msg };
         // The stream never opened or broke: the kept resourceVersion is still good.
         if (err.status === 0 && err.reason === "ConnectionFailed" && delivered) {

@@ -7,6 +7,7 @@
  */
 
 import { redact, redactText } from "./redact.ts";
+import { type LogOptions, logRotation, RotatingLogFile, type RotationOutcome } from "./rotate.ts";
 
 /** Severity, lowest first. `verbose` = info. */
 export type LogLevel = "debug" | "verbose" | "warning" | "error" | "panic";
@@ -18,9 +19,13 @@ export type LogFields = Record<string, unknown>;
 
 /** The logging interface every module takes (inject {@link nullLogger} in tests). */
 export interface Logger {
+  /** Detail for debugging (Multus `debug`). */
   debug(msg: string, fields?: LogFields): void;
+  /** Progress (Multus `verbose`). */
   info(msg: string, fields?: LogFields): void;
+  /** A problem that did not fail the operation (`warning`). */
   warn(msg: string, fields?: LogFields): void;
+  /** A failure (`error`). */
   error(msg: string, fields?: LogFields): void;
   /** A logger that adds `fields` to every line (e.g. containerID, pod). */
   with(fields: LogFields): Logger;
@@ -32,6 +37,11 @@ export interface LoggerOptions {
   level?: string;
   /** Append JSON lines to this file (created 0600). */
   file?: string;
+  /**
+   * Rotate `file` by size (Multus `logOptions`, validated; see lib/log/rotate.ts). Absent:
+   * the file is never rotated and no `stat` is made per line.
+   */
+  logOptions?: LogOptions;
   /** Also write to stderr (Multus `logToStderr`, default true). */
   toStderr?: boolean;
 }
@@ -59,30 +69,60 @@ export function parseLogLevel(word: string | undefined): LogLevel {
   }
 }
 
+/** One log line: `{"ts","level","msg",...fields}` + newline, secrets redacted. */
+function formatLine(level: LogLevel, msg: string, fields: LogFields): string {
+  // Fields never overwrite ts/level/msg (a field named "msg" would hide the message).
+  const { ts: _ts, level: _level, msg: _msg, ...rest } = redact(fields) as LogFields;
+  return JSON.stringify({ ts: new Date().toISOString(), level, msg: redactText(msg), ...rest }) +
+    "\n";
+}
+
+/** A log file's writer: plain append, or rotating when `logOptions` are given. */
+interface LogFileWriter {
+  write(bytes: Uint8Array): void;
+}
+
+/** Opens `path` for appending (on first write), rotating by {@link LogOptions} when given. */
+function logFileWriter(path: string, logOptions: LogOptions | undefined): LogFileWriter {
+  if (logOptions) {
+    const file = new RotatingLogFile(path, logRotation(logOptions));
+    const enc = new TextEncoder();
+    const notice = (outcome: RotationOutcome) =>
+      logOptions.compress === false ? undefined : enc.encode(formatLine(
+        "warning",
+        "log file rotated; logOptions.compress is not implemented: backups are kept uncompressed",
+        { file: path, removedBackups: outcome.removed.length },
+      ));
+    return { write: (bytes) => file.write(bytes, notice) };
+  }
+  let file: Deno.FsFile | undefined;
+  return {
+    write(bytes) {
+      file ??= Deno.openSync(path, { append: true, create: true, mode: 0o600 });
+      file.writeSync(bytes);
+    },
+  };
+}
+
 /**
  * Creates a logger writing one JSON object per line: `{"ts","level","msg",...fields}`.
- * File errors are swallowed (logging must never fail a pod).
+ * File errors are swallowed (logging must never fail a pod): after the first, the file is
+ * no longer written.
+ *
+ * @param opts level, file (and its rotation), stderr
+ * @param base fields added to every line
+ * @returns the logger
  */
 export function createLogger(opts: LoggerOptions = {}, base: LogFields = {}): Logger {
   const min = RANK[parseLogLevel(opts.level ?? "panic")];
   const toStderr = opts.toStderr ?? true;
   const enc = new TextEncoder();
-  let file: Deno.FsFile | undefined;
+  let file: LogFileWriter | undefined;
   let fileFailed = false;
-  const write = (level: LogLevel, msg: string, fields?: LogFields) => {
+  /** Writes one line; shared by the loggers `with` derives (one descriptor per process). */
+  const emit = (level: LogLevel, msg: string, fields: LogFields) => {
     if (RANK[level] < min) return;
-    // Fields never overwrite ts/level/msg (a field named "msg" would hide the message).
-    const { ts: _ts, level: _level, msg: _msg, ...rest } = redact({
-      ...base,
-      ...fields,
-    }) as LogFields;
-    const line = JSON.stringify({
-      ts: new Date().toISOString(),
-      level,
-      msg: redactText(msg),
-      ...rest,
-    }) + "\n";
-    const bytes = enc.encode(line);
+    const bytes = enc.encode(formatLine(level, msg, fields));
     if (toStderr) {
       try {
         Deno.stderr.writeSync(bytes);
@@ -90,20 +130,21 @@ export function createLogger(opts: LoggerOptions = {}, base: LogFields = {}): Lo
     }
     if (opts.file && !fileFailed) {
       try {
-        file ??= Deno.openSync(opts.file, { append: true, create: true, mode: 0o600 });
-        file.writeSync(bytes);
+        file ??= logFileWriter(opts.file, opts.logOptions);
+        file.write(bytes);
       } catch {
         fileFailed = true;
       }
     }
   };
-  return {
-    debug: (m, f) => write("debug", m, f),
-    info: (m, f) => write("verbose", m, f),
-    warn: (m, f) => write("warning", m, f),
-    error: (m, f) => write("error", m, f),
-    with: (f) => createLogger(opts, { ...base, ...f }),
-  };
+  const derive = (fixed: LogFields): Logger => ({
+    debug: (m, f) => emit("debug", m, { ...fixed, ...f }),
+    info: (m, f) => emit("verbose", m, { ...fixed, ...f }),
+    warn: (m, f) => emit("warning", m, { ...fixed, ...f }),
+    error: (m, f) => emit("error", m, { ...fixed, ...f }),
+    with: (f) => derive({ ...fixed, ...f }),
+  });
+  return derive(base);
 }
 
 /** A logger that drops everything (tests, dry runs). */

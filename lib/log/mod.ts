@@ -5,3 +5,4 @@
 export * from "./logger.ts";
 export * from "./redact.ts";
 export * from "./trace.ts";
+export * from "./rotate.ts";

@@ -6,14 +6,21 @@
  * @module
  */
 
-import { isNotFound, type KubeClient } from "../k8s/client.ts";
+import type { KubeClient } from "../k8s/client.ts";
+import { isNotFound } from "../k8s/errors.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import type { PodSource } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
+
+/** `cniErrorFromKube`, loaded on the first failure only (the success path never needs it). */
+async function cniError(e: unknown): Promise<unknown> {
+  return (await import("./api_errors.ts")).cniErrorFromKube(e);
+}
 
 /**
  * NetworkAttachmentDefinitions from the API (`GET …/network-attachment-definitions/{name}`).
  * @returns a source whose `get` resolves undefined on HTTP 404 and throws the client's
- *   `KubeApiError` otherwise (code 11 after retries for transient failures).
+ *   a CniError otherwise (`cniErrorFromKube`: code 11 after retries for transient failures).
  */
 export function apiNadSource(kube: KubeClient): NadSource {
   return {
@@ -22,7 +29,7 @@ export function apiNadSource(kube: KubeClient): NadSource {
         return await kube.getNetworkAttachmentDefinition(namespace, name);
       } catch (e) {
         if (isNotFound(e)) return undefined;
-        throw e;
+        throw await cniError(e);
       }
     },
   };
@@ -31,7 +38,7 @@ export function apiNadSource(kube: KubeClient): NadSource {
 /**
  * Pods from the API (`GET /api/v1/namespaces/{ns}/pods/{name}`): UID and annotations.
  * @returns a source whose `get` resolves undefined on HTTP 404 and throws the client's
- *   `KubeApiError` otherwise.
+ *   a CniError otherwise (`cniErrorFromKube`).
  */
 export function apiPodSource(kube: KubeClient): PodSource {
   return {
@@ -41,8 +48,37 @@ export function apiPodSource(kube: KubeClient): PodSource {
         return { uid: pod.metadata.uid ?? "", annotations: pod.metadata.annotations ?? {} };
       } catch (e) {
         if (isNotFound(e)) return undefined;
-        throw e;
+        throw await cniError(e);
       }
+    },
+  };
+}
+
+/**
+ * KEP-3698 objects from the API: `GET …/podnetworks/{name}` and
+ * `GET …/namespaces/{ns}/podnetworkattachments/{name}` (group `multinetwork.manifold.dev`).
+ * @returns a source whose methods resolve undefined on HTTP 404 (also when the CRD is not
+ *   installed) and throw a CniError otherwise (`cniErrorFromKube`).
+ */
+export function apiPodNetworkSource(kube: KubeClient): PodNetworkSource {
+  // Loaded on the first read: pods without the KEP annotation never load it.
+  const m = () => import("../k8s/multinetwork.ts");
+  const get = async <T>(path: string, parse: (raw: unknown) => T): Promise<T | undefined> => {
+    try {
+      return parse(await kube.send("GET", path));
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw await cniError(e);
+    }
+  };
+  return {
+    podNetwork: async (name) => {
+      const { podNetworkPath, parsePodNetwork } = await m();
+      return get(podNetworkPath(name), parsePodNetwork);
+    },
+    attachment: async (namespace, name) => {
+      const { podNetworkAttachmentPath, parsePodNetworkAttachment } = await m();
+      return get(podNetworkAttachmentPath(namespace, name), parsePodNetworkAttachment);
     },
   };
 }

@@ -86,7 +86,9 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     await ready;
     mark("planned");
     if (plan.ignoredSelection) warnIgnoredSelection(deps, pod, log, plan.ignoredSelection);
-    if (plan.attachments.some((a) => a.selection?.["default-route"]) && !deps.kernel) {
+    const routes = (a: AttachmentPlan) =>
+      a.selection?.["default-route"] ?? a.selection?.podNetwork?.isDefaultGW;
+    if (plan.attachments.some(routes) && !deps.kernel) {
       throw new CniError(
         CniErrorCode.Internal,
         "default-route needs netlink access to the sandbox",
@@ -99,7 +101,17 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     mark("verified");
     await run.cacheFinal(statuses);
     crashpoint("add:before-patch");
-    await deps.status.publish(pod, env.containerId, statuses);
+    const kep = plan.attachments.some((a) => a.selection?.podNetwork)
+      ? await import("./pod_network_status.ts").then((m) =>
+        m.podNetworkStatusAnnotation(plan.attachments, statuses)
+      )
+      : undefined;
+    await deps.status.publish(
+      pod,
+      env.containerId,
+      statuses,
+      kep,
+    );
     mark("published");
     crashpoint("add:after-patch");
   } catch (e) {
@@ -258,6 +270,10 @@ class AddRun {
     crashpoint("add:after-delegate");
     entry.result = decoded.raw;
     entry.state = "added";
+    if (plan.selection?.podNetwork?.isDefaultGW) {
+      const { defaultGatewaysOf } = await import("./pod_networks.ts");
+      entry.defaultRoute = defaultGatewaysOf(decoded.result, plan.delegate.statusName);
+    }
     this.results.push(decoded);
     mark(`attached${this.record.attachments.length}`);
     const deviceInfo = await collectDevice(this.#device, entry, decoded.result);

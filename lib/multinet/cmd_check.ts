@@ -35,7 +35,7 @@ function decodeCached(raw: unknown): { value?: DecodedResult; error?: CniError }
 export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
   const { env } = deps;
   const pod = podRefFromArgs(env.argPairs ?? parseCniArgs(env.args), env.containerId);
-  const record = await deps.cache.read(env.containerId);
+  const record = await deps.cache.read(env.containerId, env.ifName);
   if (!record || record.deletedAt) {
     throw new CniError(
       CniErrorCode.UnknownContainer,

@@ -1,7 +1,8 @@
 /**
  * DEL for the delegating plugin (NPWG v1.3 §7.2; CNI SPEC "DEL"): best-effort teardown of
- * every attachment, newest first; idempotent; works with the netns gone, the API down
- * and the pod deleted, from the cache alone. Without a usable cache the attachments are
+ * every attachment of one runtime attachment (CNI_CONTAINERID + CNI_IFNAME), newest first;
+ * idempotent; works with the netns gone, the API down and the pod deleted, from the cache
+ * alone. Without a usable cache the attachments are
  * rebuilt from the pod annotation and NADs; only when that is impossible for a corrupt
  * cache does DEL fail — never a silent skip.
  *
@@ -9,7 +10,7 @@
  */
 
 import { parseCniArgs } from "../cni/env.ts";
-import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
 import {
   CACHE_SCHEMA_VERSION,
   CacheCorruptError,
@@ -18,26 +19,33 @@ import {
 } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { aggregateDetachError, detachAll } from "./detach.ts";
+import { giveUpExhausted } from "./teardown.ts";
+import { pruneTombstonesIfDue } from "./tombstones.ts";
 import { planPodOf, podRefFromArgs } from "./pod.ts";
 import { mark, timeline } from "../log/trace.ts";
 import { crashpoint } from "./crashpoint.ts";
 
 /**
- * Runs DEL for one sandbox.
+ * Runs DEL for one runtime attachment (CNI_CONTAINERID + CNI_IFNAME): the delegate DELs of
+ * its cached attachments, then a tombstone; then, at most once per interval, old tombstones
+ * are pruned (`tombstones.ts`).
+ * @param deps the dependencies.
  * @throws {CniError} the first failing delegate's code (message counts the failures, details
  *   list each) when any delegate DEL failed — the failed attachments stay cached so a repeated
- *   DEL retries them; code 11/7 when the cache is corrupt and the attachments cannot be rebuilt.
+ *   DEL retries them, except attachments whose ADD never completed once they reach the bound
+ *   of `teardown.ts` (given up with a `TeardownAbandoned` event); code 11/7 when the cache is
+ *   corrupt and the attachments cannot be rebuilt.
  */
 export async function cmdDel(deps: ManifoldDeps): Promise<void> {
   const { env, cache } = deps;
   const runtimeArgs = env.argPairs ?? parseCniArgs(env.args);
   const pod = podRefFromArgs(runtimeArgs, env.containerId);
-  const log = deps.logger.with({ cmd: "DEL", containerId: env.containerId });
+  const log = deps.logger.with({ cmd: "DEL", containerId: env.containerId, ifName: env.ifName });
 
   let record: CacheRecord | undefined;
   let corrupt: CacheCorruptError | undefined;
   try {
-    record = await cache.read(env.containerId);
+    record = await cache.read(env.containerId, env.ifName);
     mark("cacheRead");
   } catch (e) {
     if (!(e instanceof CacheCorruptError)) throw e;
@@ -99,14 +107,23 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
 
   const failed = await detachAll(deps, attachments, { netns: env.netns, pod });
   mark("detached");
-  if (failed.length > 0) {
-    await cache.write({ ...base, attachments: failed.map((f) => f.attachment) });
-    throw aggregateDetachError(failed, attachments.length);
+  const { retry, abandoned } = await giveUpExhausted(deps, failed, { pod });
+  const kept = [...(base.abandoned ?? []), ...abandoned];
+  if (kept.length > 0) base = { ...base, abandoned: kept };
+  if (retry.length > 0) {
+    await cache.write({ ...base, attachments: retry.map((f) => f.attachment) });
+    throw aggregateDetachError(retry, attachments.length);
   }
   crashpoint("del:before-tombstone");
   await cache.writeTombstone(base);
   await deps.status.remove?.(env.containerId);
   mark("tombstoned");
-  log.info("detached", { attachments: attachments.length });
+  log.info("detached", { attachments: attachments.length, abandoned: abandoned.length });
+  try {
+    const pruned = await pruneTombstonesIfDue(cache);
+    if (pruned) log.debug("pruned old tombstones", { ...pruned });
+  } catch (e) {
+    log.warn("cannot prune old tombstones", { error: toCniError(e).message });
+  }
   log.info("timeline", timeline());
 }

@@ -1,11 +1,12 @@
 /**
  * GC and STATUS for the delegating plugin (CNI SPEC 1.1 "GC", "STATUS").
  *
- * GC: containers Manifold has cached but the runtime no longer lists in
- * `cni.dev/valid-attachments` are torn down (their delegates get DEL) and forgotten; then
- * every delegate network still in use, and the default network, gets GC with its own valid
- * attachments. STATUS: the readiness file must exist and the default network's delegates
- * must report ready.
+ * GC: attachments (CNI_CONTAINERID + CNI_IFNAME, the cache's key) that Manifold has cached
+ * but the runtime no longer lists in `cni.dev/valid-attachments` are torn down (their
+ * delegates get DEL) and forgotten, their tombstones removed; then every delegate network
+ * still in use, the default networks, and the networks of attachments just torn down or given
+ * up get GC once each, grouped per resolved config (`gc_networks.ts`). STATUS: the readiness
+ * file must exist and the default network's delegates must report ready.
  *
  * @module
  */
@@ -16,17 +17,18 @@ import { CacheCorruptError, type CacheRecord } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { aggregateDetachError, detachAll, type DetachFailure } from "./detach.ts";
 import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
+import { groupGcNetworks, type ValidAttachment } from "./gc_networks.ts";
+import type { PodRef } from "./pod.ts";
 import { exists, waitForReadiness } from "./readiness.ts";
+import { giveUpExhausted } from "./teardown.ts";
 
-/** A runtime attachment as GC names it (CNI SPEC 1.1 `cni.dev/valid-attachments`). */
-export interface ValidAttachment {
-  containerID: string;
-  ifname: string;
-}
+export type { ValidAttachment } from "./gc_networks.ts";
 
 /**
  * Reads the valid attachments from a GC config (`cni.dev/valid-attachments`, or the older
  * draft's `cni.dev/attachments`).
+ * @param config the GC's stdin config.
+ * @returns the list, `[]` when the key is absent.
  * @throws {CniError} 6 when the key is present but not a list of {containerID, ifname}.
  */
 export function validAttachmentsOf(config: Record<string, unknown>): ValidAttachment[] {
@@ -48,68 +50,72 @@ export function validAttachmentsOf(config: Record<string, unknown>): ValidAttach
 
 /**
  * Runs GC.
+ * @param deps the dependencies.
+ * @param config the GC's stdin config (with `cni.dev/valid-attachments`).
  * @throws {CniError} the aggregate of failed stale-attachment DELs and delegate GCs (§7.2 style:
- *   everything is attempted first).
+ *   everything is attempted first); 6 for a malformed valid-attachments list.
  */
 export async function cmdGc(deps: ManifoldDeps, config: Record<string, unknown>): Promise<void> {
   const { conf, cache } = deps;
   await waitForReadiness(conf.readinessindicatorfile, conf.readinessTimeoutMs);
-  const valid = new Set(validAttachmentsOf(config).map((a) => a.containerID));
+  const valid = new Set(validAttachmentsOf(config).map((a) => `${a.containerID}\0${a.ifname}`));
   const failures: DetachFailure[] = [];
   let total = 0;
   const live: CacheRecord[] = [];
+  /** Networks of attachments torn down or given up here: their delegates GC what is left. */
+  const released: Record<string, unknown>[] = [];
 
-  for (const containerId of await cache.list()) {
+  for (const key of await cache.list()) {
     let record: CacheRecord | undefined;
     try {
-      record = await cache.read(containerId);
+      record = await cache.read(key.containerId, key.ifName);
     } catch (e) {
       if (!(e instanceof CacheCorruptError)) throw e;
-      deps.logger.warn("GC: corrupt cache record left for DEL", { containerId, reason: e.reason });
+      deps.logger.warn("GC: corrupt cache record left for DEL", { ...key, reason: e.reason });
       continue;
     }
     if (!record) continue;
-    if (valid.has(containerId)) {
+    if (valid.has(`${record.containerId}\0${record.ifName}`)) {
       if (!record.deletedAt) live.push(record);
       continue;
     }
+    // Stale: the runtime forgot this attachment. Its netns path is used while it still
+    // exists (netns paths are unique per sandbox), so links go too.
+    const netns = record.netns && await exists(record.netns) ? record.netns : "";
+    const scoped = {
+      ...deps,
+      env: { ...deps.env, containerId: record.containerId, ifName: record.ifName },
+    };
+    const given = record.abandoned ?? [];
+    if (given.length > 0) {
+      // Given up by DEL: one more try (failures are logged), then the delegates' GC below.
+      await detachAll(scoped, given, { netns, pod: undefined });
+      released.push(...given.map((a) => a.conflist));
+    }
     if (record.deletedAt) {
-      await cache.remove(containerId);
+      await cache.remove(record.containerId, record.ifName);
       continue;
     }
-    // Stale: the runtime forgot this sandbox without a successful DEL. Its netns path is
-    // used while it still exists (netns paths are unique per sandbox), so links go too.
     total += record.attachments.length;
-    const netns = record.netns && await exists(record.netns) ? record.netns : "";
-    const failed = await detachAll(
-      { ...deps, env: { ...deps.env, containerId } },
-      record.attachments,
-      { netns, pod: undefined },
-    );
-    if (failed.length === 0) await cache.remove(containerId);
-    else await cache.write({ ...record, attachments: failed.map((f) => f.attachment) });
-    failures.push(...failed);
+    const failed = await detachAll(scoped, record.attachments, { netns, pod: undefined });
+    const { retry, abandoned } = await giveUpExhausted(scoped, failed, { pod: podOf(record) });
+    released.push(...record.attachments.map((a) => a.conflist));
+    if (retry.length === 0) await cache.remove(record.containerId, record.ifName);
+    else {
+      await cache.write({
+        ...record,
+        attachments: retry.map((f) => f.attachment),
+        abandoned: [...given, ...abandoned],
+      });
+    }
+    failures.push(...retry);
   }
 
-  // Delegate GC per network, with the attachments Manifold knows to be valid on it.
-  const byNetwork = new Map<
-    string,
-    { conflist: Record<string, unknown>; valid: ValidAttachment[] }
-  >();
-  const addNet = (conflist: Record<string, unknown>) => {
-    const name = String(conflist.name ?? "");
-    if (!byNetwork.has(name)) byNetwork.set(name, { conflist, valid: [] });
-    return byNetwork.get(name)!;
-  };
-  const defaults = await defaultDelegates(deps);
-  for (const d of defaults) addNet(d);
-  for (const r of live) {
-    for (const a of r.attachments) {
-      addNet(a.conflist).valid.push({ containerID: r.containerId, ifname: a.ifName });
-    }
-  }
+  // Delegate GC once per resolved network config, with the attachments valid on it.
+  const networks = groupGcNetworks([...await defaultDelegates(deps), ...released], live);
   const gcErrors: string[] = [];
-  for (const [name, { conflist, valid }] of byNetwork) {
+  for (const { conflist, valid } of networks) {
+    const name = String(conflist.name ?? "");
     try {
       await deps.runtime.gcNetworkList(
         parseNetworkConfig(conflist, { source: `gc:${name}` }),
@@ -127,6 +133,12 @@ export async function cmdGc(deps: ManifoldDeps, config: Record<string, unknown>)
       gcErrors.join("\n"),
     );
   }
+}
+
+/** The pod of a record, for events; undefined for a record without one (non-Kubernetes). */
+function podOf(record: CacheRecord): PodRef | undefined {
+  const { namespace, name, uid } = record.pod;
+  return name ? { namespace, name, uid, infraContainerId: record.containerId } : undefined;
 }
 
 /**

@@ -15,11 +15,14 @@ import {
   DEFAULT_POD_RESOURCES_TIMEOUT_MS,
   DEFAULT_SYSFS_ROOT,
 } from "../devices/constants.ts";
+import { type LogOptions, logOptionsIssues } from "../log/rotate.ts";
 
 /** Where Manifold keeps its per-container cache by default (Multus: /var/lib/cni/multus). */
 export const DEFAULT_CNI_DIR = "/var/lib/cni/manifold";
 /** Where on-disk configs named by NADs without spec.config are found (Multus default). */
 export const DEFAULT_CONF_DIR = "/etc/cni/multus/net.d";
+/** Manifold's KEP-3698 PodNetwork `provider` (domain-prefixed, KEP-3698 "Provider"). */
+export const DEFAULT_PODNETWORK_PROVIDER = "manifold.dev/cni";
 /** Where delegate binaries are looked up first (then CNI_PATH). */
 export const DEFAULT_BIN_DIR = "/opt/cni/bin";
 
@@ -62,6 +65,8 @@ export interface ManifoldConf {
   logLevel: string;
   /** Multus `logFile`: JSON lines, created 0600. */
   logFile?: string;
+  /** Multus `logOptions`: size rotation of `logFile` (lib/log/rotate.ts); absent: none. */
+  logOptions?: LogOptions;
   /** Multus `logToStderr` (default true). */
   logToStderr: boolean;
   /** Capabilities Manifold declares to the runtime (what it may receive in runtimeConfig). */
@@ -92,6 +97,11 @@ export interface ManifoldConf {
    * log line with the reason).
    */
   invalidNetworkSelection: "fail" | "ignore";
+  /**
+   * Manifold: the KEP-3698 `provider` this installation serves: a pod may attach only to
+   * PodNetworks whose `spec.provider` is exactly this (default {@link DEFAULT_PODNETWORK_PROVIDER}).
+   */
+  podNetworkProvider: string;
   /** Manifold: per-delegate time bound, ms (default 60 000). */
   delegateTimeoutMs: number;
   /** Manifold: per API request time bound, ms (default 5 000). */
@@ -153,6 +163,7 @@ function buildSchema() {
     readinessindicatorfile: optStr,
     logLevel: optStr,
     logFile: optStr,
+    logOptions: z.unknown().optional(), // checked by logOptionsIssues (bounds, unknown keys)
     logToStderr: optBool,
     capabilities: z.record(str, z.boolean()).optional(),
     runtimeConfig: z.record(str, z.unknown()).optional(),
@@ -161,6 +172,7 @@ function buildSchema() {
     nadMirrorDir: optStr,
     events: z.enum(["all", "warnings", "none"]).optional(),
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
+    podNetworkProvider: optStr,
     delegateTimeoutMs: optNum,
     apiTimeoutMs: optNum,
     readinessTimeoutMs: optNum,
@@ -249,6 +261,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
       120_000,
     ),
   };
+  if (c.logOptions !== undefined) issues.push(...logOptionsIssues(c.logOptions));
   if (issues.length > 0) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
@@ -280,6 +293,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     readinessindicatorfile: c.readinessindicatorfile || undefined,
     logLevel: c.logLevel ?? "panic",
     logFile: c.logFile || undefined,
+    logOptions: c.logOptions as LogOptions | undefined,
     logToStderr: c.logToStderr ?? true,
     capabilities: c.capabilities ?? {},
     runtimeConfig: c.runtimeConfig ?? {},
@@ -288,6 +302,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     nadMirrorDir: c.nadMirrorDir || undefined,
     events: c.events ?? "warnings",
     invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
+    podNetworkProvider: c.podNetworkProvider || DEFAULT_PODNETWORK_PROVIDER,
     raw,
   };
 }

@@ -15,6 +15,7 @@ import type { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
 import type { NadSource } from "./nad_source.ts";
 import type { PodRef } from "./pod.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import type { NetworkStatus } from "./types.ts";
 
 /** The pod fields Manifold reads from the API. */
@@ -42,10 +43,16 @@ export interface StatusSink {
   /** Where statuses go, for logs: "api" or "file:<dir>". */
   readonly kind: string;
   /**
-   * Writes the status list for the pod (once per ADD).
+   * Writes the status list for the pod (once per ADD); `extra` annotations (the KEP-3698
+   * `multinetwork.manifold.dev/networks-status`) go in the same write where the sink has one.
    * @throws {CniError} code 11 when the API stays unreachable after retries.
    */
-  publish(pod: PodRef | undefined, containerId: string, entries: NetworkStatus[]): Promise<void>;
+  publish(
+    pod: PodRef | undefined,
+    containerId: string,
+    entries: NetworkStatus[],
+    extra?: Record<string, string>,
+  ): Promise<void>;
   /** Forgets what `publish` stored for the container (file sinks; DEL). Never throws. */
   remove?(containerId: string): Promise<void>;
 }
@@ -81,6 +88,8 @@ export interface ManifoldDeps {
   nads?: NadSource;
   /** Pods; undefined without an API (standalone). */
   pods?: PodSource;
+  /** KEP-3698 PodNetworks and PodNetworkAttachments; undefined without an API. */
+  podNetworks?: PodNetworkSource;
   /** Where network-status goes (API patch or a file). */
   status: StatusSink;
   /** Kubernetes Events (best effort). */

@@ -12,6 +12,7 @@ import {
   type NetworkAttachmentDefinition,
   parseNetworkAttachmentDefinition,
 } from "../k8s/types.ts";
+import { KubeError } from "../k8s/errors.ts";
 
 /**
  * Read access to NetworkAttachmentDefinitions (NPWG v1.3 §3) by namespace and name.
@@ -285,7 +286,7 @@ function toNad(
   try {
     return parseNetworkAttachmentDefinition(withNamespace);
   } catch (err) {
-    if (!(err instanceof CniError)) throw err;
+    if (!(err instanceof KubeError)) throw err;
     const name = isObject(meta) && typeof meta.name === "string" ? ` ${meta.name}` : "";
     return fail(where, `invalid NetworkAttachmentDefinition${name}`, err.details);
   }

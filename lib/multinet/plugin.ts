@@ -43,6 +43,7 @@ export function realDeps(processEnv: Record<string, string>): DepsFactory {
     const logger = createLogger({
       level: conf.logLevel,
       file: conf.logFile,
+      logOptions: conf.logOptions,
       toStderr: conf.logToStderr,
     }).with({ plugin: "manifold" });
     const deps = await buildDeps(conf, ctx.env, logger, { processEnv });

@@ -31,12 +31,14 @@ import {
   resolveSelection,
 } from "./networks.ts";
 import { planAttachments, type PlanInput } from "./plan.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import { planPodOf, type PodRef } from "./pod.ts";
 import {
   type AttachmentPlan,
   type Delegate,
   NETWORKS_ANNOTATION,
   type NetworkSelectionElement,
+  PODNETWORKS_ANNOTATION,
 } from "./types.ts";
 
 /** Inputs of {@link buildPodPlan}. */
@@ -60,6 +62,11 @@ export interface PodPlanInput {
   /** NADs by reference; undefined without API and `nadDir`. Memoized here. */
   nads?: NadSource;
   /**
+   * KEP-3698 PodNetworks and PodNetworkAttachments (the API); read only when the pod has the
+   * `multinetwork.manifold.dev/networks` annotation. Undefined without an API.
+   */
+  podNetworks?: PodNetworkSource;
+  /**
    * `"add"` (default; ADD and explain): the first problem throws. `"rebuild"` (a DEL without
    * cache, GC and STATUS): a network that cannot be resolved is left out and noted in
    * {@link PodPlan.missing}; a plan that fails its checks falls back to the default network
@@ -77,7 +84,7 @@ export interface PodPlanInput {
  * @returns the input for {@link buildPodPlan} (mode `"add"`).
  */
 export function podPlanInput(
-  deps: Pick<ManifoldDeps, "conf" | "env" | "nads">,
+  deps: Pick<ManifoldDeps, "conf" | "env" | "nads" | "podNetworks">,
   call: Pick<PodPlanInput, "pod" | "runtimeArgs" | "annotations">,
 ): PodPlanInput {
   return {
@@ -85,6 +92,7 @@ export function podPlanInput(
     containerId: deps.env.containerId,
     ifName: deps.env.ifName,
     nads: deps.nads,
+    podNetworks: deps.podNetworks,
     ...call,
   };
 }
@@ -167,11 +175,27 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
     : resolveDefaultNetwork(conf, nads, pod, override);
   const extraP = resolveExtraDefaults(conf, nads, pod);
   const selectionPs = pod ? elements.map((e) => resolveSelection(conf, nads, pod, e)) : [];
+  // KEP-3698 entries after the NPWG ones: their objects are read only when the pod has them.
+  const kepText = pod ? annotations[PODNETWORKS_ANNOTATION]?.trim() : undefined;
+  // Loaded only for such pods: the others pay nothing for KEP-3698.
+  const kepP: Promise<ResolvedSelection[]> = pod && kepText
+    ? import("./pod_networks.ts").then((m) =>
+      m.podNetworkPlan(kepText, {
+        conf,
+        nads,
+        pod,
+        source: input.podNetworks,
+        ifName: input.ifName,
+        checkReady: !rebuild,
+        npwg: override ? [override, ...elements] : elements,
+      })
+    )
+    : Promise.resolve([]);
   let defaultNetwork: Delegate;
   let defaultNetworks: Delegate[] = [];
   let selections: ResolvedSelection[] = [];
   if (rebuild) {
-    [extraP, ...selectionPs].forEach((p) => p.catch(() => {})); // settled below
+    [extraP, kepP, ...selectionPs].forEach((p: Promise<unknown>) => p.catch(() => {})); // settled below
     defaultNetwork = await defaultP;
     try {
       defaultNetworks = await extraP;
@@ -185,16 +209,20 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
         note(`${elements[i].namespace}/${elements[i].name}`, e);
       }
     }
+    try {
+      selections.push(...await kepP);
+    } catch (e) {
+      note(PODNETWORKS_ANNOTATION, e);
+    }
   } else {
-    // All concurrently; the first failure in attachment order is reported.
-    const [d, extra, ...sels] = await inOrder<Delegate | Delegate[] | ResolvedSelection>([
-      defaultP,
-      extraP,
-      ...selectionPs,
-    ]);
+    // All concurrently; the first failure in attachment order (KEP entries last) is reported.
+    const [d, extra, ...rest] = await inOrder<
+      Delegate | Delegate[] | ResolvedSelection | ResolvedSelection[]
+    >([defaultP, extraP, ...selectionPs, kepP]);
     defaultNetwork = d as Delegate;
     defaultNetworks = extra as Delegate[];
-    selections = sels as ResolvedSelection[];
+    const kep = rest.pop() as ResolvedSelection[];
+    selections = [...rest as ResolvedSelection[], ...kep];
   }
 
   const base: Omit<PlanInput, "defaultNetworks" | "selections"> = {

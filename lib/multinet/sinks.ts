@@ -6,6 +6,7 @@
  * @module
  */
 
+import { writeFileAtomic } from "../fs/atomic.ts";
 import { startTimer, type Timer } from "../util/timer.ts";
 import type { KubeClient } from "../k8s/client.ts";
 import type { Logger } from "../log/mod.ts";
@@ -19,48 +20,97 @@ import { NETWORK_STATUS_ANNOTATION, type NetworkStatus } from "./types.ts";
  * (so RBAC needs `pods/status` patch only), NPWG v1.3 §5.
  */
 export class ApiStatusSink implements StatusSink {
+  /** Where statuses go, for logs. */
   readonly kind = "api";
   #kube: KubeClient;
+  /**
+   * Creates the sink over a client.
+   * @param kube the Kubernetes client (needs `pods/status` patch).
+   */
   constructor(kube: KubeClient) {
     this.#kube = kube;
   }
-  /** @throws {CniError} 11 when the API stays unreachable after the client's retries. */
-  async publish(pod: PodRef | undefined, _containerId: string, entries: NetworkStatus[]) {
+  /**
+   * Patches the pod's `k8s.v1.cni.cncf.io/network-status` annotation (NPWG v1.3 §5).
+   * @param pod the pod; nothing is sent without one (a non-Kubernetes runtime).
+   * @param _containerId unused (the pod is the key).
+   * @param entries the statuses, default network first.
+   * @param extra other annotations set in the same PATCH (KEP-3698 networks-status).
+   * @throws {CniError} 11 when the API stays unreachable after the client's retries.
+   */
+  async publish(
+    pod: PodRef | undefined,
+    _containerId: string,
+    entries: NetworkStatus[],
+    extra: Record<string, string> = {},
+  ): Promise<void> {
     if (!pod) return;
-    await this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
-      [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
-    });
+    try {
+      await this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
+        ...extra,
+        [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
+      });
+    } catch (e) {
+      // api_errors.ts is loaded with the API sources: no cost here.
+      throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+    }
   }
 }
 
-/** Standalone mode: writes `<dir>/<containerId>.json` (atomic rename, 0600) and logs the status. */
+/**
+ * Standalone mode: writes `<dir>/<containerId>.json` (mode 0600, dir 0700) with
+ * `writeFileAtomic` — temporary file, fsync, rename, directory fsync, so a crash never leaves
+ * a truncated status — and logs the status.
+ */
 export class FileStatusSink implements StatusSink {
+  /** `"file:<dir>"`, for logs. */
   readonly kind: string;
   #dir: string;
   #logger: Logger;
+  /**
+   * Creates the sink over a directory (created with mode 0700 on the first write).
+   * @param dir e.g. `<cniDir>/network-status`.
+   * @param logger receives each published status.
+   */
   constructor(dir: string, logger: Logger) {
     this.#dir = dir;
     this.#logger = logger;
     this.kind = `file:${dir}`;
   }
-  /** Path of the status file of a container. */
+  /**
+   * Path of the status file of a container.
+   * @param containerId CNI_CONTAINERID.
+   * @returns `<dir>/<containerId>.json`.
+   */
   path(containerId: string): string {
     return `${this.#dir}/${containerId}.json`;
   }
-  /** @throws {Deno.errors.PermissionDenied} and other I/O errors of the write. */
-  async publish(pod: PodRef | undefined, containerId: string, entries: NetworkStatus[]) {
+  /**
+   * Writes the container's status file atomically and durably and logs the statuses.
+   * @param pod the pod, for the log line (may be undefined).
+   * @param containerId CNI_CONTAINERID, names the file.
+   * @param entries the statuses (NPWG v1.3 §5), written as the annotation's JSON text.
+   * @throws {Deno.errors.PermissionDenied} and other I/O errors of the write.
+   */
+  async publish(
+    pod: PodRef | undefined,
+    containerId: string,
+    entries: NetworkStatus[],
+  ): Promise<void> {
     const text = serializeNetworkStatus(entries);
     await Deno.mkdir(this.#dir, { recursive: true, mode: 0o700 });
-    const tmp = `${this.path(containerId)}.tmp-${Deno.pid}`;
-    await Deno.writeTextFile(tmp, text + "\n", { mode: 0o600 });
-    await Deno.rename(tmp, this.path(containerId));
+    await writeFileAtomic(this.path(containerId), text + "\n", { mode: 0o600 });
     this.#logger.info("network-status", {
       pod: pod ? `${pod.namespace}/${pod.name}` : undefined,
       containerId,
       [NETWORK_STATUS_ANNOTATION]: entries,
     });
   }
-  async remove(containerId: string) {
+  /**
+   * Removes the container's status file; never throws (a missing file is fine).
+   * @param containerId CNI_CONTAINERID.
+   */
+  async remove(containerId: string): Promise<void> {
     await Deno.remove(this.path(containerId)).catch(() => {});
   }
 }
@@ -70,11 +120,21 @@ export class KubeEventSink implements EventSink {
   #kube: KubeClient;
   #logger: Logger;
   #pending: Promise<void>[] = [];
+  /**
+   * Creates the sink.
+   * @param kube the Kubernetes client (needs `events` create).
+   * @param logger receives events that could not be sent.
+   */
   constructor(kube: KubeClient, logger: Logger) {
     this.#kube = kube;
     this.#logger = logger;
   }
-  emit(pod: PodRef, ev: { reason: string; message: string; type: "Normal" | "Warning" }) {
+  /**
+   * Queues a core/v1 Event about the pod (component `manifold`); returns at once.
+   * @param pod the pod the event is about.
+   * @param ev reason (e.g. `AddedInterface`), message and type.
+   */
+  emit(pod: PodRef, ev: { reason: string; message: string; type: "Normal" | "Warning" }): void {
     this.#pending.push(
       this.#kube.createEvent(pod.namespace, {
         involvedObject: {
@@ -91,8 +151,8 @@ export class KubeEventSink implements EventSink {
       }).catch((e) => this.#logger.warn("event not sent", { reason: ev.reason, error: String(e) })),
     );
   }
-  /** Waits for queued events, at most 2 s. */
-  async flush() {
+  /** Waits for queued events, at most 2 s; never throws. */
+  async flush(): Promise<void> {
     const pending = this.#pending.splice(0);
     if (pending.length === 0) return;
     let timer: Timer | undefined;
@@ -107,15 +167,25 @@ export class KubeEventSink implements EventSink {
 /** Without an API, events are log lines. */
 export class LogEventSink implements EventSink {
   #logger: Logger;
+  /**
+   * Creates the sink.
+   * @param logger receives the events (Warning → warn, Normal → info).
+   */
   constructor(logger: Logger) {
     this.#logger = logger;
   }
-  emit(pod: PodRef, ev: { reason: string; message: string; type: "Normal" | "Warning" }) {
+  /**
+   * Logs the event.
+   * @param pod the pod the event is about.
+   * @param ev reason, message and type.
+   */
+  emit(pod: PodRef, ev: { reason: string; message: string; type: "Normal" | "Warning" }): void {
     const fields = { pod: `${pod.namespace}/${pod.name}`, reason: ev.reason, message: ev.message };
     if (ev.type === "Warning") this.#logger.warn("event", fields);
     else this.#logger.info("event", fields);
   }
-  flush() {
+  /** Nothing is queued: resolves at once. */
+  flush(): Promise<void> {
     return Promise.resolve();
   }
 }

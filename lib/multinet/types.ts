@@ -11,6 +11,8 @@ import type { NetworkConfigList } from "../cni/types.ts";
 
 /** Annotation holding the pod's secondary network selection (NPWG v1.3 §4.1). */
 export const NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks";
+/** The pod's KEP-3698 `networks` list (a JSON array), until `Pod.spec.networks` exists. */
+export const PODNETWORKS_ANNOTATION = "multinetwork.manifold.dev/networks";
 /** Annotation Manifold writes with the attachment results (NPWG v1.3 §5). */
 export const NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status";
 /** Multus's per-pod override of the cluster default network (a NAD reference). */
@@ -74,6 +76,12 @@ export interface NetworkSelectionElement {
   "ipam-claim-reference"?: string;
   /** Reverse-DNS extension keys, kept verbatim. */
   extra?: Record<string, unknown>;
+  /**
+   * Set when the element comes from the KEP-3698 annotation (`multinetwork.manifold.dev/networks`):
+   * the PodNetwork (and PodNetworkAttachment) it resolved through, and `isDefaultGW` (the
+   * default route goes via this interface, gateways from the delegate's result).
+   */
+  podNetwork?: { name: string; attachment?: string; isDefaultGW: boolean };
 }
 
 /**

@@ -19,6 +19,7 @@ import { AttachmentCache } from "./cache.ts";
 import type { ManifoldConf } from "./config.ts";
 import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import { netlinkKernel } from "./kernel.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
@@ -102,10 +103,15 @@ export async function buildDeps(
       ? mirrorFirst(conf.nadMirrorDir, connect, logger)
       : { get: async (namespace, name) => (await connect()).nads.get(namespace, name) },
     pods: { get: async (namespace, name) => (await connect()).pods.get(namespace, name) },
+    podNetworks: {
+      podNetwork: async (name) => (await connect()).podNetworks.podNetwork(name),
+      attachment: async (namespace, name) =>
+        (await connect()).podNetworks.attachment(namespace, name),
+    },
     status: {
       kind: "api",
-      publish: async (pod, containerId, entries) =>
-        await (await connect()).status.publish(pod, containerId, entries),
+      publish: async (pod, containerId, entries, extra) =>
+        await (await connect()).status.publish(pod, containerId, entries, extra),
     },
     events: {
       emit: (pod, ev) => {
@@ -141,6 +147,7 @@ function mirrorFirst(
 interface ApiDeps {
   nads: NadSource;
   pods: PodSource;
+  podNetworks: PodNetworkSource;
   status: StatusSink;
   events: EventSink;
 }
@@ -159,24 +166,35 @@ async function apiConnector(
 ): Promise<(() => Promise<ApiDeps>) | undefined> {
   let inCluster: KubeConnection | undefined;
   if (!conf.kubeconfig) {
-    const { inClusterConnection } = await import("../k8s/kubeconfig.ts");
-    inCluster = inClusterConnection(processEnv);
+    const { inClusterConnection } = await import("../k8s/connection.ts");
+    try {
+      inCluster = inClusterConnection(processEnv);
+    } catch (e) {
+      throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+    }
     if (!inCluster) return undefined;
   }
   let api: Promise<ApiDeps> | undefined;
   return () =>
     api ??= (async () => {
-      const [{ loadKubeconfig }, { KubeClient }, { apiNadSource, apiPodSource }] = await Promise
-        .all([
-          import("../k8s/kubeconfig.ts"),
-          import("../k8s/client.ts"),
-          import("./api_sources.ts"),
-        ]);
-      const connection = inCluster ?? await loadKubeconfig(conf.kubeconfig!);
+      const [
+        { loadKubeconfig },
+        { KubeClient },
+        { apiNadSource, apiPodSource, apiPodNetworkSource },
+      ] = await Promise.all([
+        import("../k8s/kubeconfig.ts"),
+        import("../k8s/client.ts"),
+        import("./api_sources.ts"),
+      ]);
+      const connection = inCluster ??
+        await loadKubeconfig(conf.kubeconfig!).catch(async (e) => {
+          throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+        });
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
       return {
         nads: apiNadSource(kube),
         pods: apiPodSource(kube),
+        podNetworks: apiPodNetworkSource(kube),
         status: new ApiStatusSink(kube),
         events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),
       };

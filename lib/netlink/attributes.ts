@@ -42,7 +42,11 @@ export class NetlinkWriter {
   #view: DataView;
   #len = 0;
 
-  /** @param capacity initial capacity in bytes (grows as needed) */
+  /**
+   * An empty writer.
+   *
+   * @param capacity initial capacity in bytes (grows as needed)
+   */
   constructor(capacity = 256) {
     this.#buf = new Uint8Array(capacity);
     this.#view = new DataView(this.#buf.buffer);
@@ -185,6 +189,8 @@ export class AttributeDecoder {
   #err: NetlinkDecodeError | undefined;
 
   /**
+   * A reader of the attributes in `data`.
+   *
    * @param data the attribute region (after the fixed header)
    * @param baseOffset offset of `data` in the whole datagram, for error messages
    */

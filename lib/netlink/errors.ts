@@ -67,6 +67,8 @@ export class NetlinkError extends Error {
   readonly extAckOffset?: number;
 
   /**
+   * The error of `op` failing with `errno`.
+   *
    * @param op the operation that failed
    * @param errno positive errno
    * @param options extended ack and cause
@@ -88,6 +90,8 @@ export class LinkNotFoundError extends NetlinkError {
   readonly link: string | number;
 
   /**
+   * The error for a link that does not exist.
+   *
    * @param link the name or index that was not found
    * @param options extended ack and cause
    */
@@ -105,6 +109,8 @@ export class NetlinkDecodeError extends Error {
   readonly offset: number;
 
   /**
+   * A decoding error at `offset`.
+   *
    * @param message what is wrong, sentence case, no period
    * @param offset byte offset of the problem
    */
@@ -117,7 +123,11 @@ export class NetlinkDecodeError extends Error {
 
 /** A reply broke the protocol: wrong port id, or an unexpected message type. */
 export class NetlinkProtocolError extends Error {
-  /** @param message what is wrong, sentence case, no period */
+  /**
+   * A protocol error.
+   *
+   * @param message what is wrong, sentence case, no period
+   */
   constructor(message: string) {
     super(message);
     this.name = "NetlinkProtocolError";
@@ -130,6 +140,8 @@ export class NetlinkDumpInterruptedError extends Error {
   readonly attempts: number;
 
   /**
+   * The error of a dump that kept being interrupted.
+   *
    * @param op the dump request, e.g. `"RTM_GETLINK"`
    * @param attempts attempts made
    */
@@ -148,6 +160,8 @@ export class NetnsError extends Error {
   readonly errno: number;
 
   /**
+   * The error of a namespace call (`open`, `setns`) on `path`.
+   *
    * @param path netns path
    * @param op failing call, e.g. `"open"`, `"setns"`
    * @param errno positive errno

@@ -151,6 +151,8 @@ export class NetlinkHandle implements Disposable {
   #seq: number;
 
   /**
+   * A handle over `transport` (it owns and closes it).
+   *
    * @param transport a socket from `openNetlinkSocket`, or a `FakeTransport`
    * @param options dump retry count
    */
@@ -408,6 +410,7 @@ export class NetlinkHandle implements Disposable {
     this.#t.close();
   }
 
+  /** Closes the transport (`using` support); same as `close()`. */
   [Symbol.dispose](): void {
     this.close();
   }

@@ -224,6 +224,7 @@ export class NetlinkSocket implements NetlinkTransport {
     else this.#libc.symbols.close(this.fd);
   }
 
+  /** Same as `close()` (`using` support). */
   [Symbol.dispose](): void {
     this.close();
   }
@@ -322,8 +323,33 @@ function openSocketIn(options: OpenNetlinkSocketOptions): NetlinkSocket {
   const libc = openLibc();
   const mnl = loadLibmnl(options.libmnlPath ?? envLibmnlPath() ?? LIBMNL_PATH, logger);
   if (options.netns === undefined) return createSocket(libc, mnl, options);
+  return withNetns(options.netns, () => createSocket(libc, mnl, options), logger);
+}
 
-  const path = resolveNetnsPath(options.netns);
+/**
+ * Runs `fn` with the calling thread switched into network namespace `netns`: open the
+ * target and the current namespace (`/proc/thread-self/ns/net`), `setns` into the target,
+ * call `fn`, `setns` back — all synchronous on the calling thread, in `try/finally`. `fn`
+ * must be synchronous (an `await` would run other code in the wrong namespace); what it
+ * opens (sockets, libnftables contexts) stays bound to the target namespace. If switching
+ * back fails the process exits (code 70) rather than go on in the wrong namespace.
+ *
+ * Needs `--allow-ffi`.
+ *
+ * @param netns a path (`/var/run/netns/x`, `/proc/<pid>/ns/net`) or a name under `/var/run/netns`
+ * @param fn the synchronous work to do inside the namespace
+ * @param logger where the fatal "cannot switch back" error goes (a `Logger`)
+ * @returns what `fn` returns
+ * @throws {NetnsError} when the namespace cannot be opened or entered (CNI code 8 at the caller);
+ *   whatever `fn` throws
+ */
+export function withNetns<T>(
+  netns: string,
+  fn: () => T,
+  logger: { error(msg: string, fields?: Record<string, unknown>): void } = nullLogger,
+): T {
+  const libc = openLibc();
+  const path = resolveNetnsPath(netns);
   const target = libc.symbols.open(cString(path), O_RDONLY_CLOEXEC);
   if (target < 0) throw new NetnsError(path, "open", readErrno(libc));
   const self = libc.symbols.open(cString("/proc/thread-self/ns/net"), O_RDONLY_CLOEXEC);
@@ -337,7 +363,7 @@ function openSocketIn(options: OpenNetlinkSocketOptions): NetlinkSocket {
       throw new NetnsError(path, "enter", readErrno(libc));
     }
     try {
-      return createSocket(libc, mnl, options);
+      return fn();
     } finally {
       if (libc.symbols.setns(self, CLONE_NEWNET) !== 0) {
         const errno = readErrno(libc);

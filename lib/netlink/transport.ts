@@ -55,7 +55,11 @@ export class FakeTransport implements NetlinkTransport {
   #respond: FakeTransportOptions["respond"];
   #closed = false;
 
-  /** @param options port id and responder */
+  /**
+   * A fake socket answering through `options.respond`.
+   *
+   * @param options port id and responder
+   */
   constructor(options: FakeTransportOptions) {
     this.portId = options.portId ?? 4242;
     this.#respond = options.respond;
@@ -80,10 +84,12 @@ export class FakeTransport implements NetlinkTransport {
     return next;
   }
 
+  /** Closes the fake; later sends and receives throw. */
   close(): void {
     this.#closed = true;
   }
 
+  /** Same as `close()` (`using` support). */
   [Symbol.dispose](): void {
     this.close();
   }

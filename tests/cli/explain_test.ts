@@ -373,6 +373,51 @@ Deno.test({
   },
 });
 
+Deno.test({
+  ...TEST,
+  name:
+    "explain --pod follows KEP-3698 PodNetworks like ADD (interfaceName, refusal of a disabled one)",
+  async fn() {
+    const n = await node({
+      "multinetwork.manifold.dev/networks": JSON.stringify([
+        { podNetworkName: "dataplane", interfaceName: "dp0" },
+      ]),
+    });
+    try {
+      const pn = (enabled: boolean) =>
+        n.api.putObject({
+          kind: "PodNetwork",
+          metadata: { name: "dataplane" },
+          spec: {
+            enabled,
+            provider: "manifold.dev/cni",
+            parametersRefs: [{
+              group: "k8s.cni.cncf.io",
+              kind: "network-attachment-definitions",
+              name: "sec-net",
+              namespace: NS,
+            }],
+          },
+          status: { conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "" }] },
+        });
+      pn(true);
+      const r = await explain(n, ["--pod", `${NS}/${POD}`, "--cni-path", n.h.binDir, "--json"]);
+      assert.equal(r.code, 0, r.stderr);
+      const report: ExplainReport = JSON.parse(r.stdout);
+      assert.deepEqual(report.attachments.map((a) => [a.network, a.ifName]), [
+        ["cbr0", "eth0"],
+        [`${NS}/sec-net`, "dp0"],
+      ]);
+      pn(false);
+      const refused = await explain(n, ["--pod", `${NS}/${POD}`]);
+      assert.notEqual(refused.code, 0);
+      assert.match(refused.stderr + refused.stdout, /PodNetwork "dataplane" is disabled/);
+    } finally {
+      await n.done();
+    }
+  },
+});
+
 Deno.test("explain: usage errors and help", async () => {
   let out = "";
   let err = "";

@@ -8,14 +8,12 @@
 import assert from "node:assert/strict";
 import { CniError } from "../../lib/cni/errors.ts";
 import {
-  execResponse,
   findPlugin,
   type InvokeOptions,
   invokePlugin,
   ProcessPluginExec,
-  readExecRequest,
-  RecordingPluginExec,
 } from "../../lib/cni/invoke.ts";
+import { execResponse, readExecRequest, RecordingPluginExec } from "../../lib/cni/exec_fake.ts";
 
 const OPTS: InvokeOptions = {
   command: "ADD",

@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import { z } from "zod";
 import { checkJsonDepth, decodeJson, jsonDepth, MAX_JSON_DEPTH } from "../../lib/cni/decode.ts";
 import { CniError, CniErrorCode } from "../../lib/cni/errors.ts";
-import { execResponse, invokePlugin, RecordingPluginExec } from "../../lib/cni/invoke.ts";
+import { invokePlugin } from "../../lib/cni/invoke.ts";
+import { execResponse, RecordingPluginExec } from "../../lib/cni/exec_fake.ts";
 import { dispatch, type SkelHandlers } from "../../lib/cni/skel.ts";
 
 /** `depth` nested arrays around `inner`, as JSON text. */

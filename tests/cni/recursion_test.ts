@@ -8,12 +8,8 @@
 
 import assert from "node:assert/strict";
 import { CniError, CniErrorCode } from "../../lib/cni/errors.ts";
-import {
-  execResponse,
-  ProcessPluginExec,
-  readExecRequest,
-  RecordingPluginExec,
-} from "../../lib/cni/invoke.ts";
+import { ProcessPluginExec } from "../../lib/cni/invoke.ts";
+import { execResponse, readExecRequest, RecordingPluginExec } from "../../lib/cni/exec_fake.ts";
 import {
   assertNotDelegated,
   delegateEnv,

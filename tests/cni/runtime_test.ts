@@ -7,12 +7,8 @@
 
 import assert from "node:assert/strict";
 import { CniError } from "../../lib/cni/errors.ts";
-import {
-  type ExecRequest,
-  execResponse,
-  readExecRequest,
-  RecordingPluginExec,
-} from "../../lib/cni/invoke.ts";
+import { type ExecRequest } from "../../lib/cni/invoke.ts";
+import { execResponse, readExecRequest, RecordingPluginExec } from "../../lib/cni/exec_fake.ts";
 import { decodeResult, parseResult } from "../../lib/cni/result.ts";
 import { CniRuntime, type RuntimeConf } from "../../lib/cni/runtime.ts";
 import { type NetworkConfigList, parseNetworkConfig } from "../../lib/cni/types.ts";

@@ -1,6 +1,7 @@
 /**
  * Schema checks of deploy/*.yaml with zod: each manifest's apiVersion/kind/required
- * fields, least-privilege RBAC (no "*", exactly the verbs the plugin and the mirror use), and
+ * fields, the NetworkAttachmentDefinition and MultiNetworkPolicy CRDs, least-privilege RBAC (no
+ * "*", exactly the verbs the plugin, the mirror and policy enforcement use), and
  * the DaemonSet's host paths, tolerations, resources, install flags and the NAD mirror
  * container.
  */
@@ -29,11 +30,17 @@ async function manifests(): Promise<{ file: string; doc: Record<string, unknown>
   return out;
 }
 
-function find(all: { doc: Record<string, unknown> }[], kind: string) {
-  const found = all.filter((m) => m.doc.kind === kind);
-  assert.equal(found.length, 1, `exactly one ${kind}`);
+function find(all: { doc: Record<string, unknown> }[], kind: string, name?: string) {
+  const found = all.filter((m) =>
+    m.doc.kind === kind &&
+    (name === undefined || (m.doc.metadata as { name?: string } | undefined)?.name === name)
+  );
+  assert.equal(found.length, 1, `exactly one ${kind} ${name ?? ""}`);
   return found[0].doc;
 }
+
+const NAD_CRD = "network-attachment-definitions.k8s.cni.cncf.io";
+const MNP_CRD = "multi-networkpolicies.k8s.cni.cncf.io";
 
 const meta = (namespaced: boolean) =>
   z.object({
@@ -170,10 +177,17 @@ Deno.test("every manifest has apiVersion, kind and metadata.name; kubectl apply 
     all.map((m) => m.doc.kind),
     [
       "CustomResourceDefinition",
+      "CustomResourceDefinition",
+      "CustomResourceDefinition",
+      "CustomResourceDefinition",
       "ServiceAccount",
       "ClusterRole",
       "ClusterRoleBinding",
       "DaemonSet",
+      "ServiceAccount",
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "Deployment",
     ],
   );
   for (const { file, doc } of all) {
@@ -187,12 +201,94 @@ Deno.test("every manifest has apiVersion, kind and metadata.name; kubectl apply 
 });
 
 Deno.test("the NetworkAttachmentDefinition CRD: apiextensions v1, spec.config string", async () => {
-  const r = crdSchema.safeParse(find(await manifests(), "CustomResourceDefinition"));
+  const r = crdSchema.safeParse(find(await manifests(), "CustomResourceDefinition", NAD_CRD));
+  assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
+});
+
+const selectorSchema = z.object({
+  type: z.literal("object"),
+  properties: z.object({
+    matchLabels: z.object({ type: z.literal("object") }).loose(),
+    matchExpressions: z.object({ type: z.literal("array") }).loose(),
+  }),
+}).loose();
+const peerSchema = z.object({
+  type: z.literal("array"),
+  items: z.object({
+    properties: z.object({
+      podSelector: selectorSchema,
+      namespaceSelector: selectorSchema,
+      ipBlock: z.object({
+        required: z.tuple([z.literal("cidr")]),
+        properties: z.object({ cidr: z.object({}).loose(), except: z.object({}).loose() }),
+      }).loose(),
+    }),
+  }).loose(),
+}).loose();
+const portsSchema = z.object({
+  items: z.object({
+    properties: z.object({
+      protocol: z.object({ enum: z.tuple([z.literal("TCP"), z.literal("UDP"), z.literal("SCTP")]) })
+        .loose(),
+      port: z.object({ "x-kubernetes-int-or-string": z.literal(true) }).loose(),
+      endPort: z.object({ type: z.literal("integer") }).loose(),
+    }),
+  }).loose(),
+}).loose();
+const ruleSchemaOf = (key: "from" | "to") =>
+  z.object({
+    type: z.literal("array"),
+    items: z.object({
+      properties: z.object({ ports: portsSchema, [key]: peerSchema }),
+    }).loose(),
+  }).loose();
+const mnpCrdSchema = z.object({
+  apiVersion: z.literal("apiextensions.k8s.io/v1"),
+  kind: z.literal("CustomResourceDefinition"),
+  metadata: z.object({ name: z.literal(MNP_CRD) }),
+  spec: z.object({
+    group: z.literal("k8s.cni.cncf.io"),
+    scope: z.literal("Namespaced"),
+    names: z.object({
+      plural: z.literal("multi-networkpolicies"),
+      singular: z.literal("multi-networkpolicy"),
+      kind: z.literal("MultiNetworkPolicy"),
+      shortNames: z.array(z.string()).optional(),
+    }),
+    versions: z.array(z.object({
+      name: z.literal("v1beta1"),
+      served: z.literal(true),
+      storage: z.literal(true),
+      schema: z.object({
+        openAPIV3Schema: z.object({
+          type: z.literal("object"),
+          properties: z.object({
+            spec: z.object({
+              type: z.literal("object"),
+              properties: z.object({
+                podSelector: selectorSchema,
+                policyTypes: z.object({
+                  items: z.object({ enum: z.tuple([z.literal("Ingress"), z.literal("Egress")]) })
+                    .loose(),
+                }).loose(),
+                ingress: ruleSchemaOf("from"),
+                egress: ruleSchemaOf("to"),
+              }),
+            }).loose(),
+          }).loose(),
+        }).loose(),
+      }),
+    })).length(1),
+  }),
+});
+
+Deno.test("the MultiNetworkPolicy CRD: k8s.cni.cncf.io/v1beta1, the NetworkPolicy spec", async () => {
+  const r = mnpCrdSchema.safeParse(find(await manifests(), "CustomResourceDefinition", MNP_CRD));
   assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
 });
 
 Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildcard", async () => {
-  const doc = find(await manifests(), "ClusterRole");
+  const doc = find(await manifests(), "ClusterRole", "manifold");
   assert.ok(!JSON.stringify(doc).includes('"*"'), "no * anywhere");
   const r = roleSchema.safeParse(doc);
   assert.ok(r.success, r.success ? "" : z.prettifyError(r.error));
@@ -206,20 +302,28 @@ Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildca
     [...grants].sort(),
     [
       "|events|create",
+      "|namespaces|list",
+      "|namespaces|watch",
       "|pods/status|patch",
       "|pods|get",
+      "|pods|list",
+      "|pods|watch",
+      "k8s.cni.cncf.io|multi-networkpolicies|list",
+      "k8s.cni.cncf.io|multi-networkpolicies|watch",
       "k8s.cni.cncf.io|network-attachment-definitions|get",
       "k8s.cni.cncf.io|network-attachment-definitions|list",
       "k8s.cni.cncf.io|network-attachment-definitions|watch",
+      "multinetwork.manifold.dev|podnetworkattachments|get",
+      "multinetwork.manifold.dev|podnetworks|get",
     ].sort(),
   );
 });
 
 Deno.test("ServiceAccount and ClusterRoleBinding tie the role to the DaemonSet's account", async () => {
   const all = await manifests();
-  const sa = saSchema.parse(find(all, "ServiceAccount"));
-  const crb = bindingSchema.parse(find(all, "ClusterRoleBinding"));
-  const role = roleSchema.parse(find(all, "ClusterRole"));
+  const sa = saSchema.parse(find(all, "ServiceAccount", "manifold"));
+  const crb = bindingSchema.parse(find(all, "ClusterRoleBinding", "manifold"));
+  const role = roleSchema.parse(find(all, "ClusterRole", "manifold"));
   const ds = dsSchema.parse(find(all, "DaemonSet"));
   assert.equal(crb.roleRef.name, role.metadata.name);
   assert.deepEqual(crb.subjects[0], {
@@ -306,4 +410,98 @@ Deno.test("DaemonSet: the nad-mirror container mirrors into the dir the plugin r
   assert.ok(
     mebibytes(mirror.resources.limits.memory) >= mebibytes(mirror.resources.requests.memory),
   );
+});
+
+/** The KEP's provider pattern (KEP-3698 PodNetworkSpec.Provider `+kubebuilder:validation:Pattern`). */
+const KEP_PROVIDER_PATTERN =
+  "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\\/[A-Za-z0-9\\/\\-._~%!$&'()*+,;=:]+$";
+
+// deno-lint-ignore no-explicit-any
+type Obj = Record<string, any>;
+
+Deno.test("KEP-3698 CRDs: scope, names, status subresource, the KEP's provider pattern and MaxItems", async () => {
+  const all = await manifests();
+  const pn = find(all, "CustomResourceDefinition", "podnetworks.multinetwork.manifold.dev") as Obj;
+  const pna = find(
+    all,
+    "CustomResourceDefinition",
+    "podnetworkattachments.multinetwork.manifold.dev",
+  ) as Obj;
+  for (
+    const [crd, scope, kind] of [[pn, "Cluster", "PodNetwork"], [
+      pna,
+      "Namespaced",
+      "PodNetworkAttachment",
+    ]] as const
+  ) {
+    assert.equal(crd.spec.group, "multinetwork.manifold.dev");
+    assert.equal(crd.spec.scope, scope);
+    assert.equal(crd.spec.names.kind, kind);
+    assert.equal(crd.spec.versions.length, 1);
+    const v = crd.spec.versions[0];
+    assert.equal(v.name, "v1alpha1");
+    assert.deepEqual(v.subresources, { status: {} });
+    const props = v.schema.openAPIV3Schema.properties;
+    const conditions = props.status.properties.conditions;
+    assert.equal(conditions.maxItems, 5, "KEP: +kubebuilder:validation:MaxItems=5");
+    assert.equal(conditions["x-kubernetes-list-type"], "map");
+    assert.deepEqual(conditions["x-kubernetes-list-map-keys"], ["type"]);
+    const ref = props.spec.properties.parametersRefs.items;
+    assert.deepEqual(ref.required, ["group", "kind", "name"]);
+    assert.deepEqual(Object.keys(ref.properties).sort(), ["group", "kind", "name", "namespace"]);
+  }
+  const spec = pn.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties;
+  assert.equal(spec.provider.pattern, KEP_PROVIDER_PATTERN);
+  assert.equal(spec.provider.maxLength, 253);
+  assert.equal(spec.enabled.default, true);
+  assert.ok(new RegExp(KEP_PROVIDER_PATTERN).test("manifold.dev/cni"), "our provider matches");
+  const pnaSpec = pna.spec.versions[0].schema.openAPIV3Schema.properties.spec;
+  assert.deepEqual(pnaSpec.required, ["podNetworkName"]);
+});
+
+Deno.test("manifold-controller: one replica, its own account, exactly the verbs the life cycle needs", async () => {
+  const all = await manifests();
+  const role = roleSchema.parse(find(all, "ClusterRole", "manifold-controller"));
+  const crb = bindingSchema.parse(find(all, "ClusterRoleBinding", "manifold-controller"));
+  const sa = saSchema.parse(find(all, "ServiceAccount", "manifold-controller"));
+  const dep = find(all, "Deployment", "manifold-controller") as Obj;
+  const grants = role.rules.flatMap((r) =>
+    r.apiGroups.flatMap((g) => r.resources.flatMap((res) => r.verbs.map((v) => `${g}|${res}|${v}`)))
+  );
+  assert.deepEqual(
+    grants.sort(),
+    [
+      "|pods|list",
+      "|pods|watch",
+      "k8s.cni.cncf.io|network-attachment-definitions|list",
+      "k8s.cni.cncf.io|network-attachment-definitions|watch",
+      "multinetwork.manifold.dev|podnetworkattachments/status|patch",
+      "multinetwork.manifold.dev|podnetworkattachments|list",
+      "multinetwork.manifold.dev|podnetworkattachments|patch",
+      "multinetwork.manifold.dev|podnetworkattachments|watch",
+      "multinetwork.manifold.dev|podnetworks/status|patch",
+      "multinetwork.manifold.dev|podnetworks|list",
+      "multinetwork.manifold.dev|podnetworks|patch",
+      "multinetwork.manifold.dev|podnetworks|watch",
+    ].sort(),
+  );
+  assert.equal(crb.roleRef.name, role.metadata.name);
+  assert.deepEqual(crb.subjects[0], {
+    kind: "ServiceAccount",
+    name: sa.metadata.name,
+    namespace: sa.metadata.namespace,
+  });
+  assert.equal(dep.spec.replicas, 1, "single instance");
+  assert.equal(dep.spec.strategy.type, "Recreate", "no second replica during a rollout");
+  const pod = dep.spec.template.spec;
+  assert.equal(pod.serviceAccountName, sa.metadata.name);
+  const [c] = pod.containers;
+  assert.equal(c.args[0], "controller");
+  const { runControllerCli } = await import("../../lib/cli/controller.ts");
+  let err = "";
+  const code = await runControllerCli([...c.args.slice(1), "--help"], {
+    stdout: () => {},
+    stderr: (s) => void (err += s),
+  });
+  assert.equal(code, 0, err);
 });

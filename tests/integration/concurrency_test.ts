@@ -222,7 +222,7 @@ Deno.test({
         }
 
         // The cache record: readable, complete, this container's, no temp files.
-        const text = await Deno.readTextFile(`${w.dirs.cache}/${sb.containerId}.json`);
+        const text = await Deno.readTextFile(`${w.dirs.cache}/${sb.containerId}@eth0.json`);
         const record = JSON.parse(text) as {
           containerId: string;
           netns: string;

@@ -254,8 +254,20 @@ matrix("the 2nd secondary delegate failing a half-done ADD rolls everything back
   const add2 = await s2.call("ADD");
   assert.equal(add2.code, 1, add2.stdout);
   assert.match((add2.json as { msg: string }).msg, new RegExp(`^${context(MACVLAN_NET)} `));
-  await expectNoLeaks(w, [s, s2], "right after the failed ADD (missing master)");
-  expectOk(await s2.call("DEL"), "DEL after the failed ADD (missing master)");
+  // The real plugin's DEL fails as its ADD did (rollback: failed DEL 1). That failure is the
+  // runtime's DEL's final error (§7.2; failed DEL 2) and the attachment stays cached, until
+  // the bound (lib/multinet/teardown.ts: 3 failed DELs) gives it up with a Warning event.
+  assert.deepEqual(await linkNames(s2.netnsName), [], "nothing attached");
+  const del1 = await s2.call("DEL");
+  expectCniError(w, del1, (del1.json as { code: number }).code, new RegExp(context(MACVLAN_NET)));
+  assert.deepEqual(
+    (await readRecord(w, s2.containerId)).attachments.map((a) => [a.statusName, a.state]),
+    [[MACVLAN_NET, "adding"]],
+  );
+  expectOk(await s2.call("DEL"), "DEL after the failed ADD (missing master), given up");
+  const abandoned = w.api.events.filter((e) => e.reason === "TeardownAbandoned");
+  assert.equal(abandoned.length, 1, "one TeardownAbandoned event");
+  assert.match(String(abandoned[0].message), /macvlan/);
   await expectNoLeaks(w, [s, s2], "after the DEL (missing master)");
 });
 

@@ -144,8 +144,14 @@ Deno.test({
       assert.match(err.msg, new RegExp(`\\[${NS}/${POD}:${NS}/broken\\]`));
       assert.deepEqual(await linkNames(w.podNetns), []);
       assert.deepEqual(await w.leases(), []);
-      // The runtime's DEL after a failed ADD succeeds.
-      expectOk(await w.call("DEL"), "DEL after failed ADD");
+      // macvlan's DEL fails as its ADD did (the rollback's DEL was the 1st failure): the
+      // runtime's DEL reports it (§7.2); the next one reaches the bound and gives it up.
+      const del = await w.call("DEL");
+      assert.deepEqual(del.code, 1);
+      assert.match((del.json as { msg: string }).msg, /tenant-a\/broken\] Link not found/);
+      expectOk(await w.call("DEL"), "DEL after failed ADD, at the bound");
+      assert.ok(w.api.events.some((e) => e.reason === "TeardownAbandoned"));
+      expectOk(await w.call("DEL"), "DEL after the tombstone");
     } finally {
       await done(w);
     }

@@ -126,7 +126,11 @@ Deno.test({
       assert.equal(failed.code, 1, failed.stdout);
       assert.equal(failed.json?.code, 7);
       assert.match(String(failed.json?.msg), /invalid config/);
-      expectOk(await call("DEL", leaky), "DEL after the failed ADD");
+      // Its DEL fails as its ADD did: reported once (§7.2), then given up at the bound
+      // (lib/multinet/teardown.ts) with a TeardownAbandoned event carrying the error.
+      assert.equal((await call("DEL", leaky)).code, 1, "DEL after the failed ADD");
+      expectOk(await call("DEL", leaky), "DEL after the failed ADD, at the bound");
+      assert.ok(w.api.events.some((e) => e.reason === "TeardownAbandoned"));
 
       // 3. The API refuses the token (401): the pod GET fails after the token file re-read.
       w.api.setTokens(["not-the-token"]);

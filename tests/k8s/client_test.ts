@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
-import { CniError } from "../../lib/cni/errors.ts";
+import { kubeErrorCode } from "../../lib/multinet/api_errors.ts";
 import type { LogFields, Logger } from "../../lib/log/mod.ts";
 import {
   isNotFound,
-  KubeApiError,
   KubeClient,
   type KubeClientOptions,
   type KubeConnection,
+  KubeError,
   loadKubeconfig,
 } from "../../lib/k8s/mod.ts";
 import { createCa, issueCert } from "../support/certs.ts";
@@ -57,11 +57,14 @@ async function withApi(
   }
 }
 
-async function failure(p: Promise<unknown>): Promise<KubeApiError> {
+async function failure(p: Promise<unknown>): Promise<KubeError> {
   try {
     await p;
   } catch (err) {
-    assert.ok(err instanceof KubeApiError, `expected a KubeApiError, got ${err}`);
+    assert.ok(
+      err instanceof KubeError && err.kind === "request",
+      `expected a request KubeError, got ${err}`,
+    );
     return err;
   }
   throw new Error("expected the call to fail");
@@ -88,12 +91,12 @@ Deno.test("getPod returns validated metadata and the raw object", async () => {
   });
 });
 
-Deno.test("a missing pod or NAD is a 404 KubeApiError, code 7, not retried", async () => {
+Deno.test("a missing pod or NAD is a 404 KubeError, code 7, not retried", async () => {
   await withApi(async ({ client }) => {
     const kube = client();
     const e1 = await failure(kube.getPod(NS, "no-such-pod"));
     assert.ok(isNotFound(e1));
-    assert.equal(e1.code, 7);
+    assert.equal(kubeErrorCode(e1), 7);
     assert.equal(e1.status, 404);
     assert.equal(e1.reason, "NotFound");
     assert.equal(e1.details, 'pods "no-such-pod" not found');
@@ -215,7 +218,7 @@ Deno.test("5xx is retried, then fails with code 11", async () => {
     api.fault({ status: 503, times: Infinity });
     const kube = client({ retries: 2 });
     const err = await failure(kube.getPod(NS, POD));
-    assert.equal(err.code, 11);
+    assert.equal(kubeErrorCode(err), 11);
     assert.equal(err.status, 503);
     assert.equal(err.reason, "ServiceUnavailable");
     assert.equal(err.attempts, 3);
@@ -236,7 +239,7 @@ Deno.test("a slow answer times out, is retried, then fails with code 11 in bound
     const t0 = performance.now();
     const err = await failure(kube.getPod(NS, POD));
     const ms = performance.now() - t0;
-    assert.equal(err.code, 11);
+    assert.equal(kubeErrorCode(err), 11);
     assert.equal(err.status, 0);
     assert.equal(err.reason, "Timeout");
     assert.equal(kube.requestCount, 2);
@@ -255,7 +258,7 @@ Deno.test("an unreachable API fails with code 11 after the retries", async () =>
     api.down(true);
     const kube = client({ retries: 2 });
     const err = await failure(kube.getPod(NS, POD));
-    assert.equal(err.code, 11);
+    assert.equal(kubeErrorCode(err), 11);
     assert.equal(err.status, 0);
     assert.equal(err.reason, "ConnectionFailed");
     assert.equal(kube.requestCount, 3);
@@ -296,7 +299,7 @@ Deno.test("401: the token file is re-read and the request retried once, then cod
     api.setTokens(["something-else"]);
     const kube = client();
     const err = await failure(kube.getPod(NS, POD));
-    assert.equal(err.code, 11);
+    assert.equal(kubeErrorCode(err), 11);
     assert.equal(err.status, 401);
     assert.equal(err.reason, "Unauthorized");
     assert.equal(kube.requestCount, 2);
@@ -305,7 +308,7 @@ Deno.test("401: the token file is re-read and the request retried once, then cod
     api.setTokens([]);
     const kube = client();
     const err = await failure(kube.getPod(NS, POD));
-    assert.equal(err.code, 11);
+    assert.equal(kubeErrorCode(err), 11);
     assert.equal(kube.requestCount, 1, "a static token is not retried");
   }, "token");
 });
@@ -315,7 +318,7 @@ Deno.test("403 (no RBAC) is code 7 and not retried", async () => {
     api.denyRbac(api.token);
     const kube = client();
     const err = await failure(kube.patchPodStatusAnnotations(NS, POD, { a: "b" }));
-    assert.equal(err.code, 7);
+    assert.equal(kubeErrorCode(err), 7);
     assert.equal(err.status, 403);
     assert.equal(err.reason, "Forbidden");
     assert.match(err.details, /cannot patch resource "pods\/status" in API group ""/);
@@ -358,7 +361,7 @@ Deno.test("a server certificate the CA does not vouch for is code 7, not retried
     const other = await createCa("other-ca");
     const kube = client({ connection: { ...conn, caCertPem: other.certPem } });
     const err = await failure(kube.getPod(NS, POD));
-    assert.equal(err.code, 7);
+    assert.equal(kubeErrorCode(err), 7);
     assert.equal(err.reason, "TlsVerification");
     assert.equal(kube.requestCount, 1);
   });
@@ -387,9 +390,15 @@ Deno.test("malformed answers are code 6; invalid names are code 7 without a requ
   await withApi(async ({ api, client }) => {
     const kube = client();
     api.fault({ body: "{not json" });
-    await assert.rejects(kube.getPod(NS, POD), (e) => e instanceof CniError && e.code === 6);
+    await assert.rejects(
+      kube.getPod(NS, POD),
+      (e) => e instanceof KubeError && kubeErrorCode(e) === 6,
+    );
     api.fault({ body: '{"metadata":{"name":"x"}}' });
-    await assert.rejects(kube.getPod(NS, POD), (e) => e instanceof CniError && e.code === 6);
+    await assert.rejects(
+      kube.getPod(NS, POD),
+      (e) => e instanceof KubeError && kubeErrorCode(e) === 6,
+    );
     api.fault({
       status: 502,
       body: "<html>bad gateway</html>",
@@ -397,12 +406,18 @@ Deno.test("malformed answers are code 6; invalid names are code 7 without a requ
       times: Infinity,
     });
     const err = await failure(client({ retries: 1 }).getPod(NS, POD));
-    assert.equal(err.code, 11);
+    assert.equal(kubeErrorCode(err), 11);
     assert.match(err.details, /bad gateway/);
     const before = api.requests.length;
     for (const bad of ["", ".", "..", "a/b", "a%2f"]) {
-      await assert.rejects(kube.getPod(NS, bad), (e) => e instanceof CniError && e.code === 7);
-      await assert.rejects(kube.getPod(bad, POD), (e) => e instanceof CniError && e.code === 7);
+      await assert.rejects(
+        kube.getPod(NS, bad),
+        (e) => e instanceof KubeError && kubeErrorCode(e) === 7,
+      );
+      await assert.rejects(
+        kube.getPod(bad, POD),
+        (e) => e instanceof KubeError && kubeErrorCode(e) === 7,
+      );
     }
     assert.equal(api.requests.length, before);
   });

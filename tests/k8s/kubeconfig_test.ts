@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
-import { CniError } from "../../lib/cni/errors.ts";
-import { inClusterConnection, loadKubeconfig } from "../../lib/k8s/mod.ts";
+import { kubeErrorCode } from "../../lib/multinet/api_errors.ts";
+import {
+  inClusterConnection,
+  kubeconfigPaths,
+  KubeError,
+  loadKubeconfig,
+} from "../../lib/k8s/mod.ts";
 
 const CA = "-----BEGIN CERTIFICATE-----\nQ0FDRVJU\n-----END CERTIFICATE-----\n";
 const CERT = "-----BEGIN CERTIFICATE-----\nQ0xJRU5U\n-----END CERTIFICATE-----\n";
@@ -30,15 +35,15 @@ async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   }
 }
 
-async function rejects7(path: string, includes: string): Promise<CniError> {
+async function rejects7(path: string, includes: string): Promise<KubeError> {
   let caught: unknown;
   try {
     await loadKubeconfig(path);
   } catch (err) {
     caught = err;
   }
-  assert.ok(caught instanceof CniError, `expected a CniError, got ${caught}`);
-  assert.equal(caught.code, 7);
+  assert.ok(caught instanceof KubeError, `expected a KubeError, got ${caught}`);
+  assert.equal(kubeErrorCode(caught), 7);
   assert.ok(caught.message.includes(includes), `"${caught.message}" should include "${includes}"`);
   return caught;
 }
@@ -215,9 +220,29 @@ Deno.test("loadKubeconfig names the problem with code 7", async (t) => {
       await write(kubeconfig({}, undefined));
       await rejects7(path, `cluster "c1" has no server`);
     });
-    await t.step("exec credentials", async () => {
+    await t.step("auth-provider, naming the user entry and the provider", async () => {
+      await write(kubeconfig(ok, { "auth-provider": { name: "gcp", config: {} } }));
+      await rejects7(path, `user "u1" uses auth-provider "gcp", which is not supported`);
+    });
+    await t.step("exec plugin with an unsupported apiVersion", async () => {
+      await write(kubeconfig(ok, {
+        exec: { command: "aws", apiVersion: "client.authentication.k8s.io/v1alpha1" },
+      }));
+      await rejects7(path, `user "u1" has an exec plugin with apiVersion`);
+    });
+    await t.step("exec plugin without apiVersion", async () => {
       await write(kubeconfig(ok, { exec: { command: "aws" } }));
-      await rejects7(path, "uses exec authentication, which is not supported");
+      await rejects7(path, "is malformed");
+    });
+    await t.step("exec plugin needing a terminal", async () => {
+      await write(kubeconfig(ok, {
+        exec: {
+          command: "aws",
+          apiVersion: "client.authentication.k8s.io/v1",
+          interactiveMode: "Always",
+        },
+      }));
+      await rejects7(path, "needs an interactive terminal");
     });
     await t.step("certificate without key", async () => {
       await write(kubeconfig(ok, { "client-certificate-data": btoa(CERT) }));
@@ -278,7 +303,9 @@ Deno.test("inClusterConnection uses the service account and brackets IPv6 hosts"
     const env = { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" };
     assert.throws(
       () => inClusterConnection(env, { saDir: dir }),
-      (err) => err instanceof CniError && err.code === 7 && err.message.includes(`${dir}/token`),
+      (err) =>
+        err instanceof KubeError && kubeErrorCode(err) === 7 &&
+        err.message.includes(`${dir}/token`),
     );
 
     await Deno.writeTextFile(`${dir}/token`, SECRET_TOKEN);
@@ -299,5 +326,104 @@ Deno.test("inClusterConnection uses the service account and brackets IPv6 hosts"
         insecureSkipTlsVerify: false,
       },
     );
+  });
+});
+
+Deno.test("loadKubeconfig: the context option replaces current-context", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/kc.json`;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({
+        clusters: [
+          { name: "prod", cluster: { server: "https://prod:6443" } },
+          { name: "dev", cluster: { server: "https://dev:6443" } },
+        ],
+        users: [{ name: "p", user: { token: "tp" } }, { name: "d", user: { token: "td" } }],
+        contexts: [
+          { name: "prod", context: { cluster: "prod", user: "p" } },
+          { name: "dev", context: { cluster: "dev", user: "d" } },
+        ],
+        "current-context": "prod",
+      }),
+    );
+    assert.equal((await loadKubeconfig(path)).server, "https://prod:6443");
+    const dev = await loadKubeconfig(path, { context: "dev" });
+    assert.equal(dev.server, "https://dev:6443");
+    assert.equal(dev.token, "td");
+    const err = await loadKubeconfig(path, { context: "staging" }).catch((e) => e);
+    assert.ok(err instanceof KubeError && err.kind === "config");
+    assert.match(err.message, /no context named "staging"/);
+  });
+});
+
+Deno.test("loadKubeconfig merges a KUBECONFIG list as kubectl does", async () => {
+  await withDir(async (dir) => {
+    await Deno.mkdir(`${dir}/a`);
+    await Deno.mkdir(`${dir}/b/pki`, { recursive: true });
+    await Deno.writeTextFile(`${dir}/b/pki/ca.crt`, CA);
+    // a: the current-context and the user; b: the cluster (its CA relative to b/), and a
+    // second definition of the user and a current-context, both ignored (first wins).
+    await Deno.writeTextFile(
+      `${dir}/a/config`,
+      JSON.stringify({
+        users: [{ name: "me", user: { token: "from-a" } }],
+        contexts: [{ name: "work", context: { cluster: "c", user: "me" } }],
+        "current-context": "work",
+      }),
+    );
+    await Deno.writeTextFile(
+      `${dir}/b/config`,
+      JSON.stringify({
+        clusters: [{
+          name: "c",
+          cluster: { server: "https://c:6443", "certificate-authority": "pki/ca.crt" },
+        }],
+        users: [{ name: "me", user: { token: "from-b" } }],
+        contexts: [{ name: "other", context: { cluster: "c" } }],
+        "current-context": "other",
+      }),
+    );
+
+    const paths = kubeconfigPaths(
+      `${dir}/a/config::${dir}/missing:${dir}/b/config:${dir}/a/config`,
+    );
+    assert.deepEqual(paths, [`${dir}/a/config`, `${dir}/missing`, `${dir}/b/config`]);
+    assert.deepEqual(await loadKubeconfig(paths), {
+      server: "https://c:6443",
+      caCertPem: CA,
+      insecureSkipTlsVerify: false,
+      token: "from-a",
+    });
+    assert.equal((await loadKubeconfig(paths, { context: "other" })).token, undefined);
+    const none = await loadKubeconfig([`${dir}/missing`]).catch((e) => e);
+    assert.ok(none instanceof KubeError && /None of the kubeconfig files/.test(none.message));
+  });
+});
+
+Deno.test("loadKubeconfig keeps an exec user for the client to run", async () => {
+  await withDir(async (dir) => {
+    const path = `${dir}/kc.json`;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify(kubeconfig({ server: "https://h:1" }, {
+        exec: {
+          apiVersion: "client.authentication.k8s.io/v1beta1",
+          command: "aws",
+          args: ["eks", "get-token"],
+          env: [{ name: "AWS_PROFILE", value: "p" }],
+          installHint: "install the AWS CLI",
+        },
+      })),
+    );
+    assert.deepEqual((await loadKubeconfig(path)).exec, {
+      command: "aws",
+      args: ["eks", "get-token"],
+      env: { AWS_PROFILE: "p" },
+      apiVersion: "client.authentication.k8s.io/v1beta1",
+      provideClusterInfo: false,
+      installHint: "install the AWS CLI",
+      user: "u1",
+    });
   });
 });

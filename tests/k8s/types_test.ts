@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
-import { CniError } from "../../lib/cni/errors.ts";
-import { parseList, parseNetworkAttachmentDefinition, parsePod } from "../../lib/k8s/mod.ts";
+import { kubeErrorCode } from "../../lib/multinet/api_errors.ts";
+import {
+  KubeError,
+  parseList,
+  parseNetworkAttachmentDefinition,
+  parsePod,
+} from "../../lib/k8s/mod.ts";
 
 // Shaped like /work/shared/reference/kube-api/01-get-pod.http (trimmed).
 const POD = {
@@ -25,10 +30,10 @@ function code(fn: () => unknown): number {
   try {
     fn();
   } catch (err) {
-    assert.ok(err instanceof CniError);
-    return err.code;
+    assert.ok(err instanceof KubeError);
+    return kubeErrorCode(err);
   }
-  throw new Error("expected a CniError");
+  throw new Error("expected a KubeError");
 }
 
 Deno.test("parsePod keeps the raw object and validates the metadata it reads", () => {
@@ -95,8 +100,8 @@ Deno.test("parseList parses each item and names the bad one", () => {
     parseList({ items: [POD, { metadata: {} }] }, parsePod);
     assert.fail("expected an error");
   } catch (err) {
-    assert.ok(err instanceof CniError);
-    assert.equal(err.code, 6);
+    assert.ok(err instanceof KubeError);
+    assert.equal(kubeErrorCode(err), 6);
     assert.match(err.msg, /items\[1\]/);
   }
   assert.equal(code(() => parseList({ items: "x" }, parsePod)), 6);

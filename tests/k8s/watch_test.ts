@@ -5,11 +5,11 @@
  */
 
 import assert from "node:assert/strict";
-import { CniError } from "../../lib/cni/errors.ts";
+import { kubeErrorCode } from "../../lib/multinet/api_errors.ts";
 import {
-  KubeApiError,
   KubeClient,
   type KubeConnection,
+  KubeError,
   listAll,
   type ListWatchHandler,
   type ListWatchOptions,
@@ -178,7 +178,7 @@ Deno.test("listAll pages with limit/continue and keeps the first page's resource
     r.api.fault({ body: JSON.stringify({ metadata: { resourceVersion: "1" }, items: [{}] }) });
     await assert.rejects(
       listAll(r.kube, NAD_LIST_WATCH),
-      (e) => e instanceof CniError && e.code === 6 && /items\[0\]/.test(e.msg),
+      (e) => e instanceof KubeError && kubeErrorCode(e) === 6 && /items\[0\]/.test(e.msg),
     );
   });
 });
@@ -348,7 +348,7 @@ Deno.test("once: lists, replaces and returns; a failed list is thrown", async ()
     r.api.denyRbac(r.api.token);
     await assert.rejects(
       watchNetworkAttachmentDefinitions(r.kube, r.rec, { signal: r.stop.signal, once: true }),
-      (e) => e instanceof KubeApiError && e.status === 403 && e.code === 7,
+      (e) => e instanceof KubeError && e.status === 403 && kubeErrorCode(e) === 7,
     );
   });
 });
@@ -362,7 +362,8 @@ Deno.test("KubeClient.watch: 403 is code 7; a stream is read over insecure-skip-
       await assert.rejects(
         denied.watch(NAD_PATH, { resourceVersion: "0" }).next(),
         (e) =>
-          e instanceof KubeApiError && e.status === 403 && e.code === 7 && e.reason === "Forbidden",
+          e instanceof KubeError && e.status === 403 && kubeErrorCode(e) === 7 &&
+          e.reason === "Forbidden",
       );
     } finally {
       denied.close();
@@ -395,7 +396,7 @@ Deno.test("KubeClient.watch: 403 is code 7; a stream is read over insecure-skip-
       const next = it.next();
       await until(() => r.api.nadWatchCount === 1, "the watch");
       insecure.close();
-      await assert.rejects(next, (e) => e instanceof KubeApiError && e.reason === "Aborted");
+      await assert.rejects(next, (e) => e instanceof KubeError && e.reason === "Aborted");
     } finally {
       insecure.close();
     }

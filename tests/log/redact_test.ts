@@ -6,7 +6,8 @@
  */
 
 import assert from "node:assert/strict";
-import { execResponse, invokePlugin, RecordingPluginExec } from "../../lib/cni/invoke.ts";
+import { invokePlugin } from "../../lib/cni/invoke.ts";
+import { execResponse, RecordingPluginExec } from "../../lib/cni/exec_fake.ts";
 import { isSecretKey, redact, REDACTED, redactText } from "../../lib/log/redact.ts";
 
 const TOKEN = "standin-5b1f3c7e-8a2d-4e0f-9c1b-2d3e4f5a6b7c";

@@ -14,6 +14,8 @@ import {
 } from "../../lib/multinet/cache.ts";
 
 const CID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const IF = "eth0";
+const key = (containerId: string, ifName = IF) => ({ containerId, ifName });
 
 /** A realistic record: calico default network + a macvlan NAD with a 0.2.0 delegate result. */
 function sampleRecord(containerId = CID, padding = 0): CacheRecord {
@@ -121,9 +123,9 @@ async function assertRejectsWith<E extends Error>(
 }
 
 async function assertCorrupt(cache: AttachmentCache, reason: CacheCorruptReason) {
-  await assertRejectsWith(() => cache.read(CID), CacheCorruptError, (err) => {
+  await assertRejectsWith(() => cache.read(CID, IF), CacheCorruptError, (err) => {
     assert.equal(err.reason, reason, `details: ${err.details}`);
-    assert.equal(err.path, cache.path(CID));
+    assert.equal(err.path, cache.path(CID, IF));
     assert.equal(err.code, CniErrorCode.DecodingFailure);
     assert.ok(err instanceof CniError);
     assert.ok(!err.msg.endsWith("."));
@@ -134,20 +136,20 @@ Deno.test("round trip keeps every field, including unknown plugin keys", async (
   await withCache(async (cache) => {
     const record = sampleRecord();
     await cache.write(record);
-    assert.deepEqual(await cache.read(CID), record);
+    assert.deepEqual(await cache.read(CID, IF), record);
 
     const updated = structuredClone(record);
     updated.attachments[1].state = "added";
     await cache.write(updated);
-    assert.deepEqual(await cache.read(CID), updated);
+    assert.deepEqual(await cache.read(CID, IF), updated);
   });
 });
 
 Deno.test("read of an absent record or directory is undefined", async () => {
   await withCache(async (cache) => {
-    assert.equal(await cache.read(CID), undefined);
+    assert.equal(await cache.read(CID, IF), undefined);
     await cache.write(sampleRecord("other"));
-    assert.equal(await cache.read(CID), undefined);
+    assert.equal(await cache.read(CID, IF), undefined);
   });
 });
 
@@ -155,17 +157,19 @@ Deno.test("file mode 0600, directory 0700, no temporary file left", async () => 
   await withCache(async (cache, dir) => {
     await cache.write(sampleRecord());
     await cache.write(sampleRecord());
-    assert.equal((await Deno.stat(cache.path(CID))).mode! & 0o777, 0o600);
+    assert.equal((await Deno.stat(cache.path(CID, IF))).mode! & 0o777, 0o600);
     assert.equal((await Deno.stat(dir)).mode! & 0o777, 0o700);
-    assert.deepEqual(await names(dir), [`${CID}.json`]);
-    assert.equal(cache.path(CID), `${dir}/${CID}.json`);
+    assert.deepEqual(await names(dir), [`${CID}@eth0.json`]);
+    assert.equal(cache.path(CID, IF), `${dir}/${CID}@eth0.json`);
+    assert.equal(cache.path(CID, "net@1%é"), `${dir}/${CID}@net%401%25%C3%A9.json`);
+    assert.equal(cache.path(CID, ""), `${dir}/${CID}.json`, "the legacy per-container file");
   });
 });
 
 Deno.test("corrupt files are CacheCorruptError with the right reason", async (t) => {
   await withCache(async (cache) => {
     await cache.write(sampleRecord());
-    const path = cache.path(CID);
+    const path = cache.path(CID, IF);
     const good = await Deno.readTextFile(path);
     const cases: [string, string, CacheCorruptReason][] = [
       ["empty", "", "truncated"],
@@ -203,37 +207,48 @@ Deno.test("corrupt files are CacheCorruptError with the right reason", async (t)
   });
 });
 
-Deno.test("remove is idempotent and clears the container's stray temporary files", async () => {
+Deno.test("remove is idempotent and clears the attachment's stray temporary files", async () => {
   await withCache(async (cache, dir) => {
-    await cache.remove(CID); // no directory yet
+    await cache.remove(CID, IF); // no directory yet
     await cache.write(sampleRecord());
     await cache.write(sampleRecord("other"));
-    // A crashed writer's leftovers, and a container whose ID looks like a temporary file.
+    // Crashed writers' leftovers (lib/fs layout and the pre-lib/fs layout), and a container
+    // whose ID looks like a temporary file.
+    await Deno.writeTextFile(`${dir}/.${CID}@eth0.json.tmp-4242-k3x9a`, "{");
     await Deno.writeTextFile(`${dir}/${CID}.json.tmp-4242-0a1b2c3d4e5f6071`, "{");
-    await Deno.writeTextFile(`${dir}/other.json.tmp-7-ff`, "{");
+    await Deno.writeTextFile(`${dir}/.other@eth0.json.tmp-7-ff`, "{");
     await cache.write(sampleRecord(`${CID}.json.tmp-1-ab`));
-    assert.deepEqual(await cache.list(), [CID, `${CID}.json.tmp-1-ab`, "other"].sort());
+    assert.deepEqual(
+      await cache.list(),
+      [key(CID), key(`${CID}.json.tmp-1-ab`), key("other")].sort((a, b) =>
+        a.containerId < b.containerId ? -1 : 1
+      ),
+    );
 
-    await cache.remove(CID);
-    assert.equal(await cache.read(CID), undefined);
+    await cache.remove(CID, IF);
+    assert.equal(await cache.read(CID, IF), undefined);
     assert.deepEqual(
       await names(dir),
-      [`${CID}.json.tmp-1-ab.json`, "other.json", "other.json.tmp-7-ff"].sort(),
+      [`${CID}.json.tmp-1-ab@eth0.json`, "other@eth0.json", ".other@eth0.json.tmp-7-ff"].sort(),
     );
-    await cache.remove(CID);
-    assert.deepEqual(await cache.list(), [`${CID}.json.tmp-1-ab`, "other"].sort());
+    await cache.remove(CID, IF);
+    assert.deepEqual(await cache.list(), [key(`${CID}.json.tmp-1-ab`), key("other")]);
   });
 });
 
-Deno.test("list returns sorted IDs and ignores other files", async () => {
+Deno.test("list returns sorted keys and ignores other files", async () => {
   await withCache(async (cache, dir) => {
     assert.deepEqual(await cache.list(), []);
     for (const id of ["c3", "a1", "b2"]) await cache.write(sampleRecord(id));
+    await cache.write({ ...sampleRecord("a1"), ifName: "eth1" });
     await Deno.writeTextFile(`${dir}/a1.json.tmp-1-00`, "");
+    await Deno.writeTextFile(`${dir}/.a1@eth0.json.tmp-1-00`, "");
     await Deno.writeTextFile(`${dir}/README`, "");
     await Deno.writeTextFile(`${dir}/.hidden.json`, "");
+    await Deno.writeTextFile(`${dir}/a1@bad%2.json`, "");
+    await Deno.writeTextFile(`${dir}/a1@a%2Fb.json`, ""); // "a/b" is no interface name
     await Deno.mkdir(`${dir}/sub.json`);
-    assert.deepEqual(await cache.list(), ["a1", "b2", "c3"]);
+    assert.deepEqual(await cache.list(), [key("a1"), key("a1", "eth1"), key("b2"), key("c3")]);
   });
 });
 
@@ -251,16 +266,17 @@ Deno.test("bad container IDs are CniError 4 everywhere", async () => {
       "a\0b",
       "é",
       "x".repeat(201),
+      "a@b",
     ];
     for (const id of bad) {
       assert.throws(
-        () => cache.path(id),
+        () => cache.path(id, IF),
         (err: unknown) => err instanceof CniError && err.code === CniErrorCode.InvalidEnvironment,
       );
       for (
         const op of [
-          () => cache.read(id),
-          () => cache.remove(id),
+          () => cache.read(id, IF),
+          () => cache.remove(id, IF),
           () => cache.write(sampleRecord(id)),
         ]
       ) {
@@ -287,21 +303,25 @@ Deno.test("write refuses a record that could not be read back", async () => {
 
 Deno.test("I/O failures are CniError 5", async () => {
   await withCache(async (cache, dir) => {
-    await Deno.mkdir(cache.path(CID), { recursive: true }); // a directory where the file goes
-    await assertRejectsWith(() => cache.read(CID), CniError, (err) => assert.equal(err.code, 5));
+    await Deno.mkdir(cache.path(CID, IF), { recursive: true }); // a directory where the file goes
+    await assertRejectsWith(
+      () => cache.read(CID, IF),
+      CniError,
+      (err) => assert.equal(err.code, 5),
+    );
     await assertRejectsWith(() => cache.write(sampleRecord()), CniError, (err) => {
       assert.equal(err.code, 5);
     });
-    assert.deepEqual(await names(dir), [`${CID}.json`], "temporary file cleaned up");
+    assert.deepEqual(await names(dir), [`${CID}@eth0.json`], "temporary file cleaned up");
 
-    const nested = new AttachmentCache(`${dir}/${CID}.json/x/y`);
+    const nested = new AttachmentCache(`${dir}/${CID}@eth0.json/x/y`);
     await Deno.writeTextFile(`${dir}/file`, "");
     const underFile = new AttachmentCache(`${dir}/file/sub`);
     await assertRejectsWith(() => underFile.write(sampleRecord()), CniError, (err) => {
       assert.equal(err.code, 5);
     });
     await nested.write(sampleRecord()); // nested directories are created
-    assert.deepEqual(await nested.list(), [CID]);
+    assert.deepEqual(await nested.list(), [{ containerId: CID, ifName: IF }]);
   });
 });
 
@@ -312,7 +332,7 @@ Deno.test("a reader never sees a partial record while a writer rewrites it 200 t
     let seen = 0;
     const reader = (async () => {
       while (writing) {
-        const record = await cache.read(CID); // throws on a partial or invalid file
+        const record = await cache.read(CID, IF); // throws on a partial or invalid file
         reads++;
         if (record) {
           seen++;
@@ -343,14 +363,17 @@ Deno.test("concurrent writers: different containers never collide, same containe
   await withCache(async (cache, dir) => {
     const ids = Array.from({ length: 25 }, (_, i) => `ctr-${String(i).padStart(2, "0")}`);
     await Promise.all(ids.map((id) => cache.write(sampleRecord(id))));
-    assert.deepEqual(await cache.list(), ids);
-    for (const id of ids) assert.equal((await cache.read(id))?.containerId, id);
+    assert.deepEqual(await cache.list(), ids.map((id) => key(id)));
+    for (const id of ids) assert.equal((await cache.read(id, IF))?.containerId, id);
 
     const sizes = Array.from({ length: 25 }, (_, i) => i * 1000);
     await Promise.all(sizes.map((size) => cache.write(sampleRecord(CID, size))));
-    const last = await cache.read(CID);
+    const last = await cache.read(CID, IF);
     assert.ok(last);
-    assert.deepEqual(await names(dir), [...ids.map((id) => `${id}.json`), `${CID}.json`].sort());
+    assert.deepEqual(
+      await names(dir),
+      [...ids.map((id) => `${id}@eth0.json`), `${CID}@eth0.json`].sort(),
+    );
   });
 });
 
@@ -360,17 +383,17 @@ Deno.test("writeTombstone keeps the identity, drops attachments, sets deletedAt"
     await cache.write(record);
     const now = new Date("2026-03-02T08:30:00.000Z");
     await cache.writeTombstone(record, { now });
-    const tomb = await cache.read(CID);
+    const tomb = await cache.read(CID, IF);
     const { networkStatus: _, ...identity } = record;
     assert.deepEqual(tomb, { ...identity, attachments: [], deletedAt: now.toISOString() });
     assert.equal(record.attachments.length, 2, "input not modified");
-    assert.deepEqual(await cache.list(), [CID]);
-    assert.equal((await Deno.stat(cache.path(CID))).mode! & 0o777, 0o600);
+    assert.deepEqual(await cache.list(), [key(CID)]);
+    assert.equal((await Deno.stat(cache.path(CID, IF))).mode! & 0o777, 0o600);
 
     await cache.writeTombstone(record);
-    assert.ok(Date.parse((await cache.read(CID))!.deletedAt!) > now.getTime());
-    await cache.remove(CID);
-    assert.equal(await cache.read(CID), undefined);
+    assert.ok(Date.parse((await cache.read(CID, IF))!.deletedAt!) > now.getTime());
+    await cache.remove(CID, IF);
+    assert.equal(await cache.read(CID, IF), undefined);
   });
 });
 
@@ -380,6 +403,83 @@ Deno.test("a default network without a conf name is still cached (Multus #656)",
     record.attachments[0].statusName = "";
     record.networkStatus![0].name = "";
     await cache.write(record);
-    assert.deepEqual(await cache.read(CID), record);
+    assert.deepEqual(await cache.read(CID, IF), record);
+  });
+});
+
+Deno.test("records are keyed by (containerId, ifName): two interfaces of one container coexist", async () => {
+  await withCache(async (cache) => {
+    const eth0 = sampleRecord();
+    const eth1 = { ...sampleRecord(), ifName: "eth1", netns: "/var/run/netns/other" };
+    await cache.write(eth0);
+    await cache.write(eth1);
+    assert.deepEqual(await cache.read(CID, "eth0"), eth0);
+    assert.deepEqual(await cache.read(CID, "eth1"), eth1);
+    assert.deepEqual(await cache.list(), [key(CID, "eth0"), key(CID, "eth1")]);
+    await cache.writeTombstone(eth1);
+    assert.equal((await cache.read(CID, "eth0"))?.deletedAt, undefined, "eth0 untouched");
+    await cache.remove(CID, "eth0");
+    assert.equal(await cache.read(CID, "eth0"), undefined);
+    assert.ok((await cache.read(CID, "eth1"))?.deletedAt);
+    for (const bad of ["a/b", "x".repeat(16), "a b", "a:b", ".."]) {
+      assert.throws(
+        () => cache.path(CID, bad),
+        (e: unknown) => e instanceof CniError && e.code === 4,
+      );
+    }
+    await assertRejectsWith(() => cache.write({ ...eth0, ifName: "" }), CniError);
+  });
+});
+
+Deno.test("migration: a legacy <containerId>.json is its stored interface's record, renamed on read", async () => {
+  await withCache(async (cache, dir) => {
+    await Deno.mkdir(dir, { recursive: true });
+    const legacy = sampleRecord();
+    await Deno.writeTextFile(`${dir}/${CID}.json`, JSON.stringify(legacy));
+    await Deno.writeTextFile(`${dir}/old.json`, JSON.stringify(sampleRecord("old")));
+    await Deno.writeTextFile(`${dir}/bad.json`, '{"schemaVersion":1,"contai');
+    // Listed under the interface they store (without migrating); a damaged one under "".
+    assert.deepEqual(await cache.list(), [key(CID), key("bad", ""), key("old")]);
+    assert.deepEqual(await names(dir), [`${CID}.json`, "bad.json", "old.json"]);
+    // Another interface of the container has no record; the stored one gets it, migrated.
+    assert.equal(await cache.read(CID, "eth1"), undefined);
+    assert.deepEqual(await cache.read(CID, "eth0"), legacy);
+    assert.deepEqual(await names(dir), [`${CID}@eth0.json`, "bad.json", "old.json"]);
+    assert.deepEqual(await cache.read(CID, "eth0"), legacy);
+    // A damaged legacy record is damaged for every interface of its container…
+    await assertRejectsWith(() => cache.read("bad", "eth0"), CacheCorruptError);
+    await assertRejectsWith(() => cache.read("bad", ""), CacheCorruptError);
+    // …and goes with the tombstone written after DEL rebuilt the attachments.
+    await cache.writeTombstone({ ...sampleRecord("bad") });
+    assert.ok((await cache.read("bad", "eth0"))?.deletedAt);
+    // A legacy tombstone is removed with the attachment's record.
+    await cache.remove("old", "eth0");
+    assert.deepEqual(await names(dir), [`${CID}@eth0.json`, "bad@eth0.json"]);
+  });
+});
+
+Deno.test("migration never overwrites a record written in the new layout", async () => {
+  await withCache(async (cache, dir) => {
+    const current = sampleRecord();
+    await cache.write(current);
+    await Deno.writeTextFile(`${dir}/${CID}.json`, JSON.stringify({ ...current, netns: "/old" }));
+    assert.deepEqual(await cache.read(CID, IF), current);
+    assert.deepEqual(await cache.list(), [key(CID)], "listed once");
+    await cache.writeTombstone(current);
+    assert.deepEqual(await names(dir), [`${CID}@eth0.json`], "the stale legacy copy went too");
+  });
+});
+
+Deno.test("writeTombstone keeps attachments given up for GC", async () => {
+  await withCache(async (cache) => {
+    const record = sampleRecord();
+    const given = {
+      ...record.attachments[1],
+      delFailures: { count: 3, firstAt: "2026-03-02T08:00:00.000Z", lastError: "x" },
+    };
+    await cache.writeTombstone({ ...record, abandoned: [given] });
+    const tomb = await cache.read(CID, IF);
+    assert.deepEqual(tomb?.attachments, []);
+    assert.deepEqual(tomb?.abandoned, [given]);
   });
 });

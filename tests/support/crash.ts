@@ -575,7 +575,7 @@ async function runPlan(w: World, report: RunReport): Promise<void> {
   const afterCrash = async (what: string): Promise<CacheRecord | undefined> => {
     report.orphans += await waitForOrphans(containerId);
     try {
-      return await cache.read(containerId);
+      return await cache.read(containerId, "eth0");
     } catch (e) {
       const why = e instanceof CacheCorruptError ? `${e.reason}: ${e.details}` : String(e);
       throw new Error(`cache unreadable after ${what}: ${why}`);

@@ -166,17 +166,24 @@ export interface RecordView {
   attachments: { statusName: string; ifName: string; state: string }[];
 }
 
-/** Path of a container's cache record: `<cniDir>/<containerId>.json`. */
-export function recordPath(w: World, containerId: string): string {
-  return `${w.dirs.cache}/${containerId}.json`;
+/**
+ * Path of a container's cache record for the runtime's interface: `<cniDir>/<containerId>@<ifName>.json`
+ * (`lib/multinet/cache.ts`).
+ */
+export function recordPath(w: World, containerId: string, ifName = "eth0"): string {
+  return `${w.dirs.cache}/${containerId}@${ifName}.json`;
 }
 
 /**
  * Reads a container's cache record as JSON (no validation: the test checks what is there).
  * @throws Error when the file is missing or not JSON.
  */
-export async function readRecord(w: World, containerId: string): Promise<RecordView> {
-  return JSON.parse(await Deno.readTextFile(recordPath(w, containerId))) as RecordView;
+export async function readRecord(
+  w: World,
+  containerId: string,
+  ifName = "eth0",
+): Promise<RecordView> {
+  return JSON.parse(await Deno.readTextFile(recordPath(w, containerId, ifName))) as RecordView;
 }
 
 /** Ways to damage a cache record before DEL (scenario 3). */

@@ -30,6 +30,10 @@
  *   `fault({ path, status: 410 })`.
  * - `POST /api/v1/namespaces/{ns}/events` (`application/json`, `generateName` → name with
  *   5 random characters, 201)
+ * - `GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/{name}` and
+ *   `GET …/v1alpha1/namespaces/{ns}/podnetworkattachments/{name}` (the KEP-3698 CRDs of
+ *   deploy/02-crd-multinetwork.yaml, objects put with {@link KubeApiStandIn.putObject}; a
+ *   missing one is the CRD's 404 `podnetworks.multinetwork.manifold.dev "x" not found`)
  *
  * Authentication, in kube-apiserver's order: a client certificate (verified against the
  * CA: chain, validity period and the `clientAuth` extended key usage; the user is CN, the
@@ -156,6 +160,14 @@ export interface KubeApiStandIn {
   updateNad(nad: NadInit): Record<string, unknown>;
   /** A copy of the stored NAD, or undefined. */
   getNad(namespace: string, name: string): Record<string, unknown> | undefined;
+  /**
+   * Creates or replaces a KEP-3698 object (`kind` PodNetwork or PodNetworkAttachment; the
+   * server fills `apiVersion`, uid, generation, resourceVersion, creationTimestamp).
+   * Returns a copy of the stored object.
+   */
+  putObject(
+    obj: { kind: "PodNetwork" | "PodNetworkAttachment" } & Record<string, unknown>,
+  ): Record<string, unknown>;
   /** The store's current resourceVersion (what a list answers), as a number. */
   readonly resourceVersion: number;
   /**
@@ -210,6 +222,7 @@ type Json = Record<string, unknown>;
 
 const NAD_GROUP = "k8s.cni.cncf.io";
 const NAD_RESOURCE = "network-attachment-definitions";
+const MULTINET_GROUP = "multinetwork.manifold.dev";
 const TOKEN_USER = "system:serviceaccount:kube-system:manifold";
 const ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789";
 
@@ -393,6 +406,8 @@ class StandIn implements KubeApiStandIn {
   #sockets = new Set<Socket>();
   #pods = new Map<string, Json>();
   #nads = new Map<string, Json>();
+  /** KEP-3698 objects by `<plural>/<namespace or "">/<name>`. */
+  #multinet = new Map<string, Json>();
   #tokens = new Set<string>([this.token]);
   #denied = new Set<string>();
   #faults: (Fault & { left: number })[] = [];
@@ -619,6 +634,34 @@ class StandIn implements KubeApiStandIn {
     this.#nads.set(k, obj);
     this.#emitNad("MODIFIED", obj);
     return structuredClone(obj);
+  }
+
+  putObject(obj: Json): Json {
+    const kind = obj.kind as string;
+    const plural = kind === "PodNetwork" ? "podnetworks" : "podnetworkattachments";
+    const meta = { ...(obj.metadata as Json) };
+    const ns = kind === "PodNetwork" ? "" : String(meta.namespace ?? "default");
+    const k = `${plural}/${ns}/${meta.name}`;
+    const old = this.#multinet.get(k)?.metadata as Json | undefined;
+    const stored: Json = {
+      ...obj,
+      apiVersion: `${MULTINET_GROUP}/v1alpha1`,
+      metadata: {
+        ...meta,
+        ...(ns ? { namespace: ns } : {}),
+        creationTimestamp: old?.creationTimestamp ?? now(),
+        generation: Number(old?.generation ?? 0) + 1,
+        resourceVersion: String(++this.#rv),
+        uid: old?.uid ?? crypto.randomUUID(),
+      },
+    };
+    if (kind === "PodNetwork") {
+      const spec = { ...(stored.spec as Json) };
+      spec.enabled ??= true; // the CRD's default
+      stored.spec = spec;
+    }
+    this.#multinet.set(k, stored);
+    return structuredClone(stored);
   }
 
   getNad(namespace: string, name: string): Json | undefined {
@@ -1058,6 +1101,27 @@ class StandIn implements KubeApiStandIn {
           metadata,
         },
       };
+    }
+    // /apis/multinetwork.manifold.dev/v1alpha1/{podnetworks/{name} | namespaces/{ns}/podnetworkattachments/{name}}
+    if (parts[0] === "apis" && parts[1] === MULTINET_GROUP && parts[2] === "v1alpha1") {
+      const rest = parts.slice(3);
+      const [ns, resource, name] = rest[0] === "namespaces"
+        ? [rest[1], rest[2], rest[3]]
+        : ["", rest[0], rest[1]];
+      const known = (resource === "podnetworks" && ns === "" && rest.length === 2) ||
+        (resource === "podnetworkattachments" && ns !== "" && rest.length === 4);
+      if (!known || name === undefined) throw unknownResource();
+      if (method !== "GET") throw methodNotAllowed();
+      this.#authorize(user, {
+        verb: "get",
+        resource,
+        group: MULTINET_GROUP,
+        namespace: ns || undefined,
+        name,
+      });
+      const obj = this.#multinet.get(`${resource}/${ns}/${name}`);
+      if (!obj) throw notFound(resource, name, MULTINET_GROUP);
+      return { status: 200, body: obj };
     }
     if (parts[0] === "api" || parts[0] === "apis") throw unknownResource();
     // Non-resource paths: the Go mux's plain-text answer.

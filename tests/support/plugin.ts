@@ -24,6 +24,8 @@ export interface PluginCall {
   omit?: string[];
   /** Command prefix the plugin runs under, e.g. `["/usr/bin/time", "-f", "%M", "-o", file]`. */
   launcher?: string[];
+  /** The plugin executable; default {@link MANIFOLD} (the conformance suite runs any plugin). */
+  plugin?: string;
 }
 
 /** What the process did. */
@@ -51,7 +53,7 @@ export async function runPlugin(call: PluginCall): Promise<PluginOutcome> {
   for (const k of call.omit ?? []) delete env[k];
   const stdin = typeof call.config === "string" ? call.config : JSON.stringify(call.config);
   const started = performance.now();
-  const [cmd, ...args] = [...(call.launcher ?? []), MANIFOLD];
+  const [cmd, ...args] = [...(call.launcher ?? []), call.plugin ?? MANIFOLD];
   const child = new Deno.Command(cmd, {
     args,
     clearEnv: true,

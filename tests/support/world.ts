@@ -17,9 +17,13 @@ export const NS = "tenant-a";
 export const POD = "web-0";
 export const UID = "0f3a2f4c-1111-4222-8333-444455556666";
 
-export interface World {
+/**
+ * The API-independent part of a {@link World}: netns, host bridges, dirs, the default
+ * network conflist, the NAD configs (not yet put anywhere) and Manifold's config naming
+ * `<dirs.kube>/kubeconfig` (the seam: whoever serves the API writes that file).
+ */
+export interface Node {
   scratch: Scratch;
-  api: KubeApiStandIn;
   podNetns: string;
   netnsPath: string;
   dirs: { conf: string; cache: string; ipam: string; kube: string; bin: string };
@@ -27,129 +31,150 @@ export interface World {
   containerId: string;
   /** Host bridge names used by the NADs. */
   br: { def: string; sec: string; master: string };
-  /** The NAD configs put in the API stand-in, by NAD name (as JSON text). */
+  /** NAD configs by NAD name (as JSON text): `bridge-net` and `macvlan-net`. */
   nadConfigs: Record<string, string>;
-  call(command: PluginCall["command"], extra?: Partial<PluginCall>): ReturnType<typeof runPlugin>;
+  /** Path of the kubeconfig Manifold's config names (not written by {@link node}). */
+  kubeconfig: string;
   leases(): Promise<string[]>;
 }
 
-export async function world(
-  opts: {
-    annotations?: Record<string, string>;
-    conf?: Record<string, unknown>;
-    cniVersion?: string;
-  } = {},
-): Promise<World> {
+export interface World extends Node {
+  api: KubeApiStandIn;
+  call(command: PluginCall["command"], extra?: Partial<PluginCall>): ReturnType<typeof runPlugin>;
+}
+
+/** Options of {@link node} and {@link world}. */
+export interface NodeOptions {
+  annotations?: Record<string, string>;
+  conf?: Record<string, unknown>;
+  cniVersion?: string;
+}
+
+/**
+ * Builds the scratch node of a world in `scratch` (cleaned up by the caller); no API.
+ */
+export async function node(scratch: Scratch, opts: NodeOptions = {}): Promise<Node> {
+  const podNetns = await scratch.netns("pod");
+  const base = await scratch.dir();
+  const dirs = {
+    conf: `${base}/net.d`,
+    cache: `${base}/cache`,
+    ipam: `${base}/ipam`,
+    kube: `${base}/kube`,
+    bin: `${base}/bin`,
+  };
+  for (const d of Object.values(dirs)) await Deno.mkdir(d, { recursive: true });
+  const br = {
+    def: scratch.trackLink(`mfd${scratch.id}`),
+    sec: scratch.trackLink(`mfs${scratch.id}`),
+    master: await scratch.bridge("m"),
+  };
+  const v = opts.cniVersion ?? "1.0.0";
+  const delegateVersion = v === "1.1.0" ? "1.0.0" : v;
+  await Deno.writeTextFile(
+    `${dirs.conf}/10-default.conflist`,
+    JSON.stringify({
+      cniVersion: delegateVersion,
+      name: "cbr0",
+      plugins: [{
+        type: "bridge",
+        bridge: br.def,
+        ipam: {
+          type: "host-local",
+          dataDir: dirs.ipam,
+          ranges: [[{ subnet: "10.240.1.0/24" }]],
+          routes: [{ dst: "0.0.0.0/0" }],
+        },
+      }],
+    }),
+  );
+  const nadConfigs: Record<string, string> = {};
+  nadConfigs["bridge-net"] = JSON.stringify({
+    cniVersion: delegateVersion,
+    type: "bridge",
+    bridge: br.sec,
+    ipam: { type: "host-local", dataDir: dirs.ipam, subnet: "10.240.2.0/24" },
+  });
+  nadConfigs["macvlan-net"] = JSON.stringify({
+    cniVersion: delegateVersion,
+    name: "macvlan-net",
+    plugins: [
+      {
+        type: "macvlan",
+        master: br.master,
+        mode: "bridge",
+        ipam: { type: "static" },
+        capabilities: { ips: true },
+      },
+      { type: "tuning", capabilities: { mac: true } },
+    ],
+  });
+  const kubeconfig = `${dirs.kube}/kubeconfig`;
+  const conf = {
+    cniVersion: v,
+    name: "manifold-net",
+    type: "manifold",
+    clusterNetwork: `${dirs.conf}/10-default.conflist`,
+    kubeconfig,
+    confDir: dirs.conf,
+    cniDir: dirs.cache,
+    binDir: dirs.bin,
+    logLevel: "debug",
+    logToStderr: true,
+    ...opts.conf,
+  };
+  const containerId = `c${scratch.id}${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+  const netnsPath = `/var/run/netns/${podNetns}`;
+  return {
+    scratch,
+    podNetns,
+    netnsPath,
+    dirs,
+    conf,
+    containerId,
+    br,
+    nadConfigs,
+    kubeconfig,
+    async leases() {
+      const out: string[] = [];
+      for await (const n of Deno.readDir(dirs.ipam)) {
+        for await (const f of Deno.readDir(`${dirs.ipam}/${n.name}`)) {
+          if (/^[0-9a-f.:]+$/.test(f.name)) out.push(`${n.name}/${f.name}`);
+        }
+      }
+      return out;
+    },
+  };
+}
+
+export async function world(opts: NodeOptions = {}): Promise<World> {
   const scratch = new Scratch();
   const api = await startKubeApi();
   try {
-    const podNetns = await scratch.netns("pod");
-    const base = await scratch.dir();
-    const dirs = {
-      conf: `${base}/net.d`,
-      cache: `${base}/cache`,
-      ipam: `${base}/ipam`,
-      kube: `${base}/kube`,
-      bin: `${base}/bin`,
-    };
-    for (const d of Object.values(dirs)) await Deno.mkdir(d, { recursive: true });
-    const br = {
-      def: scratch.trackLink(`mfd${scratch.id}`),
-      sec: scratch.trackLink(`mfs${scratch.id}`),
-      master: await scratch.bridge("m"),
-    };
-    const v = opts.cniVersion ?? "1.0.0";
-    const delegateVersion = v === "1.1.0" ? "1.0.0" : v;
-    await Deno.writeTextFile(
-      `${dirs.conf}/10-default.conflist`,
-      JSON.stringify({
-        cniVersion: delegateVersion,
-        name: "cbr0",
-        plugins: [{
-          type: "bridge",
-          bridge: br.def,
-          ipam: {
-            type: "host-local",
-            dataDir: dirs.ipam,
-            ranges: [[{ subnet: "10.240.1.0/24" }]],
-            routes: [{ dst: "0.0.0.0/0" }],
-          },
-        }],
-      }),
-    );
-    const nadConfigs: Record<string, string> = {};
-    nadConfigs["bridge-net"] = JSON.stringify({
-      cniVersion: delegateVersion,
-      type: "bridge",
-      bridge: br.sec,
-      ipam: { type: "host-local", dataDir: dirs.ipam, subnet: "10.240.2.0/24" },
-    });
-    nadConfigs["macvlan-net"] = JSON.stringify({
-      cniVersion: delegateVersion,
-      name: "macvlan-net",
-      plugins: [
-        {
-          type: "macvlan",
-          master: br.master,
-          mode: "bridge",
-          ipam: { type: "static" },
-          capabilities: { ips: true },
-        },
-        { type: "tuning", capabilities: { mac: true } },
-      ],
-    });
-    for (const [name, config] of Object.entries(nadConfigs)) {
+    const n = await node(scratch, opts);
+    for (const [name, config] of Object.entries(n.nadConfigs)) {
       api.addNad({ namespace: NS, name, config });
     }
     api.addPod({ namespace: NS, name: POD, uid: UID, annotations: opts.annotations ?? {} });
-    const kubeconfig = `${dirs.kube}/kubeconfig`;
-    await Deno.writeTextFile(`${dirs.kube}/token`, api.token);
-    await api.writeKubeconfig(kubeconfig, { auth: "tokenFile", tokenFile: `${dirs.kube}/token` });
-    const conf = {
-      cniVersion: v,
-      name: "manifold-net",
-      type: "manifold",
-      clusterNetwork: `${dirs.conf}/10-default.conflist`,
-      kubeconfig,
-      confDir: dirs.conf,
-      cniDir: dirs.cache,
-      binDir: dirs.bin,
-      logLevel: "debug",
-      logToStderr: true,
-      ...opts.conf,
-    };
-    const containerId = `c${scratch.id}${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-    const netnsPath = `/var/run/netns/${podNetns}`;
+    await Deno.writeTextFile(`${n.dirs.kube}/token`, api.token);
+    await api.writeKubeconfig(n.kubeconfig, {
+      auth: "tokenFile",
+      tokenFile: `${n.dirs.kube}/token`,
+    });
     return {
-      scratch,
+      ...n,
       api,
-      podNetns,
-      netnsPath,
-      dirs,
-      conf,
-      containerId,
-      br,
-      nadConfigs,
       call: (command, extra = {}) =>
         runPlugin({
           command,
-          config: conf,
-          containerId,
-          netns: netnsPath,
+          config: n.conf,
+          containerId: n.containerId,
+          netns: n.netnsPath,
           ifName: "eth0",
-          args: k8sArgs(NS, POD, containerId, UID),
+          args: k8sArgs(NS, POD, n.containerId, UID),
           path: "/usr/lib/cni",
           ...extra,
         }),
-      async leases() {
-        const out: string[] = [];
-        for await (const n of Deno.readDir(dirs.ipam)) {
-          for await (const f of Deno.readDir(`${dirs.ipam}/${n.name}`)) {
-            if (/^[0-9a-f.:]+$/.test(f.name)) out.push(`${n.name}/${f.name}`);
-          }
-        }
-        return out;
-      },
     };
   } catch (e) {
     await api.stop();

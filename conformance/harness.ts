@@ -1,0 +1,351 @@
+/**
+ * The conformance suite's world: a real kube-apiserver (tests/support/kube_apiserver.ts) with
+ * the NAD CRD, a scratch node (temp dirs, a host bridge as macvlan master), the recording
+ * delegate installed in a temp bin dir, the plugin's config built from a template, and one
+ * {@link PodRun} per check: its own namespace, NADs, pod, netns, and the plugin called exactly
+ * as a runtime does (env + stdin, `CNI_ARGS` with `K8S_POD_*`).
+ *
+ * Knows nothing of any plugin's internals: only the CNI interface and the Kubernetes API.
+ *
+ * @module
+ */
+
+import { parse as parseYaml } from "yaml";
+import { type KubeApiServer, startKubeApiServer } from "../tests/support/kube_apiserver.ts";
+import type { KubeObject } from "../tests/support/kube_rest.ts";
+import { Scratch, suffix } from "../tests/support/netns.ts";
+import {
+  k8sArgs,
+  type PluginCall,
+  type PluginOutcome,
+  runPlugin,
+} from "../tests/support/plugin.ts";
+import type { Recording } from "./recorder.ts";
+
+/** The recording delegate's CNI type. */
+export const RECORDER = "conformance-recorder";
+/** The cluster-wide default network's name (its conflist is `clusterNetwork`). */
+export const DEFAULT_NET = "conformance-default";
+/** The pod every check creates, in the check's own namespace. */
+export const POD = "conf-pod";
+
+const CRD = new URL("../deploy/00-crd.yaml", import.meta.url).pathname;
+const RECORDER_TS = new URL("./recorder.ts", import.meta.url).pathname;
+
+/**
+ * The default config template: the keys Multus and Manifold share. `{{key}}` is replaced by
+ * the suite's value (JSON-escaped): type, cniVersion, kubeconfig, clusterNetwork, cniDir,
+ * binDir, confDir.
+ */
+export const DEFAULT_TEMPLATE = `{
+  "cniVersion": "{{cniVersion}}",
+  "name": "conformance",
+  "type": "{{type}}",
+  "kubeconfig": "{{kubeconfig}}",
+  "clusterNetwork": "{{clusterNetwork}}",
+  "cniDir": "{{cniDir}}",
+  "binDir": "{{binDir}}",
+  "confDir": "{{confDir}}",
+  "capabilities": { "portMappings": true, "bandwidth": true }
+}`;
+
+/** Options of {@link Suite.start}. */
+export interface SuiteOptions {
+  plugin: string;
+  type: string;
+  /** kube-apiserver binary; default `$MANIFOLD_KUBE_APISERVER`. */
+  kubeApiServer?: string;
+  /** Config template text (see {@link DEFAULT_TEMPLATE}). */
+  template?: string;
+  /** What the plugin claims beyond the MUSTs (e.g. `isolation`). */
+  claims?: string[];
+}
+
+/** A NAD of a {@link PodRun}: `spec.config` (object or raw text), or none (on-disk lookup). */
+export type NadSpec = Record<string, unknown> | string | null;
+
+/** Options of {@link Suite.pod}. */
+export interface PodOptions {
+  /** Pod annotations; a function when they name the run's other namespaces. */
+  annotations?: Record<string, string> | ((p: PodRun) => Record<string, string>);
+  /** NADs in the pod's namespace by name. */
+  nads?: Record<string, NadSpec>;
+  /** NADs in other namespaces: namespace suffix → name → spec (namespaces are created). */
+  otherNads?: Record<string, Record<string, NadSpec>>;
+  /** Files written into `confDir` for this pod (name → JSON object); removed afterwards. */
+  onDisk?: Record<string, Record<string, unknown>>;
+  /** Merged into the plugin config (e.g. the runtime's `runtimeConfig`). */
+  conf?: Record<string, unknown>;
+  cniVersion?: string;
+}
+
+/** The suite's shared state; {@link Suite.stop} it. */
+export class Suite {
+  readonly scratch = new Scratch();
+  api!: KubeApiServer;
+  base = "";
+  master = "";
+  dirs = { bin: "", conf: "", net: "", cni: "", ipam: "", rec: "", kube: "" };
+  kubeconfig = "";
+  #subnet = 0;
+
+  private constructor(readonly opts: SuiteOptions) {}
+
+  /** Starts the API server, installs the CRD and the recorder, writes the default network. */
+  static async start(opts: SuiteOptions): Promise<Suite> {
+    const s = new Suite(opts);
+    try {
+      await s.#init();
+    } catch (e) {
+      await s.stop();
+      throw e;
+    }
+    return s;
+  }
+
+  async #init(): Promise<void> {
+    // kube-apiserver sometimes dies in its post-start hooks on a loaded machine
+    // ("APF bootstrap ensurer timed out waiting for cache sync"): one more try.
+    this.api = await startKubeApiServer({ binary: this.opts.kubeApiServer }).catch((e) => {
+      console.error(`kube-apiserver did not start, retrying once: ${String(e).split("\n")[0]}`);
+      return startKubeApiServer({ binary: this.opts.kubeApiServer });
+    });
+    await this.api.admin.installCrd(parseYaml(await Deno.readTextFile(CRD)));
+    this.base = await this.scratch.dir("mft-conf-");
+    for (const k of Object.keys(this.dirs) as (keyof Suite["dirs"])[]) {
+      this.dirs[k] = `${this.base}/${k}`;
+      await Deno.mkdir(this.dirs[k], { recursive: true });
+    }
+    this.master = await this.scratch.bridge("c");
+    this.kubeconfig = `${this.dirs.kube}/kubeconfig`;
+    await this.api.writeKubeconfig(this.kubeconfig);
+    const wrapper = `${this.dirs.bin}/${RECORDER}`;
+    await Deno.writeTextFile(
+      wrapper,
+      `#!/bin/sh\nCONFORMANCE_RECORD_DIR='${this.dirs.rec}' exec '${Deno.execPath()}' run ` +
+        `--quiet --no-prompt --no-config --no-lock -A '${RECORDER_TS}'\n`,
+      { mode: 0o755 },
+    );
+    await Deno.writeTextFile(
+      `${this.dirs.net}/10-default.conflist`,
+      JSON.stringify({
+        cniVersion: "1.0.0",
+        name: DEFAULT_NET,
+        plugins: [{
+          type: RECORDER,
+          delegate: "macvlan",
+          master: this.master,
+          mode: "bridge",
+          ipam: {
+            type: "host-local",
+            dataDir: this.dirs.ipam,
+            ranges: [[{ subnet: "10.76.0.0/16", gateway: "10.76.0.1" }]],
+            routes: [{ dst: "0.0.0.0/0" }],
+          },
+          capabilities: { portMappings: true, bandwidth: true },
+        }],
+      }),
+    );
+  }
+
+  /** True when the plugin claims `what` (`--claims`). */
+  claims(what: string): boolean {
+    return this.opts.claims?.includes(what) ?? false;
+  }
+
+  /** The plugin's config from the template. */
+  config(cniVersion = "1.0.0"): Record<string, unknown> {
+    const values: Record<string, string> = {
+      type: this.opts.type,
+      cniVersion,
+      kubeconfig: this.kubeconfig,
+      clusterNetwork: `${this.dirs.net}/10-default.conflist`,
+      cniDir: this.dirs.cni,
+      binDir: this.dirs.bin,
+      confDir: this.dirs.conf,
+    };
+    const text = (this.opts.template ?? DEFAULT_TEMPLATE).replace(
+      /\{\{(\w+)\}\}/g,
+      (m, k: string) => k in values ? JSON.stringify(values[k]).slice(1, -1) : m,
+    );
+    return JSON.parse(text);
+  }
+
+  /**
+   * A secondary network's config: the recorder in front of macvlan on the suite's bridge with
+   * host-local IPAM on a fresh /24 (10.77.x.0/24); `extra` is merged in.
+   */
+  net(extra: Record<string, unknown> = {}): Record<string, unknown> {
+    const n = ++this.#subnet % 250;
+    return {
+      cniVersion: "1.0.0",
+      type: RECORDER,
+      delegate: "macvlan",
+      master: this.master,
+      mode: "bridge",
+      ipam: {
+        type: "host-local",
+        dataDir: this.dirs.ipam,
+        ranges: [[{ subnet: `10.77.${n}.0/24`, gateway: `10.77.${n}.1` }]],
+      },
+      ...extra,
+    };
+  }
+
+  /** Creates a namespace, its NADs and the pod, a netns, and the call helper. */
+  async pod(opts: PodOptions = {}): Promise<PodRun> {
+    const run = new PodRun(this, opts);
+    try {
+      await run.init();
+    } catch (e) {
+      await run.cleanup();
+      throw e;
+    }
+    return run;
+  }
+
+  /** Stops the server and removes everything; never throws. */
+  async stop(): Promise<void> {
+    await this.api?.stop().catch(() => {});
+    await this.scratch.cleanup();
+  }
+}
+
+/** One pod of one check. Always {@link PodRun.cleanup} it. */
+export class PodRun {
+  readonly id = suffix(6);
+  readonly ns = `conf-${this.id}`;
+  readonly containerId = `conf${this.id}${crypto.randomUUID().replaceAll("-", "")}`;
+  readonly netnsName = `mft-conf-${this.id}`;
+  readonly netnsPath = `/var/run/netns/mft-conf-${this.id}`;
+  uid = "";
+  conf: Record<string, unknown> = {};
+  #namespaces: string[] = [];
+  #files: string[] = [];
+  #netns = false;
+
+  constructor(readonly suite: Suite, readonly opts: PodOptions) {}
+
+  /** The namespace of `otherNads[key]`. */
+  otherNs(key: string): string {
+    return `${this.ns}-${key}`;
+  }
+
+  /** Creates the namespaces, NADs, on-disk files, pod and netns; builds the config. */
+  async init(): Promise<void> {
+    const admin = this.suite.api.admin;
+    await this.#namespace(this.ns);
+    for (const [name, spec] of Object.entries(this.opts.nads ?? {})) {
+      await this.#nad(this.ns, name, spec);
+    }
+    for (const [key, nads] of Object.entries(this.opts.otherNads ?? {})) {
+      await this.#namespace(this.otherNs(key));
+      for (const [name, spec] of Object.entries(nads)) {
+        await this.#nad(this.otherNs(key), name, spec);
+      }
+    }
+    for (const [file, obj] of Object.entries(this.opts.onDisk ?? {})) {
+      const path = `${this.suite.dirs.conf}/${file}`;
+      await Deno.writeTextFile(path, JSON.stringify(obj));
+      this.#files.push(path);
+    }
+    const a = this.opts.annotations;
+    const annotations = typeof a === "function" ? a(this) : a;
+    const pod = await admin.createPod(this.ns, POD, { annotations });
+    this.uid = pod.metadata.uid as string;
+    const r = await new Deno.Command("ip", { args: ["netns", "add", this.netnsName] }).output();
+    if (r.code !== 0) throw new Error(`ip netns add: ${new TextDecoder().decode(r.stderr)}`);
+    this.#netns = true;
+    this.conf = { ...this.suite.config(this.opts.cniVersion), ...this.opts.conf };
+  }
+
+  async #namespace(ns: string): Promise<void> {
+    await this.suite.api.admin.createNamespace(ns);
+    this.#namespaces.push(ns);
+  }
+
+  async #nad(ns: string, name: string, spec: NadSpec): Promise<void> {
+    await this.suite.api.admin.create({
+      apiVersion: "k8s.cni.cncf.io/v1",
+      kind: "NetworkAttachmentDefinition",
+      metadata: { name, namespace: ns },
+      spec: spec === null ? {} : { config: typeof spec === "string" ? spec : JSON.stringify(spec) },
+    });
+  }
+
+  /** Calls the plugin as a runtime does for this pod; `extra` overrides any field. */
+  call(command: PluginCall["command"], extra: Partial<PluginCall> = {}): Promise<PluginOutcome> {
+    return runPlugin({
+      plugin: this.suite.opts.plugin,
+      command,
+      config: this.conf,
+      containerId: this.containerId,
+      netns: this.netnsPath,
+      ifName: "eth0",
+      args: k8sArgs(this.ns, POD, this.containerId, this.uid),
+      path: `${this.suite.dirs.bin}:/usr/lib/cni`,
+      ...extra,
+    });
+  }
+
+  /** What the recorder saw for this pod's container ID, in call order. */
+  async records(): Promise<Recording[]> {
+    const out: Recording[] = [];
+    for await (const e of Deno.readDir(this.suite.dirs.rec)) {
+      const r: Recording = JSON.parse(await Deno.readTextFile(`${this.suite.dirs.rec}/${e.name}`));
+      if (r.env.CNI_CONTAINERID === this.containerId) out.push(r);
+    }
+    return out.sort((a, b) => a.t - b.t);
+  }
+
+  /** The pod as the server has it now. */
+  pod(): Promise<KubeObject> {
+    return this.suite.api.admin.getPod(this.ns, POD);
+  }
+
+  /** The pod's network-status annotation parsed; undefined when absent. */
+  async status(): Promise<Record<string, unknown>[] | undefined> {
+    const text = (await this.pod()).metadata?.annotations?.["k8s.v1.cni.cncf.io/network-status"];
+    return text === undefined ? undefined : JSON.parse(text);
+  }
+
+  /** Interface names in the pod's netns (`lo` excluded). */
+  async links(): Promise<string[]> {
+    const r = await new Deno.Command("ip", { args: ["-n", this.netnsName, "-j", "link", "show"] })
+      .output();
+    const links = JSON.parse(new TextDecoder().decode(r.stdout) || "[]") as { ifname: string }[];
+    return links.map((l) => l.ifname).filter((n) => n !== "lo").sort();
+  }
+
+  /** The MAC address of `ifname` in the pod's netns; undefined when there is no such link. */
+  async mac(ifname: string): Promise<string | undefined> {
+    const r = await new Deno.Command("ip", { args: ["-n", this.netnsName, "-j", "link", "show"] })
+      .output();
+    const links = JSON.parse(new TextDecoder().decode(r.stdout) || "[]") as {
+      ifname: string;
+      address: string;
+    }[];
+    return links.find((l) => l.ifname === ifname)?.address;
+  }
+
+  /** `ip -j route show` of the pod's netns (IPv4). */
+  async routes(): Promise<{ dst: string; gateway?: string; dev: string }[]> {
+    const r = await new Deno.Command("ip", { args: ["-n", this.netnsName, "-j", "route", "show"] })
+      .output();
+    return JSON.parse(new TextDecoder().decode(r.stdout) || "[]");
+  }
+
+  /** Best-effort DEL, then removes netns, on-disk files, pod and namespaces; never throws. */
+  async cleanup(): Promise<void> {
+    if (this.#netns) {
+      await this.call("DEL").catch(() => {});
+      await new Deno.Command("ip", { args: ["netns", "del", this.netnsName] }).output();
+    }
+    for (const f of this.#files) await Deno.remove(f).catch(() => {});
+    const admin = this.suite.api.admin;
+    await admin.delete("v1", "Pod", this.ns, POD).catch(() => {});
+    for (const ns of this.#namespaces) {
+      await admin.delete("v1", "Namespace", undefined, ns).catch(() => {});
+    }
+  }
+}

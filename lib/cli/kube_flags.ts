@@ -1,0 +1,159 @@
+/**
+ * `--kubeconfig PATH` and `--context NAME` for the subcommands people run (`explain`,
+ * `doctor`, `inspect --pod`, `mirror`), as kubectl reads them: `--kubeconfig` names one file;
+ * without it the `KUBECONFIG` variable's colon-separated list is merged (kubectl's rules, see
+ * `loadKubeconfig`); `--context` picks a context instead of `current-context`. Without either
+ * source each subcommand keeps its own default (Manifold's kubeconfig from its config, or the
+ * in-cluster service account). `~/.kube/config` is not read: on a node the plugin's own
+ * kubeconfig is the sensible default.
+ *
+ * @module
+ */
+
+import type { KubeConnection } from "../k8s/connection.ts";
+
+/** `parseArgs` option specs of the two flags; spread them into a subcommand's `options`. */
+export const KUBE_FLAG_OPTIONS = {
+  kubeconfig: { type: "string" },
+  context: { type: "string" },
+} as const;
+
+/**
+ * The help text lines of the two flags, two-space indent, descriptions from `column`.
+ * @param fallback what is used without either flag or `KUBECONFIG`
+ * @param column where descriptions start (0-based); default 25
+ * @returns three lines, each ending with a newline
+ * @example kubeFlagsHelp("in-cluster").startsWith("  --kubeconfig PATH") // true
+ */
+export function kubeFlagsHelp(fallback: string, column = 25): string {
+  const pad = (s: string) => s.padEnd(column);
+  return `${
+    pad("  --kubeconfig PATH")
+  }kubeconfig to use (default: $KUBECONFIG, colon-separated,\n` +
+    `${pad("")}else ${fallback})\n` +
+    `${pad("  --context NAME")}kubeconfig context to use (default: its current-context)\n`;
+}
+
+/** The flags as given. */
+export interface KubeFlags {
+  /** `--kubeconfig`: one kubeconfig file. */
+  kubeconfig?: string;
+  /** `--context`: a context of the kubeconfig. */
+  context?: string;
+}
+
+/**
+ * Checks the parsed flag values.
+ * @param values `parseArgs` values holding `kubeconfig` and `context`
+ * @returns the flags
+ * @throws Error (a usage error) when one is empty
+ * @example kubeFlags({ context: "prod" }) // { context: "prod" }
+ */
+export function kubeFlags(values: { kubeconfig?: string; context?: string }): KubeFlags {
+  const out: KubeFlags = {};
+  for (const k of ["kubeconfig", "context"] as const) {
+    const v = values[k];
+    if (v === undefined) continue;
+    if (v.trim() === "") throw new Error(`--${k} must not be empty`);
+    out[k] = v;
+  }
+  return out;
+}
+
+/**
+ * Whether the flags or the environment name a kubeconfig, i.e. whether
+ * {@link kubeConnectionFromFlags} gives a connection.
+ * @param flags the parsed flags
+ * @param env the process environment (`KUBECONFIG`)
+ * @returns true with `--kubeconfig`, `--context` or a non-empty `KUBECONFIG`
+ */
+export function kubeFlagsGiven(flags: KubeFlags, env: Record<string, string | undefined>): boolean {
+  return flags.kubeconfig !== undefined || flags.context !== undefined ||
+    (env.KUBECONFIG ?? "").split(":").some((p) => p !== "");
+}
+
+/**
+ * The connection people asked for: `--kubeconfig`, else the merged `KUBECONFIG` list, with
+ * `--context`. Loads lib/k8s only when there is something to load.
+ *
+ * @param flags the parsed flags
+ * @param env the process environment (`KUBECONFIG`)
+ * @param opts `runExec`: run an exec credential plugin now and return its token or certificate
+ *   in place of `exec` (for callers that send requests themselves)
+ * @returns the connection, or undefined when neither `--kubeconfig` nor `KUBECONFIG` is set
+ *   (the subcommand's default applies)
+ * @throws Error when `--context` is given without `--kubeconfig` or `KUBECONFIG`; the
+ *   loader's `KubeError` (kind `"config"`) for an unusable kubeconfig or unknown context;
+ *   `"credentials"` when `runExec` and the exec plugin fails
+ */
+export async function kubeConnectionFromFlags(
+  flags: KubeFlags,
+  env: Record<string, string | undefined>,
+  opts: { runExec?: boolean } = {},
+): Promise<KubeConnection | undefined> {
+  const { kubeconfigPaths, loadKubeconfig } = await import("../k8s/kubeconfig.ts");
+  const paths = flags.kubeconfig !== undefined ? flags.kubeconfig : kubeconfigPaths(env.KUBECONFIG);
+  if (paths.length === 0) {
+    if (flags.context !== undefined) {
+      throw new Error("--context needs a kubeconfig: pass --kubeconfig or set KUBECONFIG");
+    }
+    return undefined;
+  }
+  const conn = await loadKubeconfig(paths, { context: flags.context });
+  if (!opts.runExec || !conn.exec) return conn;
+  const { withExecCredential } = await import("../k8s/exec_credential.ts");
+  return await withExecCredential(conn);
+}
+
+/** The live pod as the API knows it (see {@link livePod}). */
+export interface LivePod {
+  /** `metadata.uid`. */
+  uid: string;
+  /** `spec.nodeName`, when scheduled. */
+  nodeName?: string;
+}
+
+/**
+ * Reads a pod from the API people named (`--kubeconfig`/`KUBECONFIG`, `--context`), for tools
+ * that work without an API and use it only to refine their answer (`inspect --pod`).
+ *
+ * @param pod the pod's namespace and name
+ * @param opts the parsed flags, the process environment (`KUBECONFIG`), and `warn`, which
+ *   receives the failure when the kubeconfig came from `KUBECONFIG` only: the tool then goes
+ *   on without the API
+ * @returns the pod's UID and node; undefined without a kubeconfig, or after `warn`
+ * @throws with `--kubeconfig` or `--context` only: Error when the pod does not exist, the
+ *   `KubeError` of an unusable kubeconfig or a failed request
+ */
+export async function livePod(
+  pod: { namespace: string; name: string },
+  opts: {
+    flags: KubeFlags;
+    env: Record<string, string | undefined>;
+    warn: (e: unknown) => void;
+  },
+): Promise<LivePod | undefined> {
+  const { isNotFound } = await import("../k8s/errors.ts");
+  let kube: import("../k8s/client.ts").KubeClient | undefined;
+  try {
+    const { flags, env } = opts;
+    const connection = await kubeConnectionFromFlags(flags, env);
+    if (!connection) return undefined;
+    const { KubeClient } = await import("../k8s/client.ts");
+    kube = new KubeClient({ connection, retries: 1, userAgent: "manifold-cli" });
+    const p = await kube.getPod(pod.namespace, pod.name);
+    const spec = p.raw.spec as { nodeName?: unknown } | undefined;
+    const out: LivePod = { uid: p.metadata.uid ?? "" };
+    if (typeof spec?.nodeName === "string") out.nodeName = spec.nodeName;
+    return out;
+  } catch (e) {
+    const err = isNotFound(e)
+      ? new Error(`pod ${pod.namespace}/${pod.name} does not exist in the API`)
+      : e;
+    if (opts.flags.kubeconfig !== undefined || opts.flags.context !== undefined) throw err;
+    opts.warn(err);
+    return undefined;
+  } finally {
+    kube?.close();
+  }
+}

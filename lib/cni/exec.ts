@@ -1,0 +1,279 @@
+/**
+ * Executing a plugin binary (libcni `pkg/invoke` `Exec`/`RawExec`): the small
+ * {@link PluginExec} interface and its real implementation {@link ProcessPluginExec} — a
+ * child process with exactly the given environment, the config on stdin, bounded time and
+ * bounded output. The CNI protocol on top (environment, decoding) is invoke.ts; the recording
+ * fake is exec_fake.ts.
+ *
+ * @module
+ */
+
+import { CniError, CniErrorCode } from "./errors.ts";
+import { delegateEnv } from "./recursion.ts";
+import { sleep, startTimer, type Timer } from "../util/timer.ts";
+
+/** One plugin execution request. */
+export interface ExecRequest {
+  /** Absolute path of the plugin binary. */
+  path: string;
+  /** Bytes written to the child's stdin (the JSON config). */
+  stdin: Uint8Array;
+  /**
+   * The child's complete environment (nothing is inherited). {@link ProcessPluginExec}
+   * adds only the delegation marker `MANIFOLD_DELEGATION_DEPTH` (lib/cni/recursion.ts).
+   */
+  env: Record<string, string>;
+  /** Kill the child with SIGKILL after this many milliseconds. */
+  timeoutMs: number;
+}
+
+/** What a plugin execution produced. */
+export interface ExecResponse {
+  /** Exit code (128 + signal number when killed by a signal). */
+  code: number;
+  /** Terminating signal name, e.g. "SIGKILL", or null. */
+  signal: string | null;
+  /** Captured stdout, at most the exec's output cap. */
+  stdout: Uint8Array;
+  /** Captured stderr, at most the exec's output cap. */
+  stderr: Uint8Array;
+  /** True when the child was killed because `timeoutMs` elapsed. */
+  timedOut: boolean;
+  /** True when stdout or stderr was cut at the output cap (optional, Manifold extension). */
+  truncated?: boolean;
+}
+
+/** Runs a plugin binary (libcni `invoke.Exec`). */
+export interface PluginExec {
+  /**
+   * Runs one plugin to completion.
+   * @throws {CniError} when the binary cannot be started at all.
+   */
+  exec(req: ExecRequest): Promise<ExecResponse>;
+}
+
+/** Options of {@link ProcessPluginExec}. */
+export interface ProcessPluginExecOptions {
+  /** Cap for each of stdout and stderr in bytes; the rest is drained and dropped. Default 4 MiB. */
+  maxOutputBytes?: number;
+  /** Extra spawn attempts after ETXTBSY ("text file busy"). Default 5. */
+  spawnRetries?: number;
+  /** First retry delay in ms, doubled on each retry. Default 20. */
+  retryDelayMs?: number;
+  /** How long to keep reading output after the child exited, in ms (a grandchild may hold the pipes). Default 500. */
+  drainGraceMs?: number;
+}
+
+/** Default output cap per stream: 4 MiB. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Runs plugins as child processes with `Deno.Command`: a cleared environment plus
+ * exactly `req.env` and the delegation marker `MANIFOLD_DELEGATION_DEPTH` (its depth + 1:
+ * a Manifold started as a delegate refuses to work, see lib/cni/recursion.ts), no
+ * arguments, config on stdin. Spawning is retried on ETXTBSY
+ * (the binary is still open for writing, e.g. just installed; libcni `RawExec` does
+ * the same); the child is SIGKILLed after `timeoutMs`; each output stream is capped.
+ * Needs `--allow-run` (and read access to the binary).
+ *
+ * @example
+ * ```ts
+ * const exec = new ProcessPluginExec({ maxOutputBytes: 1 << 20 });
+ * ```
+ */
+export class ProcessPluginExec implements PluginExec {
+  #maxOutputBytes: number;
+  #spawnRetries: number;
+  #retryDelayMs: number;
+  #drainGraceMs: number;
+
+  /**
+   * An executor with the given limits.
+   *
+   * @param opts caps, retry and drain settings (all optional).
+   */
+  constructor(opts: ProcessPluginExecOptions = {}) {
+    this.#maxOutputBytes = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    this.#spawnRetries = opts.spawnRetries ?? 5;
+    this.#retryDelayMs = opts.retryDelayMs ?? 20;
+    this.#drainGraceMs = opts.drainGraceMs ?? 500;
+  }
+
+  /**
+   * Runs one plugin.
+   * @param req path, stdin, environment and timeout.
+   * @returns exit status and captured output; a timeout is reported, not thrown.
+   * @throws {CniError} code 11 when the binary stays busy (ETXTBSY) after all retries;
+   *   code 999 when it cannot be spawned otherwise (missing, not executable).
+   */
+  async exec(req: ExecRequest): Promise<ExecResponse> {
+    const child = await this.#spawn(req);
+    let timedOut = false;
+    const timer = startTimer(req.timeoutMs, () => {
+      timedOut = true;
+      try {
+        child.kill("SIGKILL");
+      } catch { /* already exited */ }
+    });
+
+    const writing = writeAll(child.stdin, req.stdin);
+    const out = readCapped(child.stdout, this.#maxOutputBytes);
+    const err = readCapped(child.stderr, this.#maxOutputBytes);
+    let status: Deno.CommandStatus;
+    try {
+      status = await child.status;
+    } finally {
+      timer.cancel();
+    }
+    // A grandchild may keep the pipes open after the child exits: read what is
+    // there within a grace period, then stop.
+    let graceTimer: Timer | undefined;
+    const grace = new Promise<void>((resolve) => {
+      graceTimer = startTimer(this.#drainGraceMs, resolve);
+    });
+    await Promise.race([Promise.all([out.done, err.done, writing.done]), grace]);
+    graceTimer?.cancel();
+    const [stdout, stderr] = await Promise.all([out.finish(), err.finish(), writing.finish()]);
+    return {
+      code: status.code,
+      signal: status.signal ?? null,
+      stdout: stdout.bytes,
+      stderr: stderr.bytes,
+      timedOut,
+      truncated: stdout.truncated || stderr.truncated,
+    };
+  }
+
+  async #spawn(req: ExecRequest): Promise<Deno.ChildProcess> {
+    for (let attempt = 0;; attempt++) {
+      try {
+        return new Deno.Command(req.path, {
+          args: [],
+          clearEnv: true,
+          env: delegateEnv(req.env),
+          stdin: "piped",
+          stdout: "piped",
+          stderr: "piped",
+        }).spawn();
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        const busy = /text file busy|os error 26/i.test(message);
+        if (busy && attempt < this.#spawnRetries) {
+          await sleep(this.#retryDelayMs * 2 ** attempt);
+          continue;
+        }
+        if (busy) {
+          throw new CniError(
+            CniErrorCode.TryAgainLater,
+            `plugin ${pluginName(req.path)} is busy`,
+            `${message} (after ${attempt + 1} attempts)`,
+          );
+        }
+        throw new CniError(
+          CniErrorCode.Internal,
+          `failed to execute plugin ${pluginName(req.path)}`,
+          message,
+        );
+      }
+    }
+  }
+}
+
+/**
+ * A plugin's name for messages: the last component of its path.
+ *
+ * @param path e.g. `"/opt/cni/bin/bridge"`
+ * @returns e.g. `"bridge"`
+ * @example
+ * ```ts
+ * pluginName("/usr/lib/cni/macvlan"); // "macvlan"
+ * ```
+ */
+export function pluginName(path: string): string {
+  const i = path.lastIndexOf("/");
+  return i >= 0 ? path.slice(i + 1) : path;
+}
+
+interface PendingWrite {
+  /** Resolves when all bytes were written and stdin closed (or writing failed). */
+  done: Promise<void>;
+  /** Aborts a write still pending (nobody reads stdin) and waits for it to settle. */
+  finish(): Promise<void>;
+}
+
+function writeAll(stream: WritableStream<Uint8Array>, data: Uint8Array): PendingWrite {
+  const w = stream.getWriter();
+  let settled = false;
+  const done = (async () => {
+    try {
+      await w.write(data);
+      await w.close();
+    } catch {
+      // The child exited without reading stdin, or was killed: nothing to do.
+    } finally {
+      settled = true;
+    }
+  })();
+  return {
+    done,
+    async finish() {
+      if (!settled) {
+        try {
+          await w.abort();
+        } catch { /* already closed */ }
+      }
+      await done;
+    },
+  };
+}
+
+interface CappedRead {
+  /** Resolves when the stream ended. */
+  done: Promise<void>;
+  /** Stops reading (if still going) and returns what was kept. */
+  finish(): Promise<{ bytes: Uint8Array; truncated: boolean }>;
+}
+
+function readCapped(stream: ReadableStream<Uint8Array>, cap: number): CappedRead {
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let kept = 0;
+  let truncated = false;
+  const done = (async () => {
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        if (kept < cap) {
+          const take = Math.min(value.length, cap - kept);
+          chunks.push(take === value.length ? value : value.subarray(0, take));
+          kept += take;
+          if (take < value.length) truncated = true;
+        } else if (value.length > 0) {
+          truncated = true;
+        }
+      }
+    } catch {
+      // Cancelled or broken pipe: keep what we have.
+    }
+  })();
+  return {
+    done,
+    async finish() {
+      try {
+        await reader.cancel();
+      } catch { /* already closed */ }
+      await done;
+      try {
+        reader.releaseLock();
+      } catch { /* ignore */ }
+      const bytes = new Uint8Array(kept);
+      let off = 0;
+      for (const c of chunks) {
+        bytes.set(c, off);
+        off += c.length;
+      }
+      return { bytes, truncated };
+    },
+  };
+}

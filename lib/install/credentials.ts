@@ -1,0 +1,69 @@
+/**
+ * The plugin's API credentials on the host: the installer mirrors the service-account token
+ * and CA of its own pod into `<cniConfDir>/manifold.d/` (0600) and writes a kubeconfig naming
+ * them, so the plugin — a host process — reads a token that kubelet keeps rotating.
+ *
+ * @module
+ */
+
+import type { Logger } from "../log/mod.ts";
+import { readTextIfExists, sameContent, writeFileAtomic } from "../fs/atomic.ts";
+import { renderConfig } from "./conflist.ts";
+import { buildPluginKubeconfig, KUBECONFIG_NAME, SERVICE_ACCOUNT_FILES } from "./kubeconfig.ts";
+
+/** Input of {@link writePluginCredentials}. */
+export interface PluginCredentialsOptions {
+  /** API server URL written into the kubeconfig, e.g. `"https://10.96.0.1:443"`. */
+  server: string;
+  /** The service-account directory (installer view) holding `token` and `ca.crt`. */
+  serviceAccountDir: string;
+  /** Host path of the directory the files go to, e.g. `/etc/cni/net.d/manifold.d`. */
+  subdirHost: string;
+  /** A host path in the installer's view (below the host root). */
+  host(path: string): string;
+  /** Info lines when a file is (re)written. */
+  logger: Logger;
+}
+
+/**
+ * Mirrors the token (required, not empty) and the CA (when present) and writes the plugin's
+ * kubeconfig naming them by host path; files that are already current are left alone.
+ *
+ * @param options server, service-account directory, target directory, path mapping, logger
+ * @returns the kubeconfig's host path
+ * @throws {Deno.errors.NotFound} when no service-account token is mounted
+ * @throws {Error} when the token is empty
+ */
+export async function writePluginCredentials(options: PluginCredentialsOptions): Promise<string> {
+  const { subdirHost, host, logger: log } = options;
+  const saDir = options.serviceAccountDir.replace(/\/+$/, "");
+  const subdir = host(subdirHost);
+  await Deno.mkdir(subdir, { recursive: true, mode: 0o700 });
+  const token = `${saDir}/${SERVICE_ACCOUNT_FILES.token}`;
+  const hostToken = `${subdir}/${SERVICE_ACCOUNT_FILES.token}`;
+  if (!(await sameContent(token, hostToken))) {
+    const text = await Deno.readFile(token); // NotFound: no service account mounted
+    if (text.length === 0) throw new Error(`service-account token ${token} is empty`);
+    await writeFileAtomic(hostToken, text, { mode: 0o600 });
+    log.info("service-account token mirrored for the plugin", { path: hostToken });
+  }
+  const ca = `${saDir}/${SERVICE_ACCOUNT_FILES.ca}`;
+  const hostCa = `${subdir}/${SERVICE_ACCOUNT_FILES.ca}`;
+  let haveCa = true;
+  if (!(await sameContent(ca, hostCa))) {
+    const pem = await readTextIfExists(ca);
+    if (pem === undefined) haveCa = false;
+    else await writeFileAtomic(hostCa, pem, { mode: 0o600 });
+  }
+  const kubeconfig = renderConfig(buildPluginKubeconfig({
+    server: options.server,
+    tokenFile: `${subdirHost}/${SERVICE_ACCOUNT_FILES.token}`,
+    certificateAuthority: haveCa ? `${subdirHost}/${SERVICE_ACCOUNT_FILES.ca}` : undefined,
+  }));
+  const path = `${subdir}/${KUBECONFIG_NAME}`;
+  if ((await readTextIfExists(path)) !== kubeconfig) {
+    await writeFileAtomic(path, kubeconfig, { mode: 0o600 });
+    log.info("wrote the plugin's kubeconfig", { path, server: options.server });
+  }
+  return `${subdirHost}/${KUBECONFIG_NAME}`;
+}

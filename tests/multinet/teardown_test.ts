@@ -1,0 +1,102 @@
+/** Tests of lib/multinet/teardown.ts: the give-up bound (no permissions). */
+
+import assert from "node:assert/strict";
+import type { CachedAttachment } from "../../lib/multinet/cache.ts";
+import type { ManifoldDeps } from "../../lib/multinet/deps.ts";
+import { CniError } from "../../lib/cni/errors.ts";
+import {
+  GIVE_UP_AFTER_FAILED_DELS,
+  GIVE_UP_AFTER_MS,
+  giveUpExhausted,
+  leakHint,
+  shouldGiveUp,
+} from "../../lib/multinet/teardown.ts";
+
+const T0 = "2026-03-01T12:00:00.000Z";
+const at = (ms: number) => new Date(Date.parse(T0) + ms);
+
+function attachment(state: "adding" | "added", count?: number): CachedAttachment {
+  return {
+    statusName: "ns1/blue",
+    isDefault: false,
+    ifName: "net1",
+    conflist: {
+      cniVersion: "1.0.0",
+      name: "blue",
+      plugins: [{ type: "macvlan", ipam: { type: "host-local" } }, { type: "tuning" }],
+    },
+    capabilityArgs: {},
+    cniArgs: [],
+    state,
+    deviceId: "0000:18:02.5",
+    ...(count ? { delFailures: { count, firstAt: T0, lastError: "[ns1/p:ns1/blue] boom" } } : {}),
+  };
+}
+
+Deno.test("shouldGiveUp: only unfinished ADDs, at the count or the time bound", () => {
+  assert.equal(GIVE_UP_AFTER_FAILED_DELS, 3);
+  assert.equal(GIVE_UP_AFTER_MS, 600_000);
+  assert.equal(shouldGiveUp(attachment("adding"), at(GIVE_UP_AFTER_MS * 2)), false);
+  assert.equal(shouldGiveUp(attachment("adding", 2), at(1000)), false);
+  assert.equal(shouldGiveUp(attachment("adding", 3), at(1000)), true);
+  assert.equal(shouldGiveUp(attachment("adding", 1), at(GIVE_UP_AFTER_MS - 1)), false);
+  assert.equal(shouldGiveUp(attachment("adding", 1), at(GIVE_UP_AFTER_MS)), true);
+  assert.equal(shouldGiveUp(attachment("added", 50), at(GIVE_UP_AFTER_MS * 10)), false);
+});
+
+Deno.test("leakHint names plugins, IPAM and the device", () => {
+  assert.equal(
+    leakHint(attachment("adding")),
+    "plugins macvlan, tuning, ipam host-local, device 0000:18:02.5",
+  );
+  assert.equal(
+    leakHint({ ...attachment("adding"), conflist: {}, deviceId: undefined }),
+    "plugins ?",
+  );
+});
+
+Deno.test("giveUpExhausted: splits, logs, sends one Warning event per given-up attachment", async () => {
+  const logged: [string, Record<string, unknown>][] = [];
+  const events: { reason: string; type: string; message: string }[] = [];
+  let flushed = 0;
+  const logger = {
+    error: (msg: string, fields: Record<string, unknown>) => logged.push([msg, fields]),
+    warn: () => {},
+  };
+  const deps = {
+    env: { containerId: "c1" },
+    logger,
+    events: {
+      emit: (_pod: unknown, ev: (typeof events)[0]) => events.push(ev),
+      flush: () => Promise.resolve(void flushed++),
+    },
+  } as unknown as ManifoldDeps;
+  const pod = { namespace: "ns1", name: "p", uid: "", infraContainerId: "c1" };
+  const error = new CniError(999, "boom");
+  const failures = [
+    { attachment: attachment("added", 5), error },
+    { attachment: attachment("adding", 1), error },
+    { attachment: attachment("adding", 3), error },
+  ];
+  const { retry, abandoned } = await giveUpExhausted(deps, failures, { pod, now: at(1000) });
+  assert.deepEqual(retry, failures.slice(0, 2));
+  assert.deepEqual(abandoned, [failures[2].attachment]);
+  assert.equal(events.length, 1);
+  assert.equal(events[0].reason, "TeardownAbandoned");
+  assert.equal(events[0].type, "Warning");
+  assert.match(
+    events[0].message,
+    /\[ns1\/p:ns1\/blue\] gave up DEL of net1 .* 3 failed attempts .*macvlan/,
+  );
+  assert.equal(flushed, 1);
+  assert.equal(logged.length, 1);
+  assert.equal(
+    logged[0][1].mayHaveLeaked,
+    "plugins macvlan, tuning, ipam host-local, device 0000:18:02.5",
+  );
+
+  // Without a pod (non-Kubernetes runtime): logged, no event.
+  const none = await giveUpExhausted(deps, failures.slice(2), { pod: undefined, now: at(1000) });
+  assert.equal(none.abandoned.length, 1);
+  assert.equal(events.length, 1);
+});
