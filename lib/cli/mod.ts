@@ -17,3 +17,4 @@ export * from "./explain.ts";
 export * from "./mirror.ts";
 export * from "./controller.ts";
 export * from "./io.ts";
+export type { KubeFlags } from "./kube_flags.ts";

@@ -23,6 +23,7 @@ export * from "./cmd_check.ts";
 export * from "./cmd_gc.ts";
 export * from "./gc_networks.ts";
 export * from "./teardown.ts";
+export type { DetachFailure } from "./detach.ts";
 export * from "./tombstones.ts";
 export * from "./kernel.ts";
 export * from "./plugin.ts";

@@ -49,6 +49,7 @@ export class StaticNadSource implements NadSource {
   #byKey = new Map<string, NetworkAttachmentDefinition>();
 
   /**
+   * Indexes the given objects by namespace/name.
    * @param nads the objects; a later object with the same namespace/name replaces an earlier one
    */
   constructor(nads: Iterable<NetworkAttachmentDefinition>) {
@@ -95,6 +96,7 @@ export class DirectoryNadSource implements NadSource {
   #loading?: Promise<Map<string, NetworkAttachmentDefinition>>;
 
   /**
+   * A source reading the manifests in `dir` (read on first use).
    * @param dir directory holding the manifests
    * @param options see {@link DirectoryNadSourceOptions}
    */

@@ -26,9 +26,6 @@ import {
   NLMSG_ERROR,
   NLMSG_NOOP,
   NLMSG_OVERRUN,
-  RT_SCOPE_LINK,
-  RT_SCOPE_UNIVERSE,
-  RT_TABLE_MAIN,
   RTEXT_FILTER_SKIP_STATS,
   RTM_DELROUTE,
   RTM_GETADDR,
@@ -37,8 +34,6 @@ import {
   RTM_NEWADDR,
   RTM_NEWLINK,
   RTM_NEWROUTE,
-  RTN_UNICAST,
-  RTPROT_BOOT,
 } from "./constants.ts";
 import {
   LinkNotFoundError,
@@ -46,7 +41,6 @@ import {
   NetlinkError,
   NetlinkProtocolError,
 } from "./errors.ts";
-import { parseCidr } from "./ip.ts";
 import { decodeLink, type Link, writeIfInfoMsg } from "./link.ts";
 import {
   decodeDone,
@@ -58,6 +52,9 @@ import {
 } from "./message.ts";
 import { decodeRoute, type Route, writeRoute } from "./route.ts";
 import type { NetlinkTransport } from "./transport.ts";
+import { routeFromSpec, type RouteSpec } from "./route_spec.ts";
+
+export { routeFromSpec, type RouteSpec } from "./route_spec.ts";
 
 const TYPE_NAMES: Record<number, string> = {
   16: "RTM_NEWLINK",
@@ -91,54 +88,6 @@ export interface RouteListOptions {
   table?: number;
   /** Only routes through this ifindex (`RTA_OIF` or a next hop's). */
   oif?: number;
-}
-
-/** A route to add or replace: the fields of {@link Route} with defaults. */
-export interface RouteSpec {
-  /** Destination prefix, `"a.b.c.d/nn"`, `"x::/nn"`; `"0.0.0.0/0"` / `"::/0"` for default. */
-  dst: string;
-  /** Next hop address, same family as `dst`. */
-  gateway?: string;
-  /** Outgoing ifindex. */
-  oif?: number;
-  /** Metric (`RTA_PRIORITY`); 0 = kernel default (IPv6 turns 0 into 1024). */
-  priority?: number;
-  /** Table, default 254 (main). */
-  table?: number;
-  /** `RTPROT_*`, default 3 (boot, as `ip route` uses). */
-  protocol?: number;
-  /** `RT_SCOPE_*`, default universe with a gateway, link without. */
-  scope?: number;
-  /** `RTN_*`, default 1 (unicast). */
-  type?: number;
-  /** `RTA_PREFSRC`. */
-  prefsrc?: string;
-}
-
-/**
- * Completes a {@link RouteSpec} into a {@link Route} with the defaults `ip route` uses.
- *
- * @param spec the route to add
- * @returns the full route
- * @throws {TypeError} when `dst` is not a prefix
- * @example routeFromSpec({ dst: "0.0.0.0/0", gateway: "10.0.0.1", oif: 2 }).table // 254
- */
-export function routeFromSpec(spec: RouteSpec): Route {
-  const { family } = parseCidr(spec.dst);
-  return {
-    family,
-    dst: spec.dst,
-    gateway: spec.gateway,
-    oif: spec.oif,
-    priority: spec.priority ?? 0,
-    table: spec.table ?? RT_TABLE_MAIN,
-    protocol: spec.protocol ?? RTPROT_BOOT,
-    scope: spec.scope ?? (spec.gateway ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK),
-    type: spec.type ?? RTN_UNICAST,
-    flags: 0,
-    tos: 0,
-    prefsrc: spec.prefsrc,
-  };
 }
 
 /**
