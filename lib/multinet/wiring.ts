@@ -26,6 +26,11 @@ import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./si
 export interface WiringOptions {
   /** Environment of the process (delegates inherit it, as from a runtime). */
   processEnv: Record<string, string>;
+  /**
+   * The API-backed sources, shared across calls (`manifold daemon`); default: a connector
+   * built per call from the config (kubeconfig or in-cluster), used only when needed.
+   */
+  api?: () => Promise<ApiDeps>;
 }
 
 /**
@@ -79,7 +84,7 @@ export async function buildDeps(
       events: new LogEventSink(logger),
     };
   }
-  const connect = await apiConnector(conf, opts.processEnv, logger);
+  const connect = opts.api ?? await apiConnector(conf, opts.processEnv, logger);
   if (!connect) {
     logger.debug("no Kubernetes API configured: default network and delegates only");
     return {
@@ -112,10 +117,14 @@ export async function buildDeps(
 }
 
 /** The API-backed parts of the dependencies, created together on first use. */
-interface ApiDeps {
+export interface ApiDeps {
+  /** NetworkAttachmentDefinitions. */
   nads: NadSource;
+  /** Pods (UID and annotations). */
   pods: PodSource;
+  /** The network-status PATCH. */
   status: StatusSink;
+  /** Kubernetes Events. */
   events: EventSink;
 }
 
