@@ -28,7 +28,10 @@ export interface DaemonOptions {
   conf: ManifoldConf;
   /** The socket path. */
   socketPath: string;
-  /** The API client, or undefined without an API (standalone: requests use their config). */
+  /**
+   * The API client, or undefined without an API (standalone: requests use their config);
+   * closed by {@link ManifoldDaemon.stop}.
+   */
   kube?: KubeClient;
   /** Where the on-disk NAD mirror is written (in-process fallbacks read it). */
   mirrorDir: string;
@@ -59,6 +62,7 @@ export class ManifoldDaemon {
   #stopWatch: AbortController;
   #watching: Promise<void>;
   #writer: NadMirrorWriter | undefined;
+  #kube: KubeClient | undefined;
 
   private constructor(
     server: DaemonServer,
@@ -66,7 +70,9 @@ export class ManifoldDaemon {
     stopWatch: AbortController,
     watching: Promise<void>,
     writer: NadMirrorWriter | undefined,
+    kube: KubeClient | undefined,
   ) {
+    this.#kube = kube;
     this.#server = server;
     this.#store = store;
     this.#stopWatch = stopWatch;
@@ -116,7 +122,7 @@ export class ManifoldDaemon {
       idleTimeoutMs: opts.idleTimeoutMs,
       logger,
     });
-    return new ManifoldDaemon(server, store, stopWatch, watching, writer);
+    return new ManifoldDaemon(server, store, stopWatch, watching, writer, kube);
   }
 
   /** Requests being served now. */
@@ -135,12 +141,14 @@ export class ManifoldDaemon {
 
   /**
    * SIGTERM: stops accepting (the socket is removed, so new requests fall back to the
-   * in-process path), waits for the requests in flight, stops the watch and marks the on-disk
-   * mirror stale (its state file is removed). Idempotent.
+   * in-process path), waits for the requests in flight, stops the watch, closes the API
+   * client (the daemon owns it from `start`) and marks the on-disk mirror stale (its state
+   * file is removed). Idempotent.
    */
   async stop(): Promise<void> {
     await this.#server.close();
     this.#stopWatch.abort();
+    this.#kube?.close(); // ends the open watch stream at once (an abort alone waits for data)
     await this.#watching;
     await this.#writer?.clear().catch(() => {});
   }
