@@ -90,7 +90,10 @@ export async function forward(
     all.set(h);
     all.set(body, h.length);
     for (let off = 0; off < all.length;) off += await conn.write(all.subarray(off));
-    performance.mark("manifold:request-sent");
+    if (env.MANIFOLD_FORWARD_TIMING) {
+      // scripts/bench.ts --mode daemon: when the request left, on the wall clock (ms).
+      writeStderr(`manifold: forward sent at ${performance.timeOrigin + performance.now()}\n`);
+    }
     const prefix = await readExactly(conn, 4);
     const n = new DataView(prefix.buffer).getUint32(0);
     if (n > MAX_ANSWER_BYTES) throw new Error(`answer of ${n} bytes exceeds the limit`);
