@@ -111,7 +111,11 @@ export class ManifoldDaemon {
     }
     const serve = cniService({
       baseEnv: opts.env,
-      handlers: (env) => manifoldHandlers(realDeps(env, { api }), { processEnv: env }),
+      handlers: (env) =>
+        manifoldHandlers(
+          realDeps(env, { api, onDelegate: (p, c, s) => opts.observer.delegate(p, c, s) }),
+          { processEnv: env },
+        ),
       requestTimeoutMs: opts.requestTimeoutMs,
       observer: opts.observer,
       logger,

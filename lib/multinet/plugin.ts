@@ -23,6 +23,8 @@ export interface RealDepsOptions {
    * its watch); default: connect per call from the config's kubeconfig or in-cluster.
    */
   api?: WiringOptions["api"];
+  /** See `WiringOptions.onDelegate`. */
+  onDelegate?: WiringOptions["onDelegate"];
 }
 
 /** Builds dependencies for a call; swapped in tests. */
@@ -60,7 +62,11 @@ export function realDeps(
       logOptions: conf.logOptions,
       toStderr: conf.logToStderr,
     }).with({ plugin: "manifold" });
-    const deps = await buildDeps(conf, ctx.env, logger, { processEnv, api: opts.api });
+    const deps = await buildDeps(conf, ctx.env, logger, {
+      processEnv,
+      api: opts.api,
+      onDelegate: opts.onDelegate,
+    });
     mark("depsBuilt");
     return deps;
   };

@@ -31,6 +31,11 @@ export interface WiringOptions {
    * built per call from the config (kubeconfig or in-cluster), used only when needed.
    */
   api?: () => Promise<ApiDeps>;
+  /**
+   * Told of each delegate execution once it ends: `plugin` = the binary's name (its type),
+   * `command` = its CNI_COMMAND, `seconds` = wall time (`manifold daemon`'s metrics).
+   */
+  onDelegate?: (plugin: string, command: string, seconds: number) => void;
 }
 
 /**
@@ -50,8 +55,19 @@ export async function buildDeps(
   const processes = new ProcessPluginExec();
   const exec: PluginExec = {
     exec(req) {
+      const started = performance.now();
       const running = processes.exec(req); // spawns synchronously, before its first await
       spawned();
+      const { onDelegate } = opts;
+      if (onDelegate) {
+        const done = () =>
+          onDelegate(
+            req.path.slice(req.path.lastIndexOf("/") + 1),
+            req.env.CNI_COMMAND ?? "",
+            (performance.now() - started) / 1000,
+          );
+        running.then(done, done);
+      }
       return running;
     },
   };
