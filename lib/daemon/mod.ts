@@ -12,3 +12,4 @@ export * from "./observer.ts";
 export * from "./protocol.ts";
 export * from "./server.ts";
 export * from "./service.ts";
+

@@ -11,19 +11,18 @@ import type { Logger } from "../log/mod.ts";
 import type { NadMirrorWriter } from "../multinet/nad_mirror.ts";
 import type { NadSource } from "../multinet/nad_source.ts";
 
-type Nad = NetworkAttachmentDefinition;
-
 /**
  * Holds every NAD of the cluster as the watch last reported it; also writes the on-disk mirror
  * when given a writer (its failures are logged, never stop the in-memory copy).
  */
-export class NadStore implements ListWatchHandler<Nad> {
-  #byKey = new Map<string, Nad>();
+export class NadStore implements ListWatchHandler<NetworkAttachmentDefinition> {
+  #byKey = new Map<string, NetworkAttachmentDefinition>();
   #synced = false;
   #writer: NadMirrorWriter | undefined;
   #logger: Logger | undefined;
 
   /**
+   * Creates an empty store.
    * @param opts `writer`: the on-disk mirror to keep too; `logger`: mirror write failures
    */
   constructor(opts: { writer?: NadMirrorWriter; logger?: Logger } = {}) {
@@ -42,8 +41,8 @@ export class NadStore implements ListWatchHandler<Nad> {
   }
 
   /** See {@link ListWatchHandler.replace}: the map becomes `items`, then the mirror. */
-  async replace(items: Nad[], resourceVersion: string): Promise<void> {
-    const next = new Map<string, Nad>();
+  async replace(items: NetworkAttachmentDefinition[], resourceVersion: string): Promise<void> {
+    const next = new Map<string, NetworkAttachmentDefinition>();
     for (const nad of items) next.set(key(nad.metadata.namespace, nad.metadata.name), nad);
     this.#byKey = next;
     this.#synced = true;
@@ -51,7 +50,7 @@ export class NadStore implements ListWatchHandler<Nad> {
   }
 
   /** See {@link ListWatchHandler.apply}. */
-  async apply(change: WatchChange<Nad>): Promise<void> {
+  async apply(change: WatchChange<NetworkAttachmentDefinition>): Promise<void> {
     const k = key(change.object.metadata.namespace, change.object.metadata.name);
     if (change.type === "DELETED") this.#byKey.delete(k);
     else this.#byKey.set(k, change.object);
