@@ -16,7 +16,8 @@
  * distinct bridge NADs). Run as root:
  * `deno run -A scripts/bench.ts [--iterations 30] [--latency-ms 3] [--scale-iterations 10]`.
  * `--mode daemon` (default `process`) runs scripts/bench_daemon.ts instead: the same pod
- * through `manifold daemon` and the forwarder (`--concurrent 50` pods at once as well).
+ * through `manifold daemon` and the forwarder (`--concurrent 50` pods at once as well;
+ * `--soak N` ADD/DEL pairs with the daemon's RSS before and after).
  *
  * @module
  */
@@ -34,6 +35,7 @@ const { values } = parseArgs({
     "scale-iterations": { type: "string", default: "10" },
     mode: { type: "string", default: "process" },
     concurrent: { type: "string", default: "50" },
+    soak: { type: "string", default: "0" },
   },
 });
 if (values.mode === "daemon") {
@@ -42,6 +44,7 @@ if (values.mode === "daemon") {
     iterations: Number(values.iterations),
     latencyMs: Number(values["latency-ms"]),
     concurrent: Number(values.concurrent),
+    soak: Number(values.soak),
   });
   Deno.exit(0);
 }

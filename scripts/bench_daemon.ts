@@ -19,6 +19,8 @@ export interface BenchDaemonOptions {
   iterations: number;
   latencyMs: number;
   concurrent: number;
+  /** ADD/DEL pairs of the RSS soak after the table (0: none). */
+  soak: number;
 }
 
 const ANNOTATIONS = "io.kubernetes.cri.pod-annotations";
@@ -40,7 +42,7 @@ export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
       runtimeConfig: { [ANNOTATIONS]: { "k8s.v1.cni.cncf.io/networks": JSON.stringify(networks) } },
     });
     const dir = await w.scratch.dir();
-    const d = await startDaemon(dir, conf(SELECTION), { flags: ["--log-level", "error"] });
+    const d = await startDaemon(dir, conf(SELECTION), { flags: ["--log-level", "verbose"] });
     const { direct, runDirect } = await directFloor(w);
     const podConf = { ...conf(SELECTION), daemonSocket: d.socket };
     const rssStart = rssMiB(d.child.pid);
@@ -169,7 +171,16 @@ export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
       } MiB at end`,
     );
     d.kill("SIGTERM");
-    await d.exited();
+    const served = { ADD: [] as number[], DEL: [] as number[] };
+    for (const line of (await d.exited()).stderr.split("\n")) {
+      if (!line.includes('"served"')) continue;
+      const e = JSON.parse(line) as { command: "ADD" | "DEL"; ms: number };
+      served[e.command]?.push(e.ms);
+    }
+    console.log(
+      `time inside the daemon per request (all requests), p50: ADD ` +
+        `${stats(served.ADD).p50?.toFixed(1)} ms, DEL ${stats(served.DEL).p50?.toFixed(1)} ms`,
+    );
   } finally {
     await w.api.stop();
     await w.scratch.cleanup();

@@ -12,4 +12,3 @@ export * from "./observer.ts";
 export * from "./protocol.ts";
 export * from "./server.ts";
 export * from "./service.ts";
-

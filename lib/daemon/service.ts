@@ -93,11 +93,14 @@ export function cniService(opts: CniServiceOptions): (req: CniRequest) => Promis
     });
     const answer = await Promise.race([run, timedOut]);
     clearTimeout(timer);
-    opts.observer.cniRequest(
+    const ms = performance.now() - started;
+    opts.observer.cniRequest(command, answer.code === 0 ? "success" : "error", ms / 1000);
+    opts.logger?.info("served", {
       command,
-      answer.code === 0 ? "success" : "error",
-      (performance.now() - started) / 1000,
-    );
+      containerId: env.CNI_CONTAINERID,
+      code: answer.code,
+      ms: Math.round(ms * 10) / 10,
+    });
     return answer;
   };
 }
