@@ -170,6 +170,20 @@ export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
         rssMiB(d.child.pid).toFixed(1)
       } MiB at end`,
     );
+    if (opts.soak > 0) {
+      const before = rssMiB(d.child.pid);
+      for (let i = 0; i < opts.soak; i++) {
+        const id = `soak${i}${crypto.randomUUID().slice(0, 8)}`;
+        for (const command of ["ADD", "DEL"] as const) {
+          const r = await w.call(command, { containerId: id, config: podConf });
+          if (r.code !== 0) throw new Error(`soak ${command} ${i} failed: ${r.stdout}`);
+        }
+      }
+      console.log(
+        `soak of ${opts.soak} ADD/DEL pairs: daemon RSS ${before.toFixed(1)} → ` +
+          `${rssMiB(d.child.pid).toFixed(1)} MiB, leases left ${(await w.leases()).length}`,
+      );
+    }
     d.kill("SIGTERM");
     const served = { ADD: [] as number[], DEL: [] as number[] };
     for (const line of (await d.exited()).stderr.split("\n")) {
