@@ -4,7 +4,8 @@
  * Called by a container runtime with CNI_* variables and a config on stdin, it is a CNI
  * plugin. With a first argument it is a tool: `manifold --version`, `manifold --help`,
  * `manifold inspect …`, `manifold install …`, `manifold doctor …`, `manifold explain …`,
- * `manifold mirror …`, `manifold controller …`; run by hand on a terminal without `CNI_COMMAND`, it prints its help.
+ * `manifold mirror …`, `manifold controller …`, `manifold daemon …`; run by hand on a terminal
+ * without `CNI_COMMAND`, it prints its help.
  *
  * Wiring only. The process runs once per pod operation, so start-up is part of every ADD
  * and DEL: nothing is imported statically, and each mode loads only its own modules
@@ -77,11 +78,31 @@ if (import.meta.main) {
     const { runMirror } = await import("./lib/cli/mirror.ts");
     Deno.exit(await runMirror(Deno.args.slice(1)));
   }
+  if (first === "daemon") {
+    const { runDaemon } = await import("./lib/cli/daemon.ts");
+    Deno.exit(await runDaemon(Deno.args.slice(1)));
+  }
+  // Commands with a config: read stdin once; a config naming a daemonSocket is forwarded
+  // (lib/daemon/forward.ts, import-free) before any heavy module loads.
+  let stdin: Uint8Array | undefined;
+  if (/^(ADD|DEL|CHECK|GC|STATUS)$/.test(Deno.env.get("CNI_COMMAND") ?? "")) {
+    const { MAX_STDIN_BYTES, readStdinBytes } = await import("./lib/cni/stdin.ts");
+    stdin = await readStdinBytes(MAX_STDIN_BYTES).catch(() => undefined);
+    if (
+      stdin && stdin.length <= MAX_STDIN_BYTES &&
+      new TextDecoder().decode(stdin).includes('"daemonSocket"')
+    ) {
+      const daemon = await import("./lib/daemon/forward.ts");
+      const code = await daemon.forwardOrFallback(stdin, Deno.env.toObject());
+      if (code !== undefined) Deno.exit(code);
+    }
+  }
   const [{ denoSkelIO, dispatch }, { manifoldHandlers, realDeps }] = await Promise.all([
     import("./lib/cni/skel.ts"),
     import("./lib/multinet/plugin.ts"),
   ]);
   const env = Deno.env.toObject();
-  const code = await dispatch(manifoldHandlers(realDeps(env), { processEnv: env }), denoSkelIO());
+  const io = denoSkelIO({ stdin });
+  const code = await dispatch(manifoldHandlers(realDeps(env), { processEnv: env }), io);
   Deno.exit(code);
 }

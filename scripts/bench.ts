@@ -15,26 +15,43 @@
  * included), and the scaling of ADD overhead with 1, 4, 8 and 16 attachments (default + n−1
  * distinct bridge NADs). Run as root:
  * `deno run -A scripts/bench.ts [--iterations 30] [--latency-ms 3] [--scale-iterations 10]`.
+ * `--mode daemon` (default `process`) runs scripts/bench_daemon.ts instead: the same pod
+ * through `manifold daemon` and the forwarder (`--concurrent 50` pods at once as well;
+ * `--soak N` ADD/DEL pairs with the daemon's RSS before and after).
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
-import { ProcessPluginExec } from "../lib/cni/invoke.ts";
-import { CniRuntime } from "../lib/cni/runtime.ts";
-import { type NetworkConfigList, parseNetworkConfig } from "../lib/cni/types.ts";
-import { linkNames } from "../tests/support/netns.ts";
 import { k8sArgs, MANIFOLD } from "../tests/support/plugin.ts";
 import { exists, until } from "../tests/support/wait.ts";
-import { NS, POD, world } from "../tests/support/world.ts";
+import { NS, world } from "../tests/support/world.ts";
+import { directFloor, SELECTION, stats } from "./bench_support.ts";
 
 const { values } = parseArgs({
   options: {
     iterations: { type: "string", default: "30" },
     "latency-ms": { type: "string", default: "3" },
     "scale-iterations": { type: "string", default: "10" },
+    mode: { type: "string", default: "process" },
+    concurrent: { type: "string", default: "50" },
+    soak: { type: "string", default: "0" },
   },
 });
+if (values.mode === "daemon") {
+  const { benchDaemon } = await import("./bench_daemon.ts");
+  await benchDaemon({
+    iterations: Number(values.iterations),
+    latencyMs: Number(values["latency-ms"]),
+    concurrent: Number(values.concurrent),
+    soak: Number(values.soak),
+  });
+  Deno.exit(0);
+}
+if (values.mode !== "process") {
+  console.error(`bench: --mode must be process or daemon, got ${values.mode}`);
+  Deno.exit(2);
+}
 const N = Number(values.iterations);
 const LATENCY = Number(values["latency-ms"]);
 const SCALE_N = Number(values["scale-iterations"]);
@@ -45,17 +62,7 @@ if (Deno.uid() !== 0) {
   Deno.exit(1);
 }
 
-const selection = [
-  { name: "bridge-net" },
-  { name: "macvlan-net", interface: "data0", ips: ["10.240.3.7/24"], mac: "02:00:00:0a:f0:07" },
-];
-
-/** Median and p95 (nearest rank) of a sample. */
-function stats(xs: number[]) {
-  const s = [...xs].sort((a, b) => a - b);
-  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * (s.length - 1) + 0.5))];
-  return { p50: q(0.5), p95: q(0.95), n: s.length };
-}
+const selection = SELECTION;
 
 /** One plugin process as measured by the runtime side. */
 interface Run {
@@ -125,61 +132,7 @@ try {
     if (r.code !== 0) throw new Error(`${what} failed: ${r.out}`);
   };
 
-  // The floor: the same delegates with the same configs and inputs, run directly
-  // (one process per plugin, as a runtime would), no API, no cache, no status.
-  const runtime = new CniRuntime({
-    binDirs: ["/usr/lib/cni"],
-    exec: new ProcessPluginExec(),
-    baseEnv: { PATH: "/usr/bin:/bin" },
-  });
-  interface Direct {
-    list: NetworkConfigList;
-    ifName: string;
-    capabilityArgs: Record<string, unknown>;
-  }
-  const defaultDirect: Direct = {
-    list: parseNetworkConfig(await Deno.readTextFile(`${w.dirs.conf}/10-default.conflist`)),
-    ifName: "eth0",
-    capabilityArgs: {},
-  };
-  const bridgeDirect = (name: string, ifName: string): Direct => ({
-    list: parseNetworkConfig({ ...JSON.parse(w.nadConfigs["bridge-net"]), name }),
-    ifName,
-    capabilityArgs: {},
-  });
-  const direct: Direct[] = [
-    defaultDirect,
-    bridgeDirect("bridge-net", "net1"),
-    {
-      list: parseNetworkConfig(w.nadConfigs["macvlan-net"]),
-      ifName: "data0",
-      capabilityArgs: { ips: selection[1].ips, mac: selection[1].mac },
-    },
-  ];
-  /** ADD then DEL (reverse) of the delegates alone; returns both times (ms). */
-  const runDirect = async (containerId: string, ds: Direct[]) => {
-    const rt = (d: Direct) => ({
-      containerId,
-      netns: w.netnsPath,
-      ifName: d.ifName,
-      args: [["IgnoreUnknown", "1"], ["K8S_POD_NAMESPACE", NS], ["K8S_POD_NAME", POD]] as [
-        string,
-        string,
-      ][],
-      capabilityArgs: d.capabilityArgs,
-    });
-    let s = performance.now();
-    const results: unknown[] = [];
-    for (const d of ds) results.push((await runtime.addNetworkList(d.list, rt(d))).raw);
-    const add = performance.now() - s;
-    s = performance.now();
-    for (const [k, d] of [...ds.entries()].reverse()) {
-      await runtime.delNetworkList(d.list, rt(d), results[k]);
-    }
-    const del = performance.now() - s;
-    if ((await linkNames(w.podNetns)).length !== 0) throw new Error("interfaces left after DEL");
-    return { add, del };
-  };
+  const { direct, defaultDirect, bridgeDirect, runDirect } = await directFloor(w);
 
   const t = {
     addApi: [] as number[],

@@ -13,6 +13,7 @@ import type { Logger } from "../log/mod.ts";
 import { checkJsonDepth, MAX_JSON_DEPTH } from "./decode.ts";
 import { CniError, CniErrorCode, toCniError } from "./errors.ts";
 import { isCniCommand, parseCniEnv } from "./env.ts";
+import { MAX_STDIN_BYTES, readStdinBytes } from "./stdin.ts";
 import type { CniEnv } from "./env.ts";
 import { convertDecoded, type DecodedResult } from "./result.ts";
 import { DEFAULT_CONFIG_VERSION, isPlainObject, validateNetworkName } from "./types.ts";
@@ -77,7 +78,7 @@ export interface DispatchOptions {
 }
 
 /** Default stdin cap: 1 MiB. */
-export const DEFAULT_MAX_STDIN_BYTES = 1024 * 1024;
+export const DEFAULT_MAX_STDIN_BYTES: number = MAX_STDIN_BYTES;
 
 /**
  * Dispatches one CNI invocation.
@@ -251,27 +252,20 @@ function write(io: SkelIO, text: string, logger: Logger): boolean {
  * The real process edges: `Deno.env`, `Deno.stdin` (read up to the cap + 1 byte, then
  * stop) and `Deno.stdout`. Needs `--allow-env`.
  *
+ * @param opts `stdin`: bytes main.ts already read from stdin (read at most `maxBytes + 1`
+ *   of the dispatcher's cap), served instead of reading again
  * @returns a {@link SkelIO} for `main.ts`.
  * @example
  * ```ts
  * Deno.exit(await dispatch(handlers, denoSkelIO()));
  * ```
  */
-export function denoSkelIO(): SkelIO {
+export function denoSkelIO(opts: { stdin?: Uint8Array } = {}): SkelIO {
+  const { stdin } = opts;
   return {
     env: Deno.env.toObject(),
-    async readStdin(maxBytes: number): Promise<Uint8Array> {
-      // A plain read loop: Deno.stdin.readable costs ≈ 4 ms to set up on every call.
-      // Reads at most maxBytes + 1 bytes, so the caller can tell "over the cap".
-      const bytes = new Uint8Array(maxBytes + 1);
-      let off = 0;
-      while (off < bytes.length) {
-        const n = await Deno.stdin.read(bytes.subarray(off, Math.min(bytes.length, off + 65536)));
-        if (n === null) break;
-        off += n;
-      }
-      return bytes.slice(0, off);
-    },
+    readStdin: (maxBytes: number) =>
+      stdin ? Promise.resolve(stdin.subarray(0, maxBytes + 1)) : readStdinBytes(maxBytes),
     writeStdout(text: string): void {
       const bytes = new TextEncoder().encode(text);
       let off = 0;

@@ -8,10 +8,21 @@
  */
 
 const marks: [string, number][] = [];
+let enabled = true;
 
 /** Records `name` at the current time (ms since the runtime started, sub-ms precision). */
 export function mark(name: string): void {
-  marks.push([name, performance.now()]);
+  if (enabled) marks.push([name, performance.now()]);
+}
+
+/**
+ * Turns marks off for the rest of the process and forgets those recorded: the timeline is
+ * one process's, so a process serving many requests at once (`manifold daemon`) records none
+ * (they would mix requests and grow without bound).
+ */
+export function disableMarks(): void {
+  enabled = false;
+  marks.length = 0;
 }
 
 /**

@@ -84,6 +84,17 @@ export interface ManifoldConf {
    */
   nadMirrorDir?: string;
   /**
+   * Manifold: unix socket of the node agent (`manifold daemon`). When set, the binary forwards
+   * the request there (lib/daemon/forward.ts) instead of running it; read in main.ts before this
+   * schema loads, validated here so a wrong type is a code-7 error.
+   */
+  daemonSocket?: string;
+  /**
+   * Manifold: run in-process when the daemon's socket is absent or refuses connections
+   * (default true); false answers code 11 instead.
+   */
+  daemonFallback: boolean;
+  /**
    * Manifold: which Kubernetes Events ADD sends: `"warnings"` (default: only problems —
    * `ErrorAddingNetwork`, `InterfaceMismatch`, device warnings — so a healthy ADD costs no
    * event request), `"all"` (also one `AddedInterface` per attachment, as Multus) or `"none"`.
@@ -170,6 +181,8 @@ function buildSchema() {
     retryDeleteOnError: optBool,
     nadDir: optStr,
     nadMirrorDir: optStr,
+    daemonSocket: optStr,
+    daemonFallback: z.boolean().optional(),
     events: z.enum(["all", "warnings", "none"]).optional(),
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     podNetworkProvider: optStr,
@@ -300,6 +313,8 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     retryDeleteOnError: c.retryDeleteOnError ?? false,
     nadDir: c.nadDir || undefined,
     nadMirrorDir: c.nadMirrorDir || undefined,
+    daemonSocket: c.daemonSocket || undefined,
+    daemonFallback: c.daemonFallback ?? true,
     events: c.events ?? "warnings",
     invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
     podNetworkProvider: c.podNetworkProvider || DEFAULT_PODNETWORK_PROVIDER,

@@ -11,8 +11,21 @@
 
 import type { SkelContext, SkelHandlers } from "../cni/skel.ts";
 import type { ManifoldDeps } from "./deps.ts";
+import type { WiringOptions } from "./wiring.ts";
+import { withContainerLock } from "./container_lock.ts";
 import { mark } from "../log/trace.ts";
 import { assertNotDelegated, delegationDepth, processMarkerEnv } from "../cni/recursion.ts";
+
+/** Options of {@link realDeps}. */
+export interface RealDepsOptions {
+  /**
+   * The API-backed sources shared across calls (`manifold daemon`: one warm client, NADs from
+   * its watch); default: connect per call from the config's kubeconfig or in-cluster.
+   */
+  api?: WiringOptions["api"];
+  /** See `WiringOptions.onDelegate`. */
+  onDelegate?: WiringOptions["onDelegate"];
+}
 
 /** Builds dependencies for a call; swapped in tests. */
 export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
@@ -21,10 +34,13 @@ export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
  * The real dependency factory: config from stdin, environment from the process.
  * @throws {CniError} 7 for an invalid configuration or kubeconfig.
  */
-export function realDeps(processEnv: Record<string, string>): DepsFactory {
+export function realDeps(
+  processEnv: Record<string, string>,
+  opts: RealDepsOptions = {},
+): DepsFactory {
   return async (ctx) => {
     if (
-      ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) &&
+      !opts.api && ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) &&
       processEnv.MANIFOLD_TLS_WARMUP !== "0"
     ) {
       // Pay the first TLS handshake's one-time cost (≈ 40–60 ms of CPU) on a worker thread
@@ -46,7 +62,11 @@ export function realDeps(processEnv: Record<string, string>): DepsFactory {
       logOptions: conf.logOptions,
       toStderr: conf.logToStderr,
     }).with({ plugin: "manifold" });
-    const deps = await buildDeps(conf, ctx.env, logger, { processEnv });
+    const deps = await buildDeps(conf, ctx.env, logger, {
+      processEnv,
+      api: opts.api,
+      onDelegate: opts.onDelegate,
+    });
     mark("depsBuilt");
     return deps;
   };
@@ -75,6 +95,9 @@ export interface HandlerOptions {
  * The skel handlers of Manifold (ADD, DEL, CHECK, GC, STATUS; VERSION is the dispatcher's).
  * Each loads its command module while the dependencies are built.
  *
+ * ADD, DEL and CHECK run holding the container's lock (container_lock.ts), shared by the
+ * daemon and in-process paths; a successful DEL removes the lock file.
+ *
  * Recursion guard, first thing in every handler: a Manifold started by Manifold (the
  * `MANIFOLD_DELEGATION_DEPTH` marker is set, so a delegate's plugin was Manifold itself)
  * does no work. ADD, CHECK and STATUS fail with code 7 "recursive delegation refused";
@@ -94,17 +117,20 @@ export function manifoldHandlers(makeDeps: DepsFactory, opts: HandlerOptions = {
     add: async (ctx) => {
       refuse();
       const [{ cmdAdd }, deps] = await Promise.all([import("./cmd_add.ts"), makeDeps(ctx)]);
-      return await cmdAdd(deps);
+      return await withContainerLock(deps.conf.cniDir, ctx.env.containerId, () => cmdAdd(deps));
     },
     del: async (ctx) => {
       if (nested()) return;
       const [{ cmdDel }, deps] = await Promise.all([import("./cmd_del.ts"), makeDeps(ctx)]);
-      await cmdDel(deps);
+      await withContainerLock(deps.conf.cniDir, ctx.env.containerId, async (lock) => {
+        await cmdDel(deps);
+        await lock.remove(); // nothing is left of the container: neither is its lock file
+      });
     },
     check: async (ctx) => {
       refuse();
       const [{ cmdCheck }, deps] = await Promise.all([import("./cmd_check.ts"), makeDeps(ctx)]);
-      await cmdCheck(deps);
+      await withContainerLock(deps.conf.cniDir, ctx.env.containerId, () => cmdCheck(deps));
     },
     gc: async (ctx) => {
       if (nested()) return;

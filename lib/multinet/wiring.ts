@@ -27,6 +27,16 @@ import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./si
 export interface WiringOptions {
   /** Environment of the process (delegates inherit it, as from a runtime). */
   processEnv: Record<string, string>;
+  /**
+   * The API-backed sources, shared across calls (`manifold daemon`); default: a connector
+   * built per call from the config (kubeconfig or in-cluster), used only when needed.
+   */
+  api?: () => Promise<ApiDeps>;
+  /**
+   * Told of each delegate execution once it ends: `plugin` = the binary's name (its type),
+   * `command` = its CNI_COMMAND, `seconds` = wall time (`manifold daemon`'s metrics).
+   */
+  onDelegate?: (plugin: string, command: string, seconds: number) => void;
 }
 
 /**
@@ -46,8 +56,19 @@ export async function buildDeps(
   const processes = new ProcessPluginExec();
   const exec: PluginExec = {
     exec(req) {
+      const started = performance.now();
       const running = processes.exec(req); // spawns synchronously, before its first await
       spawned();
+      const { onDelegate } = opts;
+      if (onDelegate) {
+        const done = () =>
+          onDelegate(
+            req.path.slice(req.path.lastIndexOf("/") + 1),
+            req.env.CNI_COMMAND ?? "",
+            (performance.now() - started) / 1000,
+          );
+        running.then(done, done);
+      }
       return running;
     },
   };
@@ -80,7 +101,7 @@ export async function buildDeps(
       events: new LogEventSink(logger),
     };
   }
-  const connect = await apiConnector(conf, opts.processEnv, logger);
+  const connect = opts.api ?? await apiConnector(conf, opts.processEnv, logger);
   if (!connect) {
     logger.debug("no Kubernetes API configured: default network and delegates only");
     return {
@@ -144,11 +165,16 @@ function mirrorFirst(
 }
 
 /** The API-backed parts of the dependencies, created together on first use. */
-interface ApiDeps {
+export interface ApiDeps {
+  /** NetworkAttachmentDefinitions. */
   nads: NadSource;
+  /** Pods (UID and annotations). */
   pods: PodSource;
+  /** KEP-3698 PodNetworks and PodNetworkAttachments. */
   podNetworks: PodNetworkSource;
+  /** The network-status PATCH. */
   status: StatusSink;
+  /** Kubernetes Events. */
   events: EventSink;
 }
 

@@ -23,16 +23,18 @@ export interface Timer {
  */
 export function startTimer(ms: number, fn: () => void): Timer {
   const signal = AbortSignal.timeout(Math.max(0, Math.ceil(ms)));
-  let active = true;
+  // Dropped on cancel: the pending signal lives until `ms` ends, and must not keep `fn` (and
+  // what it holds, e.g. a delegate's child process and its pipe buffers) that long — in
+  // `manifold daemon` that kept ≈ 128 KiB per delegate for `delegateTimeoutMs`.
+  let callback: (() => void) | undefined = fn;
   signal.addEventListener("abort", () => {
-    if (active) {
-      active = false;
-      fn();
-    }
+    const f = callback;
+    callback = undefined;
+    f?.();
   }, { once: true });
   return {
     cancel() {
-      active = false;
+      callback = undefined;
     },
   };
 }

@@ -1,0 +1,231 @@
+/**
+ * `manifold daemon`: the resident node agent (lib/daemon). Serves the CNI requests the
+ * `manifold` binary forwards over a unix socket (config key `daemonSocket`), keeps one warm API
+ * connection and the NADs in memory (list+watch, also written to the on-disk mirror that
+ * `manifold mirror` used to keep), until SIGTERM/SIGINT: then it stops accepting, finishes
+ * the requests in flight, removes the socket and exits 0.
+ *
+ * Exit codes: 0 stopped by a signal, 1 failure (unreadable config, no socket), 2 usage error.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { outputs, processEnv, stopSignal, type TextOutputs } from "./io.ts";
+import { inClusterConnection, KubeClient, loadKubeconfig } from "../k8s/mod.ts";
+import { createLogger, type Logger } from "../log/mod.ts";
+import { type ManifoldConf, parseManifoldConf } from "../multinet/config.ts";
+import { DEFAULT_NAD_MIRROR_DIR } from "../multinet/nad_mirror.ts";
+import { ManifoldDaemon } from "../daemon/daemon.ts";
+import { NO_OBSERVER } from "../daemon/observer.ts";
+import { DEFAULT_REQUEST_TIMEOUT_MS } from "../daemon/service.ts";
+import { DEFAULT_IDLE_TIMEOUT_MS } from "../daemon/server.ts";
+import { errorText } from "../util/text.ts";
+
+/** The socket path when neither `--socket` nor the config's `daemonSocket` names one. */
+export const DEFAULT_DAEMON_SOCKET = "/run/manifold/manifold.sock";
+
+/** Usage text of `manifold daemon`. */
+export const DAEMON_USAGE = `Usage: manifold daemon --conf PATH [options]
+
+Serves the CNI requests the manifold binary forwards (config key daemonSocket) over a unix
+socket, with one warm API connection and NADs kept in memory by a list+watch (also written
+to the on-disk mirror nadMirrorDir that in-process fallbacks read).
+
+Options:
+  --conf PATH               the plugin config (conf or conflist) the runtime uses
+  --socket PATH             socket (default: the config's daemonSocket, else ${DEFAULT_DAEMON_SOCKET})
+  --kubeconfig PATH         kubeconfig (default: the config's, else in-cluster)
+  --metrics-address H:P     serve /healthz, /readyz, /metrics there (default off)
+  --node-name NAME          this node (default $NODE_NAME)
+  --request-timeout-ms MS   bound on one request; past it the binary gets code 11 (default ${DEFAULT_REQUEST_TIMEOUT_MS})
+  --idle-timeout-ms MS      time a client has to send its request (default ${DEFAULT_IDLE_TIMEOUT_MS})
+  --log-level LEVEL         debug, verbose (default), error, panic
+  -h, --help                this text
+
+Stops on SIGTERM/SIGINT: stops accepting, finishes requests in flight, removes the socket, exit 0.
+Exit codes: 0 stopped by a signal, 1 failure, 2 usage error.
+`;
+
+/** Injected I/O of {@link runDaemon}; defaults are the process's. */
+export interface DaemonIO extends TextOutputs {
+  /** Environment. */
+  env?: Record<string, string>;
+  /** Stops the daemon; default SIGTERM/SIGINT. */
+  signal?: AbortSignal;
+  /** The log; default JSON lines on stderr. */
+  logger?: Logger;
+}
+
+interface DaemonArgs {
+  conf: string;
+  socket?: string;
+  kubeconfig?: string;
+  metricsAddress?: string;
+  nodeName?: string;
+  requestTimeoutMs: number;
+  idleTimeoutMs: number;
+  logLevel: string;
+}
+
+/**
+ * `manifold daemon …`: runs the daemon until a signal. Never throws.
+ * @param args the words after `daemon`
+ * @param io outputs, environment, stop signal, logger
+ * @returns 0 stopped, 1 failure, 2 usage error
+ */
+export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<number> {
+  const { stdout, stderr } = outputs(io);
+  let opts: DaemonArgs;
+  try {
+    const parsed = parseDaemonArgs(args);
+    if (parsed === "help") {
+      stdout(DAEMON_USAGE);
+      return 0;
+    }
+    opts = parsed;
+  } catch (e) {
+    stderr(`manifold daemon: ${errorText(e)}\nTry 'manifold daemon --help'.\n`);
+    return 2;
+  }
+  const env = io.env ?? processEnv();
+  const logger = io.logger ??
+    createLogger({ level: opts.logLevel, toStderr: true }).with({ cmd: "daemon" });
+  const { signal, release } = stopSignal(io.signal);
+  let kube: KubeClient | undefined;
+  let daemon: ManifoldDaemon | undefined;
+  let http: { close(): Promise<void> } | undefined;
+  try {
+    const conf = await readPluginConf(opts.conf);
+    kube = await apiClient(opts.kubeconfig ?? conf.kubeconfig, env, conf, logger);
+    const socketPath = opts.socket ?? conf.daemonSocket ?? DEFAULT_DAEMON_SOCKET;
+    let observer = NO_OBSERVER;
+    let started: ManifoldDaemon | undefined;
+    if (opts.metricsAddress) {
+      const { startDaemonHttp } = await import("../daemon/http.ts");
+      const h = await startDaemonHttp({
+        address: opts.metricsAddress,
+        ready: () => started?.ready() ?? { ok: false, reasons: ["starting"] },
+      });
+      observer = h.observer;
+      http = h;
+    }
+    daemon = started = await ManifoldDaemon.start({
+      conf,
+      socketPath,
+      kube,
+      mirrorDir: conf.nadMirrorDir ?? DEFAULT_NAD_MIRROR_DIR,
+      env: opts.nodeName ? { ...env, NODE_NAME: opts.nodeName } : env,
+      requestTimeoutMs: opts.requestTimeoutMs,
+      idleTimeoutMs: opts.idleTimeoutMs,
+      observer,
+      logger,
+    });
+    logger.info("daemon serving", { socket: socketPath, api: !!kube, node: opts.nodeName });
+    if (!signal.aborted) {
+      await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+    }
+    logger.info("daemon stopping", { inFlight: daemon.inFlight });
+    await daemon.stop();
+    logger.info("daemon stopped", {});
+    return 0;
+  } catch (e) {
+    logger.error("daemon failed", { error: errorText(e) });
+    stderr(`manifold daemon: ${errorText(e)}\n`);
+    await daemon?.stop().catch(() => {});
+    return 1;
+  } finally {
+    await http?.close().catch(() => {});
+    kube?.close();
+    release();
+  }
+}
+
+/**
+ * Reads the runtime's plugin config: a conf, or a conflist whose Manifold entry (the one with
+ * `daemonSocket`, else type `manifold`) gets the list's `name` and `cniVersion`.
+ * @throws {CniError} 7 for an invalid configuration; Deno errors when unreadable
+ */
+async function readPluginConf(path: string): Promise<ManifoldConf> {
+  const raw = JSON.parse(await Deno.readTextFile(path));
+  if (!Array.isArray(raw?.plugins)) return parseManifoldConf(raw);
+  const plugins = raw.plugins as Record<string, unknown>[];
+  const entry = plugins.find((p) => typeof p?.daemonSocket === "string") ??
+    plugins.find((p) => p?.type === "manifold");
+  if (!entry) throw new Error(`${path}: no manifold plugin in the conflist`);
+  return parseManifoldConf({ ...entry, name: raw.name, cniVersion: raw.cniVersion });
+}
+
+/** The API client (kubeconfig, else in-cluster), or undefined without an API. */
+async function apiClient(
+  kubeconfig: string | undefined,
+  env: Record<string, string>,
+  conf: ManifoldConf,
+  logger: Logger,
+): Promise<KubeClient | undefined> {
+  if (conf.nadDir) return undefined;
+  const connection = kubeconfig ? await loadKubeconfig(kubeconfig) : inClusterConnection(env);
+  if (!connection) return undefined;
+  return new KubeClient({
+    connection,
+    timeoutMs: conf.apiTimeoutMs,
+    logger,
+    userAgent: "manifold-daemon",
+  });
+}
+
+/** @throws Error whose message is the usage problem */
+function parseDaemonArgs(args: string[]): DaemonArgs | "help" {
+  const { values } = parseArgs({
+    args,
+    options: {
+      conf: { type: "string" },
+      socket: { type: "string" },
+      kubeconfig: { type: "string" },
+      "metrics-address": { type: "string" },
+      "node-name": { type: "string" },
+      "request-timeout-ms": { type: "string" },
+      "idle-timeout-ms": { type: "string" },
+      "log-level": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) return "help";
+  if (!values.conf) throw new Error("--conf is required");
+  for (const k of ["socket", "kubeconfig"] as const) {
+    if (values[k] !== undefined && !values[k]!.startsWith("/")) {
+      throw new Error(`--${k} must be an absolute path`);
+    }
+  }
+  const ms = (flag: string, v: string | undefined, def: number) => {
+    if (v === undefined) return def;
+    if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 3_600_000) {
+      throw new Error(`--${flag} must be an integer 1…3600000, got ${JSON.stringify(v)}`);
+    }
+    return Number(v);
+  };
+  const m = values["metrics-address"];
+  if (m !== undefined && !/^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/.test(m)) {
+    throw new Error(`--metrics-address must be HOST:PORT, got ${JSON.stringify(m)}`);
+  }
+  const logLevel = values["log-level"] ?? "verbose";
+  if (!["debug", "verbose", "info", "warning", "error", "panic"].includes(logLevel)) {
+    throw new Error(`--log-level must be debug, verbose, error or panic, got ${logLevel}`);
+  }
+  return {
+    conf: values.conf,
+    socket: values.socket,
+    kubeconfig: values.kubeconfig,
+    metricsAddress: m,
+    nodeName: values["node-name"] ?? (Deno.env.get("NODE_NAME") || undefined),
+    requestTimeoutMs: ms(
+      "request-timeout-ms",
+      values["request-timeout-ms"],
+      DEFAULT_REQUEST_TIMEOUT_MS,
+    ),
+    idleTimeoutMs: ms("idle-timeout-ms", values["idle-timeout-ms"], DEFAULT_IDLE_TIMEOUT_MS),
+    logLevel,
+  };
+}

@@ -1,0 +1,160 @@
+/**
+ * `manifold daemon`'s core: the socket server (server.ts) answering forwarded CNI requests
+ * through the plugin's own dispatcher and handlers (service.ts), with the API-backed sources
+ * shared across requests: one warm {@link KubeClient} (keep-alive; a `tokenFile` is re-read on
+ * every request, so rotated tokens are picked up) and NADs from an in-memory list+watch that
+ * also keeps the on-disk mirror for in-process plugins (nad_store.ts).
+ *
+ * @module
+ */
+
+import type { KubeClient } from "../k8s/mod.ts";
+import { watchNetworkAttachmentDefinitions } from "../k8s/mod.ts";
+import { disableMarks, type Logger } from "../log/mod.ts";
+import type { ManifoldConf } from "../multinet/config.ts";
+import { apiNadSource, apiPodNetworkSource, apiPodSource } from "../multinet/api_sources.ts";
+import { NadMirrorWriter } from "../multinet/nad_mirror.ts";
+import { manifoldHandlers, realDeps } from "../multinet/plugin.ts";
+import { ApiStatusSink, KubeEventSink } from "../multinet/sinks.ts";
+import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
+import { NadStore } from "./nad_store.ts";
+import type { DaemonObserver } from "./observer.ts";
+import { DaemonServer } from "./server.ts";
+import { cniService } from "./service.ts";
+
+/** Options of {@link ManifoldDaemon.start}. */
+export interface DaemonOptions {
+  /** The plugin configuration the runtime uses (`--conf`), parsed. */
+  conf: ManifoldConf;
+  /** The socket path. */
+  socketPath: string;
+  /**
+   * The API client, or undefined without an API (standalone: requests use their config);
+   * closed by {@link ManifoldDaemon.stop}.
+   */
+  kube?: KubeClient;
+  /** Where the on-disk NAD mirror is written (in-process fallbacks read it). */
+  mirrorDir: string;
+  /** The daemon's environment (delegates inherit it under the forwarded CNI_* variables). */
+  env: Record<string, string>;
+  /** Bound on one request, ms (service.ts). */
+  requestTimeoutMs?: number;
+  /** Time a client has to send its request, ms (server.ts). */
+  idleTimeoutMs?: number;
+  /** Receives what the daemon serves. */
+  observer: DaemonObserver;
+  /** The daemon's log. */
+  logger: Logger;
+}
+
+/** Readiness: the API answered the NAD list and the watch is running. */
+export interface DaemonReadiness {
+  /** True when requests are served from a synced NAD store (or there is no API). */
+  ok: boolean;
+  /** Why not, one sentence each. */
+  reasons: string[];
+}
+
+/** A running daemon. */
+export class ManifoldDaemon {
+  #server: DaemonServer;
+  #store: NadStore | undefined;
+  #stopWatch: AbortController;
+  #watching: Promise<void>;
+  #writer: NadMirrorWriter | undefined;
+  #kube: KubeClient | undefined;
+
+  private constructor(
+    server: DaemonServer,
+    store: NadStore | undefined,
+    stopWatch: AbortController,
+    watching: Promise<void>,
+    writer: NadMirrorWriter | undefined,
+    kube: KubeClient | undefined,
+  ) {
+    this.#kube = kube;
+    this.#server = server;
+    this.#store = store;
+    this.#stopWatch = stopWatch;
+    this.#watching = watching;
+    this.#writer = writer;
+  }
+
+  /**
+   * Starts the NAD watch (with an API) and the socket server.
+   * @param opts see {@link DaemonOptions}
+   * @returns the running daemon
+   * @throws Deno errors when the socket cannot be created
+   */
+  static async start(opts: DaemonOptions): Promise<ManifoldDaemon> {
+    const { kube, logger } = opts;
+    disableMarks(); // the trace timeline is per process: requests here run concurrently
+    const stopWatch = new AbortController();
+    let store: NadStore | undefined;
+    let writer: NadMirrorWriter | undefined;
+    let watching = Promise.resolve();
+    let api: (() => Promise<ApiDeps>) | undefined;
+    if (kube) {
+      writer = new NadMirrorWriter(opts.mirrorDir, { logger });
+      store = new NadStore({ writer, logger });
+      watching = watchNetworkAttachmentDefinitions(kube, store, {
+        signal: stopWatch.signal,
+        logger,
+      }).catch((e) => logger.error("NAD watch ended", { error: String(e) }));
+      const shared: ApiDeps = {
+        nads: store.source(apiNadSource(kube)),
+        pods: apiPodSource(kube),
+        podNetworks: apiPodNetworkSource(kube),
+        status: new ApiStatusSink(kube),
+        events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
+      };
+      api = () => Promise.resolve(shared);
+    }
+    const serve = cniService({
+      baseEnv: opts.env,
+      handlers: (env) =>
+        manifoldHandlers(
+          realDeps(env, { api, onDelegate: (p, c, s) => opts.observer.delegate(p, c, s) }),
+          { processEnv: env },
+        ),
+      requestTimeoutMs: opts.requestTimeoutMs,
+      observer: opts.observer,
+      logger,
+    });
+    const server = await DaemonServer.listen({
+      socketPath: opts.socketPath,
+      serve,
+      idleTimeoutMs: opts.idleTimeoutMs,
+      logger,
+    });
+    return new ManifoldDaemon(server, store, stopWatch, watching, writer, kube);
+  }
+
+  /** Requests being served now. */
+  get inFlight(): number {
+    return this.#server.inFlight;
+  }
+
+  /** Whether the daemon is ready to serve from memory (see {@link DaemonReadiness}). */
+  ready(): DaemonReadiness {
+    const reasons: string[] = [];
+    if (this.#store && !this.#store.synced) {
+      reasons.push("the NAD list has not been received from the API yet");
+    }
+    return { ok: reasons.length === 0, reasons };
+  }
+
+  /**
+   * SIGTERM: stops accepting (the socket is removed, so new requests fall back to the
+   * in-process path), waits for the requests in flight, stops the watch, closes the API
+   * client (the daemon owns it from `start`) and marks the on-disk mirror stale (its state
+   * file is removed). Idempotent.
+   */
+  async stop(): Promise<void> {
+    await this.#server.close();
+    this.#stopWatch.abort();
+    this.#kube?.close(); // ends the open watch stream at once (an abort alone waits for data)
+    await this.#watching;
+    await this.#writer?.clear().catch(() => {});
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * The daemon's observation contract: what `manifold daemon` reports while it serves, implemented by
+ * the metrics module (Prometheus) and recorded by tests.
+ *
+ * Fallbacks happen in the forwarder process, not the daemon: each time the binary falls back to the
+ * in-process path it appends one line (`<unix ms> <reason>\n`, O_APPEND, best effort) to the counter
+ * file `fallbacks` next to the socket (`<socket dir>/fallbacks`); the metrics side counts its lines
+ * for `manifold_fallback_total`.
+ *
+ * @module
+ */
+
+/** What the daemon reports as it serves; the metrics module implements it, tests may record it. */
+export interface DaemonObserver {
+  /** One CNI request served by the daemon: command = CNI_COMMAND, result "success" | "error", seconds = wall time. */
+  cniRequest(command: string, result: "success" | "error", seconds: number): void;
+  /** One delegate plugin execution: plugin = its type, command = CNI_COMMAND, seconds = wall time. */
+  delegate(plugin: string, command: string, seconds: number): void;
+  /** One Kubernetes API request: verb = HTTP method (GET, PATCH, …), code = HTTP status (0 = no answer). */
+  apiRequest(verb: string, code: number): void;
+  /** Number of live attachments in the cache after a request changed it. */
+  attachments(count: number): void;
+}
+/** An observer that records nothing. */
+export const NO_OBSERVER: DaemonObserver = {
+  cniRequest() {},
+  delegate() {},
+  apiRequest() {},
+  attachments() {},
+};

@@ -1,0 +1,202 @@
+/**
+ * `scripts/bench.ts --mode daemon`: the benchmark pod of scripts/bench.ts served by a real
+ * `manifold daemon` through the forwarder (the binary with `daemonSocket`), annotations from
+ * the runtime. Prints ADD/DEL wall time and own overhead (− the same delegates run directly,
+ * paired), forwarder start → request sent beside an empty `deno run` measured in the same
+ * run, forwarder peak RSS, API requests per ADD counted at the stand-in, daemon RSS at start
+ * and end, and `concurrent` pods ADDed at once (p50/p99, all must succeed, leases after DEL).
+ *
+ * @module
+ */
+
+import { k8sArgs } from "../tests/support/plugin.ts";
+import { startDaemon } from "../tests/support/daemon.ts";
+import { NS, POD, world } from "../tests/support/world.ts";
+import { directFloor, SELECTION, stats } from "./bench_support.ts";
+
+/** Options of {@link benchDaemon}. */
+export interface BenchDaemonOptions {
+  iterations: number;
+  latencyMs: number;
+  concurrent: number;
+  /** ADD/DEL pairs of the RSS soak after the table (0: none). */
+  soak: number;
+}
+
+const ANNOTATIONS = "io.kubernetes.cri.pod-annotations";
+
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+)/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** Runs the daemon-mode benchmark and prints its table. */
+export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
+  const N = opts.iterations;
+  const w = await world({ conf: { logLevel: "error" } });
+  try {
+    w.api.fault({ delayMs: opts.latencyMs, times: Infinity });
+    const conf = (networks: unknown) => ({
+      ...w.conf,
+      capabilities: { [ANNOTATIONS]: true },
+      runtimeConfig: { [ANNOTATIONS]: { "k8s.v1.cni.cncf.io/networks": JSON.stringify(networks) } },
+    });
+    const dir = await w.scratch.dir();
+    const d = await startDaemon(dir, conf(SELECTION), { flags: ["--log-level", "verbose"] });
+    const { direct, runDirect } = await directFloor(w);
+    const podConf = { ...conf(SELECTION), daemonSocket: d.socket };
+    const rssStart = rssMiB(d.child.pid);
+
+    const measured = async (command: "ADD" | "DEL", containerId: string) => {
+      const rssFile = await Deno.makeTempFile();
+      try {
+        const spawnedAt = performance.timeOrigin + performance.now();
+        const r = await w.call(command, {
+          containerId,
+          config: podConf,
+          args: k8sArgs(NS, POD, containerId),
+          env: { MANIFOLD_FORWARD_TIMING: "1" },
+          launcher: ["/usr/bin/time", "-f", "%M", "-o", rssFile],
+        });
+        if (r.code !== 0) throw new Error(`${command} failed: ${r.stdout}\n${r.stderr}`);
+        const m = /forward sent at ([\d.]+)/.exec(r.stderr);
+        return {
+          ms: r.ms,
+          rssKiB: Number((await Deno.readTextFile(rssFile)).trim().split("\n").pop()),
+          toSentMs: m ? Number(m[1]) - spawnedAt : NaN,
+        };
+      } finally {
+        await Deno.remove(rssFile);
+      }
+    };
+    const empty = `${dir}/empty.ts`;
+    await Deno.writeTextFile(empty, "");
+    const emptyRun = async () => {
+      const s = performance.now();
+      await new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--quiet",
+          "--no-prompt",
+          "--cached-only",
+          "--no-check",
+          "--no-config",
+          empty,
+        ],
+      }).output();
+      return performance.now() - s;
+    };
+
+    const t = {
+      add: [] as number[],
+      del: [] as number[],
+      addOver: [] as number[],
+      delOver: [] as number[],
+      sent: [] as number[],
+      empty: [] as number[],
+      rss: [] as number[],
+      req: [] as number[],
+      gets: [] as number[],
+    };
+    for (let i = 0; i < N + 2; i++) {
+      const id = `dbench${i}${crypto.randomUUID().slice(0, 8)}`;
+      const before = w.api.requests.length;
+      const add = await measured("ADD", id);
+      const seen = w.api.requests.slice(before).filter((r) => !r.path.endsWith("/events"));
+      const del = await measured("DEL", id);
+      const floor = await runDirect(`dfloor${i}${crypto.randomUUID().slice(0, 8)}`, direct);
+      const e = await emptyRun();
+      if (i < 2) continue; // warm-up
+      t.add.push(add.ms);
+      t.del.push(del.ms);
+      t.addOver.push(add.ms - floor.add);
+      t.delOver.push(del.ms - floor.del);
+      t.sent.push(add.toSentMs, del.toSentMs);
+      t.empty.push(e);
+      t.rss.push(add.rssKiB / 1024, del.rssKiB / 1024);
+      t.req.push(seen.length);
+      t.gets.push(seen.filter((r) => r.method === "GET").length);
+    }
+    const row = (name: string, xs: number[], unit = "ms") => {
+      const { p50, p95 } = stats(xs);
+      console.log(
+        `${name.padEnd(52)} ${p50.toFixed(1).padStart(8)} ${p95.toFixed(1).padStart(8)}  ${unit}`,
+      );
+    };
+    console.log(
+      `\nManifold through the daemon: default (bridge) + bridge NAD + macvlan NAD, annotations ` +
+        `from the runtime, API latency ${opts.latencyMs} ms, ${N} iterations\n`,
+    );
+    console.log(`${"".padEnd(52)} ${"p50".padStart(8)} ${"p95".padStart(8)}`);
+    row("ADD through the daemon", t.add);
+    row("ADD own overhead (− delegates, paired)", t.addOver);
+    row("DEL through the daemon", t.del);
+    row("DEL own overhead (− delegates, paired)", t.delOver);
+    row("forwarder start → request sent", t.sent);
+    row("empty `deno run` (start → exit), same run", t.empty);
+    row("forwarder peak RSS", t.rss, "MiB");
+    row("API requests per ADD (events left out)", t.req, "req");
+    row("  of which GETs", t.gets, "req");
+
+    if (opts.concurrent > 0) {
+      const pods = await Promise.all(
+        Array.from({ length: opts.concurrent }, async (_, k) => ({
+          netns: `/var/run/netns/${await w.scratch.netns(`c${k}`)}`,
+          id: `conc${k}${crypto.randomUUID().slice(0, 8)}`,
+        })),
+      );
+      const one = { ...conf([{ name: "bridge-net" }]), daemonSocket: d.socket };
+      const call = (command: "ADD" | "DEL", p: { netns: string; id: string }) =>
+        w.call(command, {
+          containerId: p.id,
+          netns: p.netns,
+          config: one,
+          args: k8sArgs(NS, POD, p.id),
+        });
+      const adds = await Promise.all(pods.map((p) => call("ADD", p)));
+      const failed = adds.filter((r) => r.code !== 0);
+      const dels = await Promise.all(pods.map((p) => call("DEL", p)));
+      const { p50, p99 } = stats(adds.map((r) => r.ms));
+      console.log(
+        `\n${opts.concurrent} concurrent pod ADDs (default + bridge NAD) through one daemon: ` +
+          `p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, ${adds.length - failed.length}/` +
+          `${adds.length} succeeded, DEL ${dels.filter((r) => r.code === 0).length}/` +
+          `${dels.length}, leases left ${(await w.leases()).length}`,
+      );
+      if (failed.length > 0) console.log(`first failure: ${failed[0].stdout}`);
+    }
+    console.log(
+      `daemon RSS: ${rssStart.toFixed(1)} MiB at start, ${
+        rssMiB(d.child.pid).toFixed(1)
+      } MiB at end`,
+    );
+    if (opts.soak > 0) {
+      const before = rssMiB(d.child.pid);
+      for (let i = 0; i < opts.soak; i++) {
+        const id = `soak${i}${crypto.randomUUID().slice(0, 8)}`;
+        for (const command of ["ADD", "DEL"] as const) {
+          const r = await w.call(command, { containerId: id, config: podConf });
+          if (r.code !== 0) throw new Error(`soak ${command} ${i} failed: ${r.stdout}`);
+        }
+      }
+      console.log(
+        `soak of ${opts.soak} ADD/DEL pairs: daemon RSS ${before.toFixed(1)} → ` +
+          `${rssMiB(d.child.pid).toFixed(1)} MiB, leases left ${(await w.leases()).length}`,
+      );
+    }
+    d.kill("SIGTERM");
+    const served = { ADD: [] as number[], DEL: [] as number[] };
+    for (const line of (await d.exited()).stderr.split("\n")) {
+      if (!line.includes('"served"')) continue;
+      const e = JSON.parse(line) as { command: "ADD" | "DEL"; ms: number };
+      served[e.command]?.push(e.ms);
+    }
+    console.log(
+      `time inside the daemon per request (all requests), p50: ADD ` +
+        `${stats(served.ADD).p50?.toFixed(1)} ms, DEL ${stats(served.DEL).p50?.toFixed(1)} ms`,
+    );
+  } finally {
+    await w.api.stop();
+    await w.scratch.cleanup();
+  }
+}

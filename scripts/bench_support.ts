@@ -1,0 +1,91 @@
+/**
+ * Shared parts of the benchmarks (scripts/bench.ts, scripts/bench_daemon.ts): percentiles and
+ * the floor — the same delegates with the same configs run directly (one process per plugin,
+ * as a runtime would; no API, no cache, no status).
+ *
+ * @module
+ */
+
+import { ProcessPluginExec } from "../lib/cni/invoke.ts";
+import { CniRuntime } from "../lib/cni/runtime.ts";
+import { type NetworkConfigList, parseNetworkConfig } from "../lib/cni/types.ts";
+import { linkNames } from "../tests/support/netns.ts";
+import { NS, POD, type World } from "../tests/support/world.ts";
+
+/** The secondary networks of the benchmark pod (NPWG selection elements). */
+export const SELECTION = [
+  { name: "bridge-net" },
+  { name: "macvlan-net", interface: "data0", ips: ["10.240.3.7/24"], mac: "02:00:00:0a:f0:07" },
+];
+
+/** Median, p95 and p99 (nearest rank) of a sample. */
+export function stats(xs: number[]): { p50: number; p95: number; p99: number; n: number } {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * (s.length - 1) + 0.5))];
+  return { p50: q(0.5), p95: q(0.95), p99: q(0.99), n: s.length };
+}
+
+/** One delegate list run directly. */
+export interface Direct {
+  list: NetworkConfigList;
+  ifName: string;
+  capabilityArgs: Record<string, unknown>;
+}
+
+/** The floor of a benchmark world: its delegate lists and a runner. */
+export async function directFloor(w: World): Promise<{
+  direct: Direct[];
+  defaultDirect: Direct;
+  bridgeDirect: (name: string, ifName: string) => Direct;
+  runDirect: (containerId: string, ds: Direct[]) => Promise<{ add: number; del: number }>;
+}> {
+  const runtime = new CniRuntime({
+    binDirs: ["/usr/lib/cni"],
+    exec: new ProcessPluginExec(),
+    baseEnv: { PATH: "/usr/bin:/bin" },
+  });
+  const defaultDirect: Direct = {
+    list: parseNetworkConfig(await Deno.readTextFile(`${w.dirs.conf}/10-default.conflist`)),
+    ifName: "eth0",
+    capabilityArgs: {},
+  };
+  const bridgeDirect = (name: string, ifName: string): Direct => ({
+    list: parseNetworkConfig({ ...JSON.parse(w.nadConfigs["bridge-net"]), name }),
+    ifName,
+    capabilityArgs: {},
+  });
+  const direct: Direct[] = [
+    defaultDirect,
+    bridgeDirect("bridge-net", "net1"),
+    {
+      list: parseNetworkConfig(w.nadConfigs["macvlan-net"]),
+      ifName: "data0",
+      capabilityArgs: { ips: SELECTION[1].ips, mac: SELECTION[1].mac },
+    },
+  ];
+  /** ADD then DEL (reverse) of the delegates alone; returns both times (ms). */
+  const runDirect = async (containerId: string, ds: Direct[]) => {
+    const rt = (d: Direct) => ({
+      containerId,
+      netns: w.netnsPath,
+      ifName: d.ifName,
+      args: [["IgnoreUnknown", "1"], ["K8S_POD_NAMESPACE", NS], ["K8S_POD_NAME", POD]] as [
+        string,
+        string,
+      ][],
+      capabilityArgs: d.capabilityArgs,
+    });
+    let s = performance.now();
+    const results: unknown[] = [];
+    for (const d of ds) results.push((await runtime.addNetworkList(d.list, rt(d))).raw);
+    const add = performance.now() - s;
+    s = performance.now();
+    for (const [k, d] of [...ds.entries()].reverse()) {
+      await runtime.delNetworkList(d.list, rt(d), results[k]);
+    }
+    const del = performance.now() - s;
+    if ((await linkNames(w.podNetns)).length !== 0) throw new Error("interfaces left after DEL");
+    return { add, del };
+  };
+  return { direct, defaultDirect, bridgeDirect, runDirect };
+}

@@ -1,0 +1,108 @@
+/**
+ * The daemon's socket protocol under bad input (issue 12, "Security and bad input"): a real
+ * `manifold daemon` (standalone: no API) gets oversized, malformed, truncated, idle and
+ * seeded-fuzzed requests; each gets a CNI error answer or a closed connection, and the daemon
+ * keeps serving. `FUZZ_SEED` / `DAEMON_FUZZ_RUNS` (default 300) override the batch.
+ */
+
+import assert from "node:assert/strict";
+import { frame } from "../../lib/daemon/protocol.ts";
+import { caseSeed, mutateBytes, Rng } from "../support/fuzz.ts";
+import { decodeAnswer, rawExchange, startDaemon } from "../support/daemon.ts";
+
+const opts = { sanitizeResources: false, sanitizeOps: false };
+const enc = new TextEncoder();
+
+function request(env: Record<string, string>, stdin = "{}"): Uint8Array {
+  const h = frame(enc.encode(JSON.stringify({ v: 1, env })));
+  const b = frame(enc.encode(stdin));
+  const out = new Uint8Array(h.length + b.length);
+  out.set(h);
+  out.set(b, h.length);
+  return out;
+}
+
+async function withDaemon(fn: (socket: string, alive: () => boolean) => Promise<void>) {
+  const dir = await Deno.makeTempDir({ prefix: "mft-sock-" });
+  const conf = {
+    cniVersion: "1.1.0",
+    name: "manifold-net",
+    type: "manifold",
+    delegates: [{ cniVersion: "1.0.0", name: "lo", type: "loopback" }],
+    cniDir: `${dir}/cache`,
+    logLevel: "error",
+  };
+  const d = await startDaemon(dir, conf, { flags: ["--idle-timeout-ms", "300"] });
+  let exited = false;
+  d.child.status.then(() => exited = true);
+  try {
+    await fn(d.socket, () => !exited);
+  } finally {
+    d.kill("SIGKILL");
+    await d.exited();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+function errorCode(bytes: Uint8Array): number | undefined {
+  const a = decodeAnswer(bytes);
+  return a ? JSON.parse(a.stdout).code : undefined;
+}
+
+Deno.test(
+  "daemon socket: bad requests get CNI errors and the daemon keeps serving",
+  opts,
+  async () => {
+    await withDaemon(async (socket, alive) => {
+      const version = decodeAnswer(await rawExchange(socket, request({ CNI_COMMAND: "VERSION" })));
+      assert.equal(version?.code, 0);
+      assert.ok(JSON.parse(version!.stdout).supportedVersions.includes("1.1.0"));
+
+      const huge = new Uint8Array([0xff, 0xff, 0xff, 0xff, 1, 2, 3]);
+      assert.equal(errorCode(await rawExchange(socket, huge, { halfClose: true })), 7, "oversized");
+      const notJson = frame(enc.encode("{not json"));
+      assert.equal(errorCode(await rawExchange(socket, notJson, { halfClose: true })), 6);
+      const wrongShape = frame(enc.encode(JSON.stringify({ v: 2, env: [] })));
+      assert.equal(errorCode(await rawExchange(socket, wrongShape, { halfClose: true })), 6);
+      const truncated = request({ CNI_COMMAND: "VERSION" }).subarray(0, 9);
+      assert.equal(errorCode(await rawExchange(socket, truncated, { halfClose: true })), 5);
+      const badCommand = decodeAnswer(await rawExchange(socket, request({ CNI_COMMAND: "NOPE" })));
+      assert.equal(JSON.parse(badCommand!.stdout).code, 4, "the dispatcher's own error");
+
+      // A client that connects and never sends is dropped after the idle timeout (300 ms).
+      const started = performance.now();
+      const idle = await rawExchange(socket, new Uint8Array());
+      const ms = performance.now() - started;
+      assert.ok(ms >= 250 && ms < 3000, `idle client closed after ${ms} ms`);
+      assert.ok(idle.length === 0 || errorCode(idle) === 5);
+
+      assert.ok(alive(), "still running");
+      assert.equal(
+        decodeAnswer(await rawExchange(socket, request({ CNI_COMMAND: "VERSION" })))?.code,
+        0,
+      );
+    });
+  },
+);
+
+Deno.test("daemon socket: fuzzed requests never crash the daemon", opts, async () => {
+  const seed = Number(Deno.env.get("FUZZ_SEED") ?? 12);
+  const runs = Number(Deno.env.get("DAEMON_FUZZ_RUNS") ?? 300);
+  const base = request({ CNI_COMMAND: "VERSION", CNI_CONTAINERID: "x" }, '{"cniVersion":"1.0.0"}');
+  await withDaemon(async (socket, alive) => {
+    for (let i = 0; i < runs; i++) {
+      const input = mutateBytes(new Rng(caseSeed(seed, i)), base);
+      const out = await rawExchange(socket, input, { halfClose: true });
+      if (out.length > 0) {
+        const a = decodeAnswer(out);
+        assert.ok(a && typeof a.code === "number", `case ${i}: an answer frame`);
+        if (a.code !== 0) {
+          const e = JSON.parse(a.stdout);
+          assert.ok(typeof e.code === "number" && e.msg, `case ${i}: a CNI error, got ${a.stdout}`);
+        }
+      }
+      assert.ok(alive(), `case ${i} (FUZZ_SEED=${seed}) stopped the daemon`);
+    }
+    assert.equal(decodeAnswer(await rawExchange(socket, base))?.code, 0, "still serving");
+  });
+});
