@@ -1,0 +1,14 @@
+// lib/daemon/observer.ts
+/** What the daemon reports as it serves; the metrics module implements it, tests may record it. */
+export interface DaemonObserver {
+  /** One CNI request served by the daemon: command = CNI_COMMAND, result "success" | "error", seconds = wall time. */
+  cniRequest(command: string, result: "success" | "error", seconds: number): void;
+  /** One delegate plugin execution: plugin = its type, command = CNI_COMMAND, seconds = wall time. */
+  delegate(plugin: string, command: string, seconds: number): void;
+  /** One Kubernetes API request: verb = HTTP method (GET, PATCH, …), code = HTTP status (0 = no answer). */
+  apiRequest(verb: string, code: number): void;
+  /** Number of live attachments in the cache after a request changed it. */
+  attachments(count: number): void;
+}
+/** An observer that records nothing. */
+export const NO_OBSERVER: DaemonObserver = { cniRequest() {}, delegate() {}, apiRequest() {}, attachments() {} };
