@@ -1,4 +1,15 @@
-// lib/daemon/observer.ts
+/**
+ * The daemon's observation contract: what `manifold daemon` reports while it serves, implemented by
+ * the metrics module (Prometheus) and recorded by tests.
+ *
+ * Fallbacks happen in the forwarder process, not the daemon: each time the binary falls back to the
+ * in-process path it appends one line (`<unix ms> <reason>\n`, O_APPEND, best effort) to the counter
+ * file `fallbacks` next to the socket (`<socket dir>/fallbacks`); the metrics side counts its lines
+ * for `manifold_fallback_total`.
+ *
+ * @module
+ */
+
 /** What the daemon reports as it serves; the metrics module implements it, tests may record it. */
 export interface DaemonObserver {
   /** One CNI request served by the daemon: command = CNI_COMMAND, result "success" | "error", seconds = wall time. */
@@ -11,4 +22,9 @@ export interface DaemonObserver {
   attachments(count: number): void;
 }
 /** An observer that records nothing. */
-export const NO_OBSERVER: DaemonObserver = { cniRequest() {}, delegate() {}, apiRequest() {}, attachments() {} };
+export const NO_OBSERVER: DaemonObserver = {
+  cniRequest() {},
+  delegate() {},
+  apiRequest() {},
+  attachments() {},
+};
