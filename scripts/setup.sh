@@ -14,6 +14,9 @@ need_apt=()
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 ldconfig -p 2>/dev/null | grep -q 'libmnl.so.0' || need_apt+=(libmnl0)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# tests/deploy/delegate_paths_test.ts traces the delegates the daemon runs.
+command -v strace >/dev/null 2>&1 || need_apt+=(strace)
+command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -259,6 +259,7 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
     "/var/run/netns",
     "/run/manifold",
     "/run/cni",
+    "/run/xtables.lock",
     "/sys",
     "/var/lib/kubelet/device-plugins",
   ];
