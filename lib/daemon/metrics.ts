@@ -85,24 +85,77 @@ export function commandLabel(command: string): string {
  * @throws Deno.errors other than NotFound (e.g. PermissionDenied)
  */
 export async function countLines(path: string): Promise<number> {
-  let bytes: Uint8Array;
-  try {
-    bytes = await Deno.readFile(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return 0;
-    throw e;
+  return (await new LineCounter(path).count());
+}
+
+/**
+ * Counts the lines of an append-only file across calls, reading only what was appended since
+ * the last call (same inode, not shorter); a replaced or truncated file is counted afresh.
+ */
+export class LineCounter {
+  readonly #path: string;
+  #ino: number | null = null;
+  #size = 0;
+  #newlines = 0;
+  #endsWithNewline = true;
+
+  /**
+   * A counter for one file.
+   *
+   * @param path the file to count; it need not exist yet
+   */
+  constructor(path: string) {
+    this.#path = path;
   }
-  let n = 0;
-  for (const b of bytes) if (b === 0x0a) n++;
-  if (bytes.length > 0 && bytes[bytes.length - 1] !== 0x0a) n++;
-  return n;
+
+  /**
+   * The file's line count now (0 when it does not exist).
+   *
+   * @returns lines, an unterminated last line included
+   * @throws Deno.errors other than NotFound (e.g. PermissionDenied)
+   */
+  async count(): Promise<number> {
+    let file: Deno.FsFile;
+    try {
+      file = await Deno.open(this.#path, { read: true });
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) {
+        this.#reset(null);
+        return 0;
+      }
+      throw e;
+    }
+    try {
+      const st = await file.stat();
+      if (st.ino !== this.#ino || st.size < this.#size) this.#reset(st.ino);
+      else await file.seek(this.#size, Deno.SeekMode.Start);
+      const buf = new Uint8Array(64 * 1024);
+      for (;;) {
+        const n = await file.read(buf);
+        if (n === null) break;
+        for (let i = 0; i < n; i++) if (buf[i] === 0x0a) this.#newlines++;
+        if (n > 0) this.#endsWithNewline = buf[n - 1] === 0x0a;
+        this.#size += n;
+      }
+      return this.#newlines + (this.#endsWithNewline ? 0 : 1);
+    } finally {
+      file.close();
+    }
+  }
+
+  #reset(ino: number | null): void {
+    this.#ino = ino;
+    this.#size = 0;
+    this.#newlines = 0;
+    this.#endsWithNewline = true;
+  }
 }
 
 /**
  * Builds the daemon's registry with every series of the module doc and an observer feeding it.
  *
  * @param opts `fallbackFile`: the forwarder's fallbacks file (`<socket dir>/fallbacks`), counted
- *   at every scrape; without it `manifold_fallback_total` stays 0. `defaultMetrics` (default
+ *   at every scrape (only the appended bytes are read); without it `manifold_fallback_total` stays 0. `defaultMetrics` (default
  *   true): register prom-client's process metrics.
  * @returns the observer and the scrape function
  */
@@ -142,13 +195,15 @@ export function createDaemonMetrics(
     help: "Live attachments in the daemon's cache.",
     registers,
   });
-  const fallbackFile = opts.fallbackFile;
+  const fallbacks = opts.fallbackFile === undefined
+    ? undefined
+    : new LineCounter(opts.fallbackFile);
   new Counter({
     name: "manifold_fallback_total",
     help: "CNI requests the forwarder ran in-process because the daemon did not answer.",
     registers,
     async collect() {
-      const n = fallbackFile === undefined ? 0 : await countLines(fallbackFile);
+      const n = fallbacks === undefined ? 0 : await fallbacks.count();
       this.reset();
       if (n > 0) this.inc(n);
     },

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { parseListenAddress, startDaemonHttp } from "../../lib/daemon/http.ts";
-import { countLines } from "../../lib/daemon/metrics.ts";
+import { countLines, LineCounter } from "../../lib/daemon/metrics.ts";
 import { parsePrometheusText, sampleValue } from "../support/prom_text.ts";
 
 async function get(port: number, path: string, method = "GET") {
@@ -155,6 +155,29 @@ Deno.test("countLines: missing file 0, an unterminated last line counts", async 
     assert.equal(await countLines(`${dir}/f`), 0);
     await Deno.writeTextFile(`${dir}/f`, "a\nb");
     assert.equal(await countLines(`${dir}/f`), 2);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("LineCounter: reads only appended bytes; a replaced or truncated file is recounted", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/fallbacks`;
+  try {
+    const c = new LineCounter(path);
+    assert.equal(await c.count(), 0);
+    await Deno.writeTextFile(path, "a\nb\nc");
+    assert.equal(await c.count(), 3);
+    await Deno.writeTextFile(path, "c\nd\n", { append: true }); // completes "c", adds "d"
+    assert.equal(await c.count(), 4);
+    assert.equal(await c.count(), 4);
+    await Deno.writeTextFile(path, "x\n"); // truncated and rewritten: shorter
+    assert.equal(await c.count(), 1);
+    await Deno.writeTextFile(`${path}.new`, "1\n2\n3\n4\n5\n6\n");
+    await Deno.rename(`${path}.new`, path); // replaced: another inode
+    assert.equal(await c.count(), 6);
+    await Deno.remove(path);
+    assert.equal(await c.count(), 0);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
