@@ -5,7 +5,15 @@
  */
 
 import assert from "node:assert/strict";
-import { daemonStep, type DoctorCheck, type DoctorContext } from "../../lib/cli/mod.ts";
+import {
+  daemonStep,
+  type DoctorCheck,
+  type DoctorContext,
+  runDoctorChecks,
+  runInstall,
+} from "../../lib/cli/mod.ts";
+import { nullLogger } from "../../lib/log/mod.ts";
+import { fakeHost, flannelConflist } from "../install/fixtures.ts";
 import { SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
 import { parseManifoldConf } from "../../lib/multinet/config.ts";
 
@@ -215,5 +223,27 @@ Deno.test("doctor daemon: a hung daemon fails within the bound; a stale socket f
     assert.match(file[0].message, /is not a socket/);
   } finally {
     await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("doctor daemon: wired into the doctor, from the config `manifold install --daemon-socket` writes", async () => {
+  const h = await fakeHost();
+  try {
+    await Deno.writeTextFile(`${h.confDir}/10-flannel.conflist`, JSON.stringify(flannelConflist()));
+    const args = ["--host-root", h.root, "--binary", h.binary, "--no-kubeconfig", "--once"];
+    const quiet = { stdout: () => {}, stderr: () => {}, env: {}, logger: nullLogger };
+    assert.equal(await runInstall(args, quiet), 0);
+    const before = await runDoctorChecks({ hostRoot: h.root });
+    assert.ok(!before.checks.some((c) => c.name.startsWith("daemon")), "no daemon configured");
+    assert.equal(
+      await runInstall([...args, "--daemon-socket", SOCKET, "--no-daemon-fallback"], quiet),
+      0,
+    );
+    const after = await runDoctorChecks({ hostRoot: h.root });
+    const daemon = after.checks.filter((c) => c.name.startsWith("daemon"));
+    assert.deepEqual(statuses(daemon), ["daemon socket: fail"]);
+    assert.match(daemon[0].message, /daemonFallback is false/);
+  } finally {
+    await h.cleanup();
   }
 });
