@@ -13,8 +13,12 @@
  * - `manifold_fallback_total` counter: in-process fallbacks of the forwarder, the line count
  *   of the fallbacks file at scrape time;
  * - prom-client's default process metrics without a prefix (`process_cpu_seconds_total`,
- *   `process_resident_memory_bytes`, `process_open_fds`, `nodejs_heap_size_used_bytes`, …), the
- *   names every Prometheus client library exports, so stock node/process dashboards work.
+ *   `process_start_time_seconds`, `nodejs_heap_size_used_bytes`, …), the names every Prometheus
+ *   client library exports, so stock node/process dashboards work; except the series prom-client
+ *   reads from `/proc/self` ({@link PROC_SELF_SERIES}), which Deno opens only with
+ *   `--allow-all` (the daemon runs with scripts/permissions, so they would read 0):
+ *   `process_resident_memory_bytes` comes from `Deno.memoryUsage()` instead, the others are left
+ *   out.
  *
  * @module
  */
@@ -37,6 +41,18 @@ export const DURATION_BUCKETS: readonly number[] = [
   10,
   30,
   60,
+];
+
+/**
+ * prom-client's series read from `/proc/self/status`, `/proc/self/fd` and `/proc/self/limits`:
+ * Deno refuses those reads without `--allow-all` ("NotCapable") and prom-client then reports 0.
+ */
+export const PROC_SELF_SERIES: readonly string[] = [
+  "process_resident_memory_bytes",
+  "process_virtual_memory_bytes",
+  "process_heap_bytes",
+  "process_open_fds",
+  "process_max_fds",
 ];
 
 /** The CNI commands kept as label values; any other value is reported as `"other"`. */
@@ -208,7 +224,18 @@ export function createDaemonMetrics(
       if (n > 0) this.inc(n);
     },
   });
-  if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  if (opts.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry });
+    for (const name of PROC_SELF_SERIES) registry.removeSingleMetric(name);
+    new Gauge({
+      name: "process_resident_memory_bytes",
+      help: "Resident memory size in bytes.",
+      registers,
+      collect() {
+        this.set(Deno.memoryUsage().rss);
+      },
+    });
+  }
   const observer: DaemonObserver = {
     cniRequest(command, result, seconds) {
       const c = commandLabel(command);

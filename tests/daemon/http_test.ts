@@ -127,6 +127,7 @@ Deno.test("/metrics parses as Prometheus text and counts what the observer was f
     assert.ok(sampleValue(m, "process_resident_memory_bytes")! > 1024 * 1024);
     assert.ok(sampleValue(m, "process_cpu_seconds_total")! > 0);
     assert.ok(sampleValue(m, "process_start_time_seconds")! > 1.7e9);
+    assert.equal(m.get("process_open_fds"), undefined, "not readable without --allow-all");
     for (const [name, f] of m) assert.ok(f.help, `HELP for ${name}`);
 
     // The forwarder appends one line per fallback; counted at each scrape.
@@ -144,6 +145,46 @@ Deno.test("/metrics parses as Prometheus text and counts what the observer was f
   } finally {
     await http.close();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("process metrics are real under the daemon's own permissions (no --allow-all)", async () => {
+  const root = new URL("../../", import.meta.url);
+  const flags = (await Deno.readTextFile(new URL("scripts/permissions", root)))
+    .split(/\s+/).filter((f) => f);
+  assert.ok(!flags.includes("-A") && !flags.includes("--allow-all"), "the test needs the real set");
+  const script = await Deno.makeTempFile({ suffix: ".ts" });
+  try {
+    await Deno.writeTextFile(
+      script,
+      `import { createDaemonMetrics } from "${new URL("lib/daemon/metrics.ts", root).href}";
+       const m = createDaemonMetrics();
+       console.log(await m.scrape());
+       m.clear();`,
+    );
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--cached-only",
+        "--config",
+        new URL("deno.json", root).pathname,
+        ...flags,
+        script,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(out.success, new TextDecoder().decode(out.stderr));
+    const m = parsePrometheusText(new TextDecoder().decode(out.stdout));
+    assert.ok(sampleValue(m, "process_resident_memory_bytes")! > 10 * 1024 * 1024);
+    assert.ok(sampleValue(m, "process_cpu_seconds_total")! > 0);
+    for (const [name, f] of m) {
+      if (name.startsWith("process_")) {
+        for (const s of f.samples) assert.ok(s.value !== 0 || name.endsWith("_total"), s.name);
+      }
+    }
+  } finally {
+    await Deno.remove(script);
   }
 });
 
