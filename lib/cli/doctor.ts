@@ -14,7 +14,9 @@
  * - netlink: a netlink socket opens in this network namespace, through libmnl;
  * - readiness: the readiness indicator file, when configured, exists;
  * - cache: the cache directory's records are readable (damaged, unfinished, leftover
- *   temporary files).
+ *   temporary files);
+ * - daemon (when the config names a `daemonSocket`): the socket is present, private (0600,
+ *   root, directory 0700) and answers VERSION with the binary's version (doctor_daemon.ts).
  *
  * Exit codes: 0 no failure (warnings allowed), 1 some check failed, 2 usage error.
  *
@@ -40,6 +42,7 @@ import {
   readinessStep,
 } from "./doctor_checks.ts";
 import { apiStep, kubeconfigStep } from "./doctor_api.ts";
+import { daemonStep } from "./doctor_daemon.ts";
 
 // explain.ts loads kubeconfigs as the doctor does, through this module.
 export { loadKubeconfigUnder } from "./doctor_api.ts";
@@ -48,7 +51,8 @@ export { loadKubeconfigUnder } from "./doctor_api.ts";
 export const DOCTOR_USAGE = `Usage: manifold doctor [options]
 
 Checks this node's Manifold setup: binary, config, primary config, kubeconfig and API
-permissions, netlink (libmnl), readiness file, cache directory.
+permissions, netlink (libmnl), readiness file, cache directory, and the daemon (socket,
+answer, version) when the config names a daemonSocket.
 
 Options:
   --host-root DIR        where the host's file system is mounted (default /)
@@ -56,7 +60,7 @@ Options:
   --cni-bin-dir DIR      host CNI binary directory (default ${INSTALL_DEFAULTS.cniBinDir})
   --config-name NAME     Manifold's config file (default ${MANIFOLD_CONFIG_NAME})
   --libmnl PATH          libmnl to load (default libmnl.so.0)
-  --api-timeout-ms MS    bound on each API request (default 3000)
+  --api-timeout-ms MS    bound on each API request and the daemon probe (default 3000)
 ${kubeFlagsHelp("Manifold's kubeconfig")}  --json                 the report as JSON
   -h, --help             this text
 
@@ -73,6 +77,7 @@ export const DOCTOR_STEPS: readonly DoctorStep[] = [
   netlinkStep,
   readinessStep,
   cacheStep,
+  daemonStep,
 ];
 
 /**

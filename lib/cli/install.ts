@@ -53,6 +53,11 @@ Plugin settings (keys of the generated config):
   --namespace-isolation         namespaceIsolation: true
   --global-namespaces LIST      globalNamespaces, comma separated
   --plugin-conf JSON            further keys as a JSON object, e.g. '{"defaultNetworks":["x"]}'
+Daemon (manifold daemon, the DaemonSet's main container):
+  --daemon-socket PATH          daemonSocket: the binary forwards each request to the daemon
+                                listening there (host path, e.g. /run/manifold/manifold.sock)
+  --no-daemon-fallback          daemonFallback: false: a request the daemon does not answer fails
+                                instead of running in-process (needs --daemon-socket)
 Lifecycle:
   --once                        exit once the config is written (no watching)
   --cleanup-config-on-exit      remove the generated config on SIGTERM/SIGINT
@@ -136,6 +141,8 @@ const INSTALL_FLAGS = {
   "namespace-isolation": { type: "boolean" },
   "global-namespaces": { type: "string" },
   "plugin-conf": { type: "string" },
+  "daemon-socket": { type: "string" },
+  "no-daemon-fallback": { type: "boolean" },
   once: { type: "boolean" },
   "cleanup-config-on-exit": { type: "boolean" },
   "poll-interval-ms": { type: "string" },
@@ -225,6 +232,15 @@ function pluginConfFromFlags(values: InstallFlags): Record<string, unknown> {
   if (values["namespace-isolation"]) pluginConf.namespaceIsolation = true;
   if (values["global-namespaces"] !== undefined) {
     pluginConf.globalNamespaces = values["global-namespaces"];
+  }
+  if (values["daemon-socket"] !== undefined) {
+    pluginConf.daemonSocket = absolute("daemon-socket", values["daemon-socket"]);
+  }
+  if (values["no-daemon-fallback"]) {
+    if (values["daemon-socket"] === undefined) {
+      throw new Error("--no-daemon-fallback needs --daemon-socket");
+    }
+    pluginConf.daemonFallback = false;
   }
   return pluginConf;
 }

@@ -13,6 +13,7 @@ export * from "./install.ts";
 export * from "./doctor.ts";
 export * from "./doctor_checks.ts";
 export * from "./doctor_api.ts";
+export * from "./doctor_daemon.ts";
 export * from "./explain.ts";
 export * from "./mirror.ts";
 export * from "./controller.ts";

@@ -1,16 +1,17 @@
 /**
  * Schema checks of deploy/*.yaml with zod: each manifest's apiVersion/kind/required
- * fields, the NetworkAttachmentDefinition and MultiNetworkPolicy CRDs, least-privilege RBAC (no
- * "*", exactly the verbs the plugin, the mirror and policy enforcement use), and
- * the DaemonSet's host paths, tolerations, resources, install flags and the NAD mirror
- * container.
+ * fields, the NetworkAttachmentDefinition, MultiNetworkPolicy and KEP-3698 CRDs,
+ * least-privilege RBAC (no "*", exactly the verbs the plugin, the daemon, policy enforcement and
+ * the controller use), and the DaemonSet's host paths, tolerations, resources, install flags and
+ * the daemon container (socket, probes on the metrics address, NAD mirror).
+ * tests/deploy/delegate_paths_test.ts checks that the daemon sees every host path a delegate
+ * touches at the same path.
  */
 
 import assert from "node:assert/strict";
 import { parseAllDocuments } from "yaml";
 import { z } from "zod";
 import { runInstall } from "../../lib/cli/install.ts";
-import { runMirror } from "../../lib/cli/mirror.ts";
 import { DEFAULT_NAD_MIRROR_DIR } from "../../lib/multinet/nad_mirror.ts";
 
 const DEPLOY = new URL("../../deploy/", import.meta.url).pathname;
@@ -127,6 +128,7 @@ const dsSchema = z.object({
       spec: z.object({
         serviceAccountName: z.string(),
         hostNetwork: z.literal(true),
+        hostPID: z.literal(true),
         priorityClassName: z.literal("system-node-critical"),
         tolerations: z.array(z.object({
           operator: z.enum(["Exists", "Equal"]),
@@ -147,6 +149,7 @@ const dsSchema = z.object({
               name: z.string(),
               mountPath: z.string(),
               readOnly: z.boolean().optional(),
+              mountPropagation: z.enum(["None", "HostToContainer"]).optional(),
             })),
           }).loose(),
         ).length(2),
@@ -346,21 +349,39 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
   }
   // Tolerate every taint: an Exists toleration with no key and no effect.
   assert.ok(spec.tolerations.some((t) => t.operator === "Exists" && !t.key && !t.effect));
-  // The host directories, each mounted under --host-root at the same path.
+  // The host directories: the installer's under --host-root, the daemon's at the same path.
   const hostPaths = new Map(spec.volumes.map((v) => [v.name, v.hostPath.path]));
-  const wanted = [
+  const installer = [
     "/opt/cni/bin",
     "/etc/cni/net.d",
     "/var/lib/cni",
     "/run/k8s.cni.cncf.io",
     "/var/lib/kubelet/pod-resources",
   ];
-  assert.deepEqual([...hostPaths.values()].sort(), [...wanted].sort());
-  for (const m of spec.containers.flatMap((x) => x.volumeMounts)) {
+  const daemonOnly = [
+    "/var/run/netns",
+    "/run/manifold",
+    "/run/cni",
+    "/run/xtables.lock",
+    "/sys",
+    "/var/lib/kubelet/device-plugins",
+  ];
+  assert.deepEqual([...hostPaths.values()].sort(), [...installer, ...daemonOnly].sort());
+  for (const m of c.volumeMounts) {
     assert.equal(m.mountPath, `/host${hostPaths.get(m.name)}`, m.name);
   }
-  assert.deepEqual(c.volumeMounts.map((m) => m.name).sort(), [...hostPaths.keys()].sort());
+  assert.deepEqual(
+    c.volumeMounts.map((m) => hostPaths.get(m.name)).sort(),
+    [...installer].sort(),
+  );
   assert.equal(c.volumeMounts.find((m) => m.name === "pod-resources")?.readOnly, true);
+  const daemon = spec.containers.find((x) => x.args[0] === "daemon")!;
+  for (const m of daemon.volumeMounts) assert.equal(m.mountPath, hostPaths.get(m.name), m.name);
+  assert.deepEqual(
+    daemon.volumeMounts.map((m) => m.mountPath).sort(),
+    [...hostPaths.values()].sort(),
+    "the daemon mounts every host path",
+  );
   // Room for the installer and exec'd doctor/explain; a limit so a leak cannot starve the node.
   assert.ok(mebibytes(c.resources.requests.memory) >= 64);
   assert.ok(mebibytes(c.resources.limits.memory) >= mebibytes(c.resources.requests.memory));
@@ -376,40 +397,72 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
   assert.equal(code, 0, out.err);
 });
 
-Deno.test("DaemonSet: the nad-mirror container mirrors into the dir the plugin reads", async () => {
+Deno.test("DaemonSet: the daemon container serves the socket the config names, probes, mirror", async () => {
   const ds = dsSchema.parse(find(await manifests(), "DaemonSet"));
   const spec = ds.spec.template.spec;
   const install = spec.containers.find((x) => x.args[0] === "install")!;
-  const mirror = spec.containers.find((x) => x.args[0] === "mirror");
-  assert.ok(mirror, "a mirror container");
-  assert.equal(mirror.image, install.image, "the same image");
-  // In-cluster service account: no kubeconfig flag; flags the mirror accepts.
-  assert.ok(!mirror.args.some((a) => a.startsWith("--kubeconfig")));
-  const err = { text: "" };
-  const code = await runMirror([...mirror.args.slice(1), "--help"], {
-    stdout: () => {},
-    stderr: (s) => void (err.text += s),
-    env: {},
+  const daemon = spec.containers.find((x) => x.args[0] === "daemon");
+  assert.ok(daemon, "a daemon container");
+  assert.equal(daemon.image, install.image, "the same image");
+  assert.equal(spec.containers[0], daemon, "the main (first) container");
+  const flag = (c: { args: string[] }, name: string) =>
+    c.args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  // In-cluster service account: no kubeconfig flag.
+  assert.ok(!daemon.args.some((a) => a.startsWith("--kubeconfig")));
+  // The socket the daemon listens on is the one the installer writes into the config.
+  const socket = flag(daemon, "socket");
+  assert.ok(socket?.startsWith("/"), "--socket");
+  assert.equal(flag(install, "daemon-socket"), socket);
+  assert.equal(flag(daemon, "conf"), "/etc/cni/net.d/00-manifold.conflist");
+  // Privileged on the host's network and PID namespaces (it enters netns, runs delegates).
+  const sc = z.object({ privileged: z.literal(true), runAsUser: z.literal(0) }).loose();
+  assert.ok(sc.safeParse(daemon.securityContext).success, JSON.stringify(daemon.securityContext));
+  // NODE_NAME from the downward API, for the node-scoped pod informer.
+  const env = z.array(z.object({ name: z.string() }).loose()).parse(daemon.env);
+  assert.deepEqual(env.find((e) => e.name === "NODE_NAME"), {
+    name: "NODE_NAME",
+    valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } },
   });
-  assert.equal(code, 0, err.text);
-  // The mirror writes below the host's /run/k8s.cni.cncf.io, mounted read-write at /host…
-  const dir = mirror.args.find((a) => a.startsWith("--dir="))?.slice("--dir=".length);
-  assert.equal(dir, `/host${DEFAULT_NAD_MIRROR_DIR}`);
+  // Liveness /healthz and readiness /readyz on the metrics address (host network: loopback).
+  const [host, port] = flag(daemon, "metrics-address")!.split(":");
+  assert.equal(host, "127.0.0.1");
+  const probe = z.object({
+    httpGet: z.object({ host: z.string(), port: z.number(), path: z.string() }),
+    periodSeconds: z.number().min(1),
+    timeoutSeconds: z.number().min(1),
+    failureThreshold: z.number().min(1),
+  });
+  const live = probe.parse(daemon.livenessProbe);
+  const ready = probe.parse(daemon.readinessProbe);
+  assert.deepEqual(live.httpGet, { host, port: Number(port), path: "/healthz" });
+  assert.deepEqual(ready.httpGet, { host, port: Number(port), path: "/readyz" });
+  // The daemon writes the NAD mirror at the host path the generated config names.
   const hostPaths = new Map(spec.volumes.map((v) => [v.name, v.hostPath.path]));
-  const mount = mirror.volumeMounts.find((m) => dir!.startsWith(`${m.mountPath}/`));
-  assert.ok(mount && !mount.readOnly, "the mirror dir is on a writable host mount");
-  assert.equal(hostPaths.get(mount.name), "/run/k8s.cni.cncf.io");
-  // …and the generated plugin config names the same directory as the host sees it.
+  const mirror = daemon.volumeMounts.find((m) => hostPaths.get(m.name) === "/run/k8s.cni.cncf.io");
+  assert.ok(mirror && !mirror.readOnly && mirror.mountPath === "/run/k8s.cni.cncf.io");
+  assert.ok(DEFAULT_NAD_MIRROR_DIR.startsWith(`${mirror.mountPath}/`));
   const conf = install.args.find((a) => a.startsWith("--plugin-conf="));
   assert.ok(conf, "--plugin-conf");
   assert.deepEqual(JSON.parse(conf.slice("--plugin-conf=".length)), {
     nadMirrorDir: DEFAULT_NAD_MIRROR_DIR,
   });
-  // Only what the mirror needs: no other host path.
-  assert.deepEqual(mirror.volumeMounts.map((m) => m.name), [mount.name]);
-  assert.ok(
-    mebibytes(mirror.resources.limits.memory) >= mebibytes(mirror.resources.requests.memory),
+  // New network namespaces appear in the running daemon.
+  const netns = daemon.volumeMounts.find((m) => m.mountPath === "/var/run/netns");
+  assert.equal(netns?.mountPropagation, "HostToContainer");
+  assert.ok(mebibytes(daemon.resources.limits.memory) >= 512, "room for the delegates it runs");
+  // The daemon's flags are the ones `manifold daemon` accepts (once lib/cli/daemon.ts exists).
+  const cli = await import(new URL("../../lib/cli/daemon.ts", import.meta.url).href).catch(
+    () => undefined,
   );
+  if (typeof cli?.runDaemon === "function") {
+    const err = { text: "" };
+    const code = await cli.runDaemon([...daemon.args.slice(1), "--help"], {
+      stdout: () => {},
+      stderr: (s: string) => void (err.text += s),
+      env: {},
+    });
+    assert.equal(code, 0, err.text);
+  }
 });
 
 /** The KEP's provider pattern (KEP-3698 PodNetworkSpec.Provider `+kubebuilder:validation:Pattern`). */

@@ -92,6 +92,8 @@ Deno.test("install --help and usage errors", async () => {
     [["--skip-binary-copy", "--no-kubeconfig", "--poll-interval-ms", "fast"], /integer/],
     [["--skip-binary-copy", "--no-kubeconfig", "--plugin-conf", "[1]"], /JSON object/],
     [["--skip-binary-copy", "--kube-server", "10.0.0.1"], /http\(s\) URL/],
+    [["--skip-binary-copy", "--no-kubeconfig", "--daemon-socket", "m.sock"], /absolute path/],
+    [["--skip-binary-copy", "--no-kubeconfig", "--no-daemon-fallback"], /needs --daemon-socket/],
   ];
   for (const [args, re, env] of cases) {
     const c = io(env);
@@ -138,6 +140,41 @@ Deno.test("install --once in-process: flags reach the generated config", async (
     const kc = JSON.parse((await readIf(`${h.confDir}/manifold.d/manifold.kubeconfig`))!);
     assert.equal(kc.clusters[0].cluster.server, "https://[fd00::1]:443");
     assert.ok(await readIf(`${h.binDir}/manifold`));
+  } finally {
+    await h.cleanup();
+  }
+});
+
+Deno.test("install --daemon-socket / --no-daemon-fallback reach the generated config", async () => {
+  const h = await fakeHost();
+  try {
+    await Deno.writeTextFile(`${h.confDir}/10-flannel.conflist`, JSON.stringify(flannelConflist()));
+    const base = ["--host-root", h.root, "--skip-binary-copy", "--no-kubeconfig", "--once"];
+    const generated = async (extra: string[]) => {
+      const c = io();
+      assert.equal(await runInstall([...base, ...extra], c.io), 0, c.out.stderr);
+      return parseGenerated((await readIf(h.config))!).list.plugins[0];
+    };
+    const plain = await generated([]);
+    assert.ok(!("daemonSocket" in plain) && !("daemonFallback" in plain), "no daemon by default");
+    const withDaemon = await generated(["--daemon-socket", "/run/manifold/manifold.sock"]);
+    assert.equal(withDaemon.daemonSocket, "/run/manifold/manifold.sock");
+    assert.ok(!("daemonFallback" in withDaemon), "fallback stays the plugin's default (on)");
+    const strict = await generated([
+      "--daemon-socket",
+      "/run/manifold/manifold.sock",
+      "--no-daemon-fallback",
+    ]);
+    assert.equal(strict.daemonSocket, "/run/manifold/manifold.sock");
+    assert.equal(strict.daemonFallback, false);
+    // The flag wins over the same key in --plugin-conf, as the other single flags do.
+    const both = await generated([
+      "--plugin-conf",
+      '{"daemonSocket":"/elsewhere.sock"}',
+      "--daemon-socket",
+      "/run/manifold/manifold.sock",
+    ]);
+    assert.equal(both.daemonSocket, "/run/manifold/manifold.sock");
   } finally {
     await h.cleanup();
   }

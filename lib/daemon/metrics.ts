@@ -1,0 +1,265 @@
+/**
+ * The daemon's Prometheus metrics: one private `prom-client` registry and the
+ * {@link DaemonObserver} that feeds it. Loaded by `manifold daemon` only (through
+ * `lib/daemon/http.ts`); nothing on the plugin's per-call path imports this module, so the
+ * plugin and the forwarder never pay for `prom-client`.
+ *
+ * Series (Prometheus text format 0.0.4):
+ * - `manifold_cni_requests_total{command,result}` counter: CNI requests served by the daemon;
+ * - `manifold_cni_request_duration_seconds{command}` histogram: their wall time;
+ * - `manifold_delegate_duration_seconds{plugin,command}` histogram: delegate executions;
+ * - `manifold_api_requests_total{verb,code}` counter: Kubernetes API requests (code 0 = no answer);
+ * - `manifold_attachments` gauge: live attachments in the cache;
+ * - `manifold_fallback_total` counter: in-process fallbacks of the forwarder, the line count
+ *   of the fallbacks file at scrape time;
+ * - prom-client's default process metrics without a prefix (`process_cpu_seconds_total`,
+ *   `process_start_time_seconds`, `nodejs_heap_size_used_bytes`, …), the names every Prometheus
+ *   client library exports, so stock node/process dashboards work; except the series prom-client
+ *   reads from `/proc/self` ({@link PROC_SELF_SERIES}), which Deno opens only with
+ *   `--allow-all` (the daemon runs with scripts/permissions, so they would read 0):
+ *   `process_resident_memory_bytes` comes from `Deno.memoryUsage()` instead, the others are left
+ *   out.
+ *
+ * @module
+ */
+
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { DaemonObserver } from "./observer.ts";
+
+/** Histogram buckets in seconds, for CNI requests and delegates: 5 ms … 60 s. */
+export const DURATION_BUCKETS: readonly number[] = [
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  30,
+  60,
+];
+
+/**
+ * prom-client's series read from `/proc/self/status`, `/proc/self/fd` and `/proc/self/limits`:
+ * Deno refuses those reads without `--allow-all` ("NotCapable") and prom-client then reports 0.
+ */
+export const PROC_SELF_SERIES: readonly string[] = [
+  "process_resident_memory_bytes",
+  "process_virtual_memory_bytes",
+  "process_heap_bytes",
+  "process_open_fds",
+  "process_max_fds",
+];
+
+/** The CNI commands kept as label values; any other value is reported as `"other"`. */
+const COMMANDS = new Set(["ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION"]);
+/** The HTTP methods kept as label values; any other value is reported as `"other"`. */
+const VERBS = new Set(["GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE", "HEAD"]);
+
+/** The daemon's metrics: a private registry (never prom-client's global one) and its observer. */
+export interface DaemonMetrics {
+  /** Records into the registry; label values are bounded (see module doc). */
+  readonly observer: DaemonObserver;
+  /** The exposition's media type (`text/plain; version=0.0.4; charset=utf-8`). */
+  readonly contentType: string;
+  /**
+   * Every series in Prometheus text format, collected now (reads the fallbacks file).
+   *
+   * @throws what a collector throws, e.g. Deno.errors.PermissionDenied on the fallbacks file
+   */
+  scrape(): Promise<string>;
+  /** Unregisters every series (stops the default collectors' state); idempotent. */
+  clear(): void;
+}
+
+/**
+ * Label value of a CNI command: the command itself when CNI defines it, else `"other"`, so a
+ * malformed request cannot grow the series without bound.
+ *
+ * @param command `CNI_COMMAND` as received
+ * @returns one of ADD, DEL, CHECK, GC, STATUS, VERSION or `"other"`
+ * @example
+ * ```ts
+ * commandLabel("ADD"); // "ADD"
+ * commandLabel("rm -rf"); // "other"
+ * ```
+ */
+export function commandLabel(command: string): string {
+  return COMMANDS.has(command) ? command : "other";
+}
+
+/**
+ * Number of lines in a file, read at once: the forwarder appends one line per fallback.
+ * A missing file counts 0; a last line without its newline still counts.
+ *
+ * @param path the fallbacks file
+ * @returns the line count
+ * @throws Deno.errors other than NotFound (e.g. PermissionDenied)
+ */
+export async function countLines(path: string): Promise<number> {
+  return (await new LineCounter(path).count());
+}
+
+/**
+ * Counts the lines of an append-only file across calls, reading only what was appended since
+ * the last call (same inode, not shorter); a replaced or truncated file is counted afresh.
+ */
+export class LineCounter {
+  readonly #path: string;
+  #ino: number | null = null;
+  #size = 0;
+  #newlines = 0;
+  #endsWithNewline = true;
+
+  /**
+   * A counter for one file.
+   *
+   * @param path the file to count; it need not exist yet
+   */
+  constructor(path: string) {
+    this.#path = path;
+  }
+
+  /**
+   * The file's line count now (0 when it does not exist).
+   *
+   * @returns lines, an unterminated last line included
+   * @throws Deno.errors other than NotFound (e.g. PermissionDenied)
+   */
+  async count(): Promise<number> {
+    let file: Deno.FsFile;
+    try {
+      file = await Deno.open(this.#path, { read: true });
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) {
+        this.#reset(null);
+        return 0;
+      }
+      throw e;
+    }
+    try {
+      const st = await file.stat();
+      if (st.ino !== this.#ino || st.size < this.#size) this.#reset(st.ino);
+      else await file.seek(this.#size, Deno.SeekMode.Start);
+      const buf = new Uint8Array(64 * 1024);
+      for (;;) {
+        const n = await file.read(buf);
+        if (n === null) break;
+        for (let i = 0; i < n; i++) if (buf[i] === 0x0a) this.#newlines++;
+        if (n > 0) this.#endsWithNewline = buf[n - 1] === 0x0a;
+        this.#size += n;
+      }
+      return this.#newlines + (this.#endsWithNewline ? 0 : 1);
+    } finally {
+      file.close();
+    }
+  }
+
+  #reset(ino: number | null): void {
+    this.#ino = ino;
+    this.#size = 0;
+    this.#newlines = 0;
+    this.#endsWithNewline = true;
+  }
+}
+
+/**
+ * Builds the daemon's registry with every series of the module doc and an observer feeding it.
+ *
+ * @param opts `fallbackFile`: the forwarder's fallbacks file (`<socket dir>/fallbacks`), counted
+ *   at every scrape (only the appended bytes are read); without it `manifold_fallback_total` stays 0. `defaultMetrics` (default
+ *   true): register prom-client's process metrics.
+ * @returns the observer and the scrape function
+ */
+export function createDaemonMetrics(
+  opts: { fallbackFile?: string; defaultMetrics?: boolean } = {},
+): DaemonMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  const requests = new Counter({
+    name: "manifold_cni_requests_total",
+    help: "CNI requests served by the daemon, by CNI_COMMAND and result (success or error).",
+    labelNames: ["command", "result"] as const,
+    registers,
+  });
+  const requestSeconds = new Histogram({
+    name: "manifold_cni_request_duration_seconds",
+    help: "Wall time of CNI requests served by the daemon, in seconds.",
+    labelNames: ["command"] as const,
+    buckets: [...DURATION_BUCKETS],
+    registers,
+  });
+  const delegateSeconds = new Histogram({
+    name: "manifold_delegate_duration_seconds",
+    help: "Wall time of delegate plugin executions, in seconds, by plugin type and CNI_COMMAND.",
+    labelNames: ["plugin", "command"] as const,
+    buckets: [...DURATION_BUCKETS],
+    registers,
+  });
+  const apiRequests = new Counter({
+    name: "manifold_api_requests_total",
+    help: "Kubernetes API requests, by HTTP method and status code (0: no answer).",
+    labelNames: ["verb", "code"] as const,
+    registers,
+  });
+  const attachments = new Gauge({
+    name: "manifold_attachments",
+    help: "Live attachments in the daemon's cache.",
+    registers,
+  });
+  const fallbacks = opts.fallbackFile === undefined
+    ? undefined
+    : new LineCounter(opts.fallbackFile);
+  new Counter({
+    name: "manifold_fallback_total",
+    help: "CNI requests the forwarder ran in-process because the daemon did not answer.",
+    registers,
+    async collect() {
+      const n = fallbacks === undefined ? 0 : await fallbacks.count();
+      this.reset();
+      if (n > 0) this.inc(n);
+    },
+  });
+  if (opts.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry });
+    for (const name of PROC_SELF_SERIES) registry.removeSingleMetric(name);
+    new Gauge({
+      name: "process_resident_memory_bytes",
+      help: "Resident memory size in bytes.",
+      registers,
+      collect() {
+        this.set(Deno.memoryUsage().rss);
+      },
+    });
+  }
+  const observer: DaemonObserver = {
+    cniRequest(command, result, seconds) {
+      const c = commandLabel(command);
+      requests.inc({ command: c, result });
+      requestSeconds.observe({ command: c }, seconds);
+    },
+    delegate(plugin, command, seconds) {
+      delegateSeconds.observe(
+        { plugin: plugin.slice(0, 64), command: commandLabel(command) },
+        seconds,
+      );
+    },
+    apiRequest(verb, code) {
+      const v = verb.toUpperCase();
+      apiRequests.inc({ verb: VERBS.has(v) ? v : "other", code: String(code) });
+    },
+    attachments(count) {
+      attachments.set(count);
+    },
+  };
+  return {
+    observer,
+    contentType: registry.contentType,
+    scrape: () => registry.metrics(),
+    clear: () => registry.clear(),
+  };
+}
