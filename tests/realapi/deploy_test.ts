@@ -46,7 +46,7 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
   assert.equal(ds.spec.template.spec.serviceAccountName, "manifold");
   assert.deepEqual(
     ds.spec.template.spec.containers.map((c: { name: string }) => c.name),
-    ["install", "nad-mirror"],
+    ["daemon", "install"],
   );
   const role = await api.admin.get(
     "rbac.authorization.k8s.io/v1",
@@ -103,7 +103,7 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
         3,
       );
 
-      // `manifold mirror` (the DaemonSet's nad-mirror container): list + watch NADs.
+      // `manifold mirror` (the NAD list + watch the daemon also runs): list + watch NADs.
       const mirrorDir = `${w.dirs.cache}/nads`;
       const mirror = startMirror(mirrorDir, w.kubeconfig);
       try {
