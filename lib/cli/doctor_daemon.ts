@@ -14,102 +14,26 @@
  */
 
 import { SUPPORTED_VERSIONS } from "../cni/version.ts";
-import { errorText, oneLine } from "../util/text.ts";
+import type { ForwardOutcome } from "../daemon/forward.ts";
+import { oneLine } from "../util/text.ts";
 import { type DoctorContext, type DoctorStep, statOrUndefined } from "./doctor_checks.ts";
 
-/** What the daemon answered to VERSION. */
-export interface DaemonVersionAnswer {
-  /** The plugin exit code the daemon reports (0 success). */
-  code: number;
-  /** The answer's stdout: the CNI VERSION document. */
-  stdout: string;
-}
-
-/** The largest answer the probe reads, bytes. */
-const MAX_ANSWER_BYTES = 1024 * 1024;
-
 /**
- * Sends one CNI VERSION request to the daemon and reads its answer. The daemon protocol
- * (lib/daemon/protocol.ts of the daemon core): one request per connection, each frame a 4-byte
- * big-endian length then its bytes; request = frame `{"v":1,"env":{…}}` (UTF-8 JSON) + frame
- * stdin; answer = one frame `{"code":n,"stdout":"…"}`. Everything protocol-specific is here.
+ * Sends one CNI VERSION request to the daemon over its protocol (lib/daemon/protocol.ts) with
+ * the forwarder's own client (`forward` of lib/daemon/forward.ts), bounded in time.
  *
  * @param path the socket path in this process's view
- * @param timeoutMs bound on connect + request + answer, ms
- * @returns the decoded answer
- * @throws Deno.errors.NotFound / ConnectionRefused when nobody listens (not delivered);
- *   Error for a timeout, a short or malformed answer
+ * @param timeoutMs bound on request + answer once connected, ms
+ * @returns `answered` with the daemon's `{code, stdout}`, `unavailable` when nobody listens,
+ *   `lost` for a timeout or a short or malformed answer
  */
-export async function probeDaemonVersion(
-  path: string,
-  timeoutMs: number,
-): Promise<DaemonVersionAnswer> {
-  const conn = await Deno.connect({ transport: "unix", path });
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    try {
-      conn.close(); // fails the pending read or write
-    } catch { /* closed */ }
-  }, timeoutMs);
-  try {
-    const enc = new TextEncoder();
-    const header = enc.encode(JSON.stringify({
-      v: 1,
-      env: { CNI_COMMAND: "VERSION", CNI_PATH: "/opt/cni/bin" },
-    }));
-    const stdin = enc.encode(JSON.stringify({ cniVersion: "1.1.0" }));
-    const req = new Uint8Array(8 + header.length + stdin.length);
-    const view = new DataView(req.buffer);
-    view.setUint32(0, header.length);
-    req.set(header, 4);
-    view.setUint32(4 + header.length, stdin.length);
-    req.set(stdin, 8 + header.length);
-    for (let off = 0; off < req.length;) off += await conn.write(req.subarray(off));
-    const chunks: Uint8Array[] = [];
-    let have = 0;
-    let want = -1;
-    const buf = new Uint8Array(64 * 1024);
-    for (;;) {
-      if (want < 0 && have >= 4) {
-        const all = concat(chunks, have);
-        want = new DataView(all.buffer).getUint32(0);
-        if (want > MAX_ANSWER_BYTES) throw new Error(`answer of ${want} bytes is too large`);
-      }
-      if (want >= 0 && have >= 4 + want) break;
-      const n = await conn.read(buf);
-      if (n === null) throw new Error(`connection closed after ${have} bytes of the answer`);
-      chunks.push(buf.slice(0, n));
-      have += n;
-    }
-    const body = concat(chunks, have).subarray(4, 4 + want);
-    const answer = JSON.parse(new TextDecoder().decode(body)) as Partial<DaemonVersionAnswer>;
-    if (typeof answer?.code !== "number" || typeof answer.stdout !== "string") {
-      throw new Error("answer is not {code, stdout}");
-    }
-    return { code: answer.code, stdout: answer.stdout };
-  } catch (e) {
-    if (timedOut) throw new Error(`no answer within ${timeoutMs} ms`);
-    throw e;
-  } finally {
-    clearTimeout(timer);
-    try {
-      conn.close();
-    } catch { /* closed by the timer */ }
-  }
+export async function probeDaemonVersion(path: string, timeoutMs: number): Promise<ForwardOutcome> {
+  const { forward } = await import("../daemon/forward.ts");
+  const stdin = new TextEncoder().encode(JSON.stringify({ cniVersion: "1.1.0" }));
+  const env = { CNI_COMMAND: "VERSION", CNI_PATH: "/opt/cni/bin" };
+  return await forward(path, env, stdin, { timeoutMs });
 }
 
-function concat(chunks: Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
-}
-
-/** The installed binary's release from `<binDir>/manifold --version`, or undefined. */
 async function binaryRelease(ctx: DoctorContext, timeoutMs: number): Promise<string | undefined> {
   try {
     const out = await new Deno.Command(ctx.host(`${ctx.binDir}/manifold`), {
@@ -179,21 +103,20 @@ export const daemonStep: DoctorStep = {
     } else {
       ctx.add("daemon socket", "ok", `${socket} (socket 0600 root, directory 0700)`);
     }
-    let answer: DaemonVersionAnswer;
-    try {
-      answer = await probeDaemonVersion(ctx.host(socket), timeoutMs);
-    } catch (e) {
-      if (e instanceof Deno.errors.ConnectionRefused || e instanceof Deno.errors.NotFound) {
-        return down(`${socket} refuses connections (a stale socket)`);
-      }
+    const outcome = await probeDaemonVersion(ctx.host(socket), timeoutMs);
+    if (outcome.kind === "unavailable") {
+      return down(`${socket} refuses connections (a stale socket): ${oneLine(outcome.reason)}`);
+    }
+    if (outcome.kind === "lost") {
       ctx.add(
         "daemon",
         "fail",
-        `${socket} does not answer a VERSION request: ${oneLine(errorText(e))}`,
+        `${socket} does not answer a VERSION request: ${oneLine(outcome.reason)}`,
         "the daemon may be hung: check its /healthz and logs",
       );
       return;
     }
+    const answer = outcome.answer;
     let doc: { supportedVersions?: unknown; manifoldVersion?: unknown } | undefined;
     try {
       doc = JSON.parse(answer.stdout);

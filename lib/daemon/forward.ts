@@ -67,12 +67,16 @@ export function daemonRoute(stdin: Uint8Array): DaemonRoute | undefined {
  * @param socket the daemon's unix socket path
  * @param env the plugin process's environment (only CNI_* and MANIFOLD_* are sent)
  * @param stdin the raw stdin bytes
- * @returns `answered`, `unavailable` (not delivered: fallback allowed) or `lost`
+ * @param options `timeoutMs`: bound on sending and answering once connected, ms (the
+ *   plugin path sets none: the daemon bounds each request itself; `manifold doctor` does)
+ * @returns `answered`, `unavailable` (not delivered: fallback allowed) or `lost` (also when
+ *   `timeoutMs` ran out)
  */
 export async function forward(
   socket: string,
   env: Record<string, string>,
   stdin: Uint8Array,
+  options: { timeoutMs?: number } = {},
 ): Promise<ForwardOutcome> {
   let conn: Deno.UnixConn;
   try {
@@ -80,6 +84,13 @@ export async function forward(
   } catch (e) {
     return { kind: "unavailable", reason: e instanceof Error ? e.message : String(e) };
   }
+  let timedOut = false;
+  const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => {
+    timedOut = true;
+    try {
+      conn.close(); // fails the pending read or write
+    } catch { /* closed */ }
+  }, options.timeoutMs);
   try {
     const header = new TextEncoder().encode(
       JSON.stringify({ v: PROTOCOL_VERSION, env: forwardedEnv(env) }),
@@ -103,8 +114,10 @@ export async function forward(
     }
     return { kind: "answered", answer: { code: answer.code, stdout: answer.stdout } };
   } catch (e) {
+    if (timedOut) return { kind: "lost", reason: `no answer within ${options.timeoutMs} ms` };
     return { kind: "lost", reason: e instanceof Error ? e.message : String(e) };
   } finally {
+    clearTimeout(timer);
     try {
       conn.close();
     } catch { /* already closed */ }
