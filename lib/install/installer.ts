@@ -28,6 +28,7 @@ import { MANIFOLD_CONF_SUBDIR } from "./kubeconfig.ts";
 import { writePluginCredentials } from "./credentials.ts";
 import { findPrimaryConfig } from "./primary.ts";
 import { sleepUnlessAborted } from "../util/timer.ts";
+import { errorText } from "../util/text.ts";
 
 /** Defaults of {@link InstallerOptions}. */
 export const INSTALL_DEFAULTS = {
@@ -228,7 +229,7 @@ async function refreshCredentials(inst: Installer, w: WatchState): Promise<void>
     w.credentialWarned = false;
   } catch (err) {
     if (!w.credentialWarned) {
-      inst.log.warn("cannot refresh the plugin's credentials", { error: message(err) });
+      inst.log.warn("cannot refresh the plugin's credentials", { error: errorText(err) });
       w.credentialWarned = true;
     }
   }
@@ -352,10 +353,6 @@ async function exists(path: string): Promise<boolean> {
     if (err instanceof Deno.errors.NotFound) return false;
     throw err;
   }
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

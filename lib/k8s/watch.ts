@@ -41,6 +41,7 @@ import type { NetworkAttachmentDefinition } from "./types.ts";
 
 export * from "./list.ts";
 import { sleepUnlessAborted } from "../util/timer.ts";
+import { errorText } from "../util/text.ts";
 
 /** One change from a watch (`metav1.WatchEvent` of type ADDED, MODIFIED or DELETED). */
 export interface WatchChange<T> {
@@ -267,7 +268,7 @@ class ListWatchLoop<T> {
     const max = this.#opts.maxBackoffMs ?? LIST_WATCH_DEFAULTS.maxBackoffMs;
     const base = Math.min(max, min * 2 ** Math.min(this.#failures - 1, 30));
     const delayMs = Math.round(base * (0.5 + this.#random() / 2));
-    this.#log.warn(what, { error: describe(err), failures: this.#failures, delayMs });
+    this.#log.warn(what, { error: errorText(err), failures: this.#failures, delayMs });
     await sleepUnlessAborted(delayMs, this.#signal);
   }
 
@@ -300,7 +301,7 @@ class ListWatchLoop<T> {
       const at = this.#rv;
       if (at === undefined) return;
       this.#serial(() => this.#handler.progress(at)).catch((err) =>
-        this.#log.warn("progress failed", { error: describe(err) })
+        this.#log.warn("progress failed", { error: errorText(err) })
       );
     };
     const onOpen = () => {
@@ -372,8 +373,4 @@ class ListWatchLoop<T> {
       await this.#chain;
     }
   }
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -13,6 +13,7 @@
  */
 
 import { CniError, CniErrorCode } from "../cni/errors.ts";
+import { errorText } from "../util/text.ts";
 
 /** A held container lock. */
 export interface ContainerLock {
@@ -58,7 +59,7 @@ export async function lockContainer(cniDir: string, containerId: string): Promis
     throw new CniError(
       CniErrorCode.IoFailure,
       "failed to lock the container",
-      `${path}: ${e instanceof Error ? e.message : String(e)}`,
+      `${path}: ${errorText(e)}`,
     );
   }
 }
