@@ -30,7 +30,9 @@ export const DAEMON_USAGE = `Usage: manifold daemon --conf PATH [options]
 
 Serves the CNI requests the manifold binary forwards (config key daemonSocket) over a unix
 socket, with one warm API connection and NADs kept in memory by a list+watch (also written
-to the on-disk mirror nadMirrorDir that in-process fallbacks read).
+to the on-disk mirror nadMirrorDir that in-process fallbacks read). With
+"multiNetworkPolicy": true in the config it also enforces MultiNetworkPolicies (nftables in
+the pods' network namespaces) on this node's pods (--node-name).
 
 Options:
   --conf PATH               the plugin config (conf or conflist) the runtime uses

@@ -19,6 +19,7 @@ import { ApiStatusSink, KubeEventSink } from "../multinet/sinks.ts";
 import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
 import type { DaemonObserver } from "./observer.ts";
+import type { PolicyAgent } from "./policy_agent.ts";
 import { DaemonServer } from "./server.ts";
 import { cniService } from "./service.ts";
 
@@ -63,6 +64,7 @@ export class ManifoldDaemon {
   #watching: Promise<void>;
   #writer: NadMirrorWriter | undefined;
   #kube: KubeClient | undefined;
+  #policy: PolicyAgent | undefined;
 
   private constructor(
     server: DaemonServer,
@@ -110,6 +112,20 @@ export class ManifoldDaemon {
       };
       api = () => Promise.resolve(shared);
     }
+    let observer = opts.observer;
+    let policy: PolicyAgent | undefined;
+    if (kube && opts.conf.multiNetworkPolicy) {
+      const { PolicyAgent, kickingObserver } = await import("./policy_agent.ts");
+      policy = PolicyAgent.start({
+        kube,
+        cniDir: opts.conf.cniDir,
+        nodeName: opts.env.NODE_NAME || undefined,
+        events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
+        observer,
+        logger: logger.with({ component: "policy" }),
+      });
+      observer = kickingObserver(observer, policy);
+    }
     const serve = cniService({
       baseEnv: opts.env,
       handlers: (env) =>
@@ -118,7 +134,7 @@ export class ManifoldDaemon {
           { processEnv: env },
         ),
       requestTimeoutMs: opts.requestTimeoutMs,
-      observer: opts.observer,
+      observer,
       logger,
     });
     const server = await DaemonServer.listen({
@@ -127,7 +143,14 @@ export class ManifoldDaemon {
       idleTimeoutMs: opts.idleTimeoutMs,
       logger,
     });
-    return new ManifoldDaemon(server, store, stopWatch, watching, writer, kube);
+    const daemon = new ManifoldDaemon(server, store, stopWatch, watching, writer, kube);
+    daemon.#policy = policy;
+    return daemon;
+  }
+
+  /** MultiNetworkPolicy enforcement (`"multiNetworkPolicy": true` with an API), if on. */
+  get policy(): PolicyAgent | undefined {
+    return this.#policy;
   }
 
   /** Requests being served now. */
@@ -141,6 +164,7 @@ export class ManifoldDaemon {
     if (this.#store && !this.#store.synced) {
       reasons.push("the NAD list has not been received from the API yet");
     }
+    if (this.#policy) reasons.push(...this.#policy.notReady());
     return { ok: reasons.length === 0, reasons };
   }
 
@@ -153,8 +177,10 @@ export class ManifoldDaemon {
   async stop(): Promise<void> {
     await this.#server.close();
     this.#stopWatch.abort();
+    const policyStopped = this.#policy?.stop();
     this.#kube?.close(); // ends the open watch stream at once (an abort alone waits for data)
     await this.#watching;
+    await policyStopped;
     await this.#writer?.clear().catch(() => {});
   }
 }

@@ -10,6 +10,8 @@
  * - `manifold_delegate_duration_seconds{plugin,command}` histogram: delegate executions;
  * - `manifold_api_requests_total{verb,code}` counter: Kubernetes API requests (code 0 = no answer);
  * - `manifold_attachments` gauge: live attachments in the cache;
+ * - `manifold_policy_sync_duration_seconds` histogram and `manifold_policy_apply_failures_total`
+ *   counter: MultiNetworkPolicy syncs (`"multiNetworkPolicy": true`);
  * - `manifold_fallback_total` counter: in-process fallbacks of the forwarder, the line count
  *   of the fallbacks file at scrape time;
  * - prom-client's default process metrics without a prefix (`process_cpu_seconds_total`,
@@ -211,6 +213,19 @@ export function createDaemonMetrics(
     help: "Live attachments in the daemon's cache.",
     registers,
   });
+  const policySyncSeconds = new Histogram({
+    name: "manifold_policy_sync_duration_seconds",
+    help:
+      "Wall time of MultiNetworkPolicy syncs (cache scan, engine, nftables batches), in seconds.",
+    buckets: [...DURATION_BUCKETS],
+    registers,
+  });
+  const policyFailures = new Counter({
+    name: "manifold_policy_apply_failures_total",
+    help:
+      "Pods whose MultiNetworkPolicy rules could not be applied as computed (closed or failed).",
+    registers,
+  });
   const fallbacks = opts.fallbackFile === undefined
     ? undefined
     : new LineCounter(opts.fallbackFile);
@@ -254,6 +269,10 @@ export function createDaemonMetrics(
     },
     attachments(count) {
       attachments.set(count);
+    },
+    policySync(seconds, failures) {
+      policySyncSeconds.observe(seconds);
+      if (failures > 0) policyFailures.inc(failures);
     },
   };
   return {

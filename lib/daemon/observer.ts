@@ -20,6 +20,11 @@ export interface DaemonObserver {
   apiRequest(verb: string, code: number): void;
   /** Number of live attachments in the cache after a request changed it. */
   attachments(count: number): void;
+  /**
+   * One MultiNetworkPolicy sync (`"multiNetworkPolicy": true`): seconds = wall time (cache
+   * scan, engine, every batch); failures = pods whose rules could not be applied as computed.
+   */
+  policySync?(seconds: number, failures: number): void;
 }
 /** An observer that records nothing. */
 export const NO_OBSERVER: DaemonObserver = {

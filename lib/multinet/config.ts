@@ -113,6 +113,11 @@ export interface ManifoldConf {
    * PodNetworks whose `spec.provider` is exactly this (default {@link DEFAULT_PODNETWORK_PROVIDER}).
    */
   podNetworkProvider: string;
+  /**
+   * Manifold: `manifold daemon` enforces MultiNetworkPolicy (`k8s.cni.cncf.io/v1beta1`) on
+   * secondary networks with nftables in each selected pod's netns (default false; lib/policy).
+   */
+  multiNetworkPolicy: boolean;
   /** Manifold: per-delegate time bound, ms (default 60 000). */
   delegateTimeoutMs: number;
   /** Manifold: per API request time bound, ms (default 5 000). */
@@ -186,6 +191,7 @@ function buildSchema() {
     events: z.enum(["all", "warnings", "none"]).optional(),
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     podNetworkProvider: optStr,
+    multiNetworkPolicy: optBool,
     delegateTimeoutMs: optNum,
     apiTimeoutMs: optNum,
     readinessTimeoutMs: optNum,
@@ -318,6 +324,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     events: c.events ?? "warnings",
     invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
     podNetworkProvider: c.podNetworkProvider || DEFAULT_PODNETWORK_PROVIDER,
+    multiNetworkPolicy: c.multiNetworkPolicy ?? false,
     raw,
   };
 }

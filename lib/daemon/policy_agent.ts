@@ -1,0 +1,335 @@
+/**
+ * MultiNetworkPolicy in `manifold daemon` (config `"multiNetworkPolicy": true`): list+watch of
+ * MultiNetworkPolicies, pods and namespaces of the whole cluster (lib/k8s/watch.ts: paged
+ * lists, watch from the kept resourceVersion, relist on `410 Gone`) feeding a
+ * {@link PolicyReconciler}; pods' network namespaces come from the attachment cache
+ * ({@link PodNetnsIndex}).
+ *
+ * Level-triggered: every change (watch event, a sandbox ADD finished by this daemon) only
+ * schedules a `sync` a few ms later (changes arriving meanwhile are folded in), and a periodic
+ * full resync re-sends every ruleset (repairing tables changed behind Manifold's back). No sync
+ * runs before all three collections are listed, so a restart never opens a pod on a partial
+ * view. Pods whose policy cannot be applied get a `Warning` event `MultiNetworkPolicyFailed`
+ * (once per distinct problem); the reconciler fails closed.
+ *
+ * @module
+ */
+
+import { type KubeClient, listWatch, type ListWatchHandler, type WatchChange } from "../k8s/mod.ts";
+import type { Logger } from "../log/mod.ts";
+import type { EventSink } from "../multinet/deps.ts";
+import { PolicyReconciler, type SyncReport } from "../policy/reconcile.ts";
+import { PolicyApplier } from "../policy/apply.ts";
+import { errorText } from "../util/text.ts";
+import type { DaemonObserver } from "./observer.ts";
+import { PodNetnsIndex } from "./policy_netns.ts";
+import {
+  type KubeObject,
+  MNP_LIST_WATCH,
+  NAMESPACE_LIST_WATCH,
+  POD_LIST_WATCH,
+} from "./policy_watch.ts";
+
+/** The Warning event's reason on a pod whose policy cannot be (fully) applied. */
+export const POLICY_FAILED_REASON = "MultiNetworkPolicyFailed";
+/** Default wait between a change and its sync, ms. */
+export const DEFAULT_POLICY_DEBOUNCE_MS = 5;
+/** Default period of the full resync, ms. */
+export const DEFAULT_POLICY_RESYNC_MS = 60_000;
+
+/** Options of {@link PolicyAgent.start}. */
+export interface PolicyAgentOptions {
+  /** The API client (needs list/watch of the three collections). */
+  kube: KubeClient;
+  /** The attachment cache directory (`cniDir`). */
+  cniDir: string;
+  /** This node (`spec.nodeName` of the pods to program); default: every pod with a sandbox here. */
+  nodeName?: string;
+  /** Where Warning events go. */
+  events: EventSink;
+  /** Receives sync durations and apply failures. */
+  observer: DaemonObserver;
+  /** The daemon's log. */
+  logger: Logger;
+  /** Wait between a change and its sync, ms (default {@link DEFAULT_POLICY_DEBOUNCE_MS}). */
+  debounceMs?: number;
+  /** Period of the full resync, ms (default {@link DEFAULT_POLICY_RESYNC_MS}). */
+  resyncMs?: number;
+  /** Default: a libnftables applier. */
+  applier?: PolicyApplier;
+}
+
+type Kind = "policy" | "pod" | "namespace";
+
+/** The running policy enforcement of a daemon. */
+export class PolicyAgent {
+  readonly #opts: PolicyAgentOptions;
+  readonly #reconciler: PolicyReconciler;
+  readonly #index: PodNetnsIndex;
+  readonly #stop = new AbortController();
+  readonly #listed = new Set<Kind>();
+  readonly #uids = new Map<string, string>();
+  #watches: Promise<void>[] = [];
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #resync: ReturnType<typeof setInterval> | undefined;
+  #running: Promise<void> | undefined;
+  #again: "no" | "yes" | "full" = "no";
+  #reported = new Set<string>();
+  #syncs = 0;
+
+  private constructor(opts: PolicyAgentOptions) {
+    this.#opts = opts;
+    this.#index = new PodNetnsIndex(opts.cniDir);
+    this.#reconciler = new PolicyReconciler({
+      netnsOf: (pod) => this.#index.sandboxOf(pod)?.netns,
+      nodeName: opts.nodeName,
+      applier: opts.applier ?? new PolicyApplier(),
+    });
+  }
+
+  /**
+   * Starts the three list+watch loops and the periodic resync; returns at once (the first
+   * sync runs once every collection is listed).
+   *
+   * @param opts see {@link PolicyAgentOptions}
+   * @returns the running agent
+   */
+  static start(opts: PolicyAgentOptions): PolicyAgent {
+    const agent = new PolicyAgent(opts);
+    agent.#begin();
+    return agent;
+  }
+
+  #begin(): void {
+    const { kube, logger } = this.#opts;
+    const r = this.#reconciler;
+    const loops: [Kind, typeof MNP_LIST_WATCH, (o: KubeObject) => void, (o: KubeObject) => void][] =
+      [
+        [
+          "policy",
+          MNP_LIST_WATCH,
+          (o) => r.upsertPolicy(o),
+          (o) => r.deletePolicy(o.metadata.namespace!, o.metadata.name),
+        ],
+        ["pod", POD_LIST_WATCH, (o) => this.#upsertPod(o), (o) => this.#deletePod(o)],
+        [
+          "namespace",
+          NAMESPACE_LIST_WATCH,
+          (o) => r.upsertNamespace(o),
+          (o) => r.deleteNamespace(o.metadata.name),
+        ],
+      ];
+    for (const [kind, resource, upsert, remove] of loops) {
+      const handler = this.#handler(kind, upsert, remove);
+      this.#watches.push(
+        listWatch(kube, handler, { resource, signal: this.#stop.signal, logger })
+          .catch((e) => logger.error("policy watch ended", { kind, error: errorText(e) })),
+      );
+    }
+    this.#resync = setInterval(
+      () => this.#schedule("full"),
+      this.#opts.resyncMs ?? DEFAULT_POLICY_RESYNC_MS,
+    );
+  }
+
+  #upsertPod(o: KubeObject): void {
+    const id = `${o.metadata.namespace}/${o.metadata.name}`;
+    if (o.metadata.uid) this.#uids.set(id, o.metadata.uid);
+    this.#reconciler.upsertPod(o);
+  }
+
+  #deletePod(o: KubeObject): void {
+    this.#uids.delete(`${o.metadata.namespace}/${o.metadata.name}`);
+    this.#reconciler.deletePod(o.metadata.namespace!, o.metadata.name);
+  }
+
+  #handler(
+    kind: Kind,
+    upsert: (o: KubeObject) => void,
+    remove: (o: KubeObject) => void,
+  ): ListWatchHandler<KubeObject> {
+    let held = new Map<string, KubeObject>();
+    const keyOf = (o: KubeObject) => `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
+    const put = (o: KubeObject) => {
+      try {
+        upsert(o);
+      } catch (e) {
+        // Unidentifiable or undecodable (e.g. non-string labels): treated as absent.
+        this.#opts.logger.warn("policy input ignored", {
+          kind,
+          object: keyOf(o),
+          error: errorText(e),
+        });
+        remove(o);
+      }
+    };
+    return {
+      replace: (items) => {
+        const next = new Map(items.map((o) => [keyOf(o), o]));
+        for (const [k, o] of held) if (!next.has(k)) remove(o);
+        for (const o of items) put(o);
+        held = next;
+        this.#listed.add(kind);
+        this.#schedule("yes");
+        return Promise.resolve();
+      },
+      apply: (change: WatchChange<KubeObject>) => {
+        if (change.type === "DELETED") {
+          held.delete(keyOf(change.object));
+          remove(change.object);
+        } else {
+          held.set(keyOf(change.object), change.object);
+          put(change.object);
+        }
+        this.#schedule("yes");
+        return Promise.resolve();
+      },
+      progress: () => Promise.resolve(),
+    };
+  }
+
+  /** True once MultiNetworkPolicies, pods and namespaces have all been listed. */
+  get synced(): boolean {
+    return this.#listed.size === 3;
+  }
+
+  /** Why the agent is not ready, one sentence each (for `/readyz`). */
+  notReady(): string[] {
+    const missing = (["policy", "pod", "namespace"] as Kind[]).filter((k) => !this.#listed.has(k));
+    return missing.length
+      ? [`the MultiNetworkPolicy watches have not listed ${missing.join(", ")} yet`]
+      : [];
+  }
+
+  /** Syncs completed so far. */
+  get syncs(): number {
+    return this.#syncs;
+  }
+
+  /**
+   * Schedules a sync soon (e.g. a sandbox ADD finished: its pod may be selected by a policy
+   * and its netns is now in the cache).
+   */
+  kick(): void {
+    this.#schedule("yes");
+  }
+
+  /**
+   * Waits until no sync is scheduled or running (tests, shutdown).
+   * @returns when idle
+   */
+  async idle(): Promise<void> {
+    while (this.#timer !== undefined || this.#running) {
+      await (this.#running ?? new Promise((r) => setTimeout(r, 1)));
+    }
+  }
+
+  #schedule(how: "yes" | "full"): void {
+    if (this.#stop.signal.aborted || !this.synced) return;
+    if (this.#again !== "full") this.#again = how;
+    if (this.#running || this.#timer !== undefined) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#running = this.#loop().finally(() => this.#running = undefined);
+    }, this.#opts.debounceMs ?? DEFAULT_POLICY_DEBOUNCE_MS);
+  }
+
+  async #loop(): Promise<void> {
+    while (this.#again !== "no" && !this.#stop.signal.aborted) {
+      const full = this.#again === "full";
+      this.#again = "no";
+      await this.#syncOnce(full);
+    }
+  }
+
+  async #syncOnce(full: boolean): Promise<void> {
+    const { logger, observer } = this.#opts;
+    const t0 = performance.now();
+    let report: SyncReport;
+    try {
+      await this.#index.refresh();
+      report = await this.#reconciler.sync({ full });
+    } catch (e) {
+      logger.error("MultiNetworkPolicy sync failed", { error: errorText(e) });
+      observer.policySync?.((performance.now() - t0) / 1000, 1);
+      return;
+    }
+    this.#syncs++;
+    const failures = report.applied.filter((a) => a.mode === "closed" || a.mode === "failed")
+      .length + report.problems.filter((p) => p.reason === "RemoveFailed").length;
+    observer.policySync?.((performance.now() - t0) / 1000, failures);
+    const changed = report.applied.filter((a) => a.mode !== "unchanged");
+    if (changed.length || report.removed.length) {
+      logger.debug("MultiNetworkPolicy sync", {
+        applied: changed.map((a) => `${a.pod}:${a.mode}`),
+        removed: report.removed.map((r) => r.pod),
+        ms: Math.round(report.durationMs * 10) / 10,
+        full,
+      });
+    }
+    this.#report(report);
+  }
+
+  /** Warning events for problems not reported by the previous sync. */
+  #report(report: SyncReport): void {
+    const now = new Set<string>();
+    for (const p of report.problems) {
+      if (!p.pod) continue;
+      const id = `${p.pod}\0${p.reason}\0${p.message}`;
+      now.add(id);
+      if (this.#reported.has(id)) continue;
+      const [namespace, name] = p.pod.split("/");
+      this.#opts.logger.warn("MultiNetworkPolicy problem", {
+        pod: p.pod,
+        reason: p.reason,
+        policy: p.policy,
+        message: p.message,
+      });
+      this.#opts.events.emit({
+        namespace,
+        name,
+        uid: this.#uids.get(p.pod) ?? "",
+        infraContainerId: "",
+      }, {
+        type: "Warning",
+        reason: POLICY_FAILED_REASON,
+        message: `${p.reason}${p.policy ? ` (${p.policy})` : ""}: ${p.message}`,
+      });
+    }
+    this.#reported = now;
+    void this.#opts.events.flush();
+  }
+
+  /** Stops the watches and the resync and waits for a running sync; idempotent. */
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    clearInterval(this.#resync);
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await Promise.all(this.#watches);
+    await this.#running;
+  }
+}
+
+/**
+ * An observer that also schedules a policy sync when a sandbox ADD or DEL served by the daemon
+ * succeeded (the pod's netns just entered or left the cache), so a new pod a policy selects
+ * gets its rules right after ADD without waiting for its network-status watch event.
+ *
+ * @param observer the daemon's observer (still receives everything)
+ * @param agent the running agent
+ * @returns the wrapping observer
+ */
+export function kickingObserver(observer: DaemonObserver, agent: PolicyAgent): DaemonObserver {
+  return {
+    ...observer,
+    cniRequest(command, result, seconds) {
+      observer.cniRequest(command, result, seconds);
+      if (result === "success" && (command === "ADD" || command === "DEL")) agent.kick();
+    },
+    delegate: (p, c, s) => observer.delegate(p, c, s),
+    apiRequest: (v, c) => observer.apiRequest(v, c),
+    attachments: (n) => observer.attachments(n),
+    policySync: (s, f) => observer.policySync?.(s, f),
+  };
+}
