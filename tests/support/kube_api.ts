@@ -52,6 +52,7 @@ import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { stringify as toYaml } from "yaml";
 import { type CertSet, defaultCertSet } from "./certs.ts";
+import { listAnswer, WatchFeed } from "./kube_api_feeds.ts";
 
 /** A pod to create with {@link KubeApiStandIn.addPod}. */
 export interface PodInit {
@@ -59,6 +60,10 @@ export interface PodInit {
   name: string;
   uid?: string;
   annotations?: Record<string, string>;
+  /** `metadata.labels`. */
+  labels?: Record<string, string>;
+  /** `spec.nodeName`. */
+  nodeName?: string;
 }
 
 /** A NetworkAttachmentDefinition to create with {@link KubeApiStandIn.addNad}. */
@@ -184,6 +189,23 @@ export interface KubeApiStandIn {
   endNadWatches(opts?: { clean?: boolean }): void;
   /** NAD watches currently open. */
   readonly nadWatchCount: number;
+  /**
+   * Creates or replaces a MultiNetworkPolicy (`k8s.cni.cncf.io/v1beta1`; the server fills
+   * uid, generation, resourceVersion); sends ADDED/MODIFIED to the open watches.
+   */
+  putMultiNetworkPolicy(
+    obj: { metadata: { name: string; namespace: string } } & Record<string, unknown>,
+  ): Record<string, unknown>;
+  /** Removes a MultiNetworkPolicy (no-op when absent); sends DELETED. */
+  deleteMultiNetworkPolicy(namespace: string, name: string): void;
+  /** Creates or replaces a Namespace with these labels; sends ADDED/MODIFIED. */
+  putNamespace(name: string, labels?: Record<string, string>): Record<string, unknown>;
+  /** Replaces a pod's labels (new resourceVersion, MODIFIED to the pod watches). */
+  setPodLabels(namespace: string, name: string, labels: Record<string, string>): void;
+  /** Pod, Namespace and MultiNetworkPolicy watches open now. */
+  readonly policyWatchCount: number;
+  /** Forgets the pod, Namespace and MultiNetworkPolicy watch history (→ 410 for older watches). */
+  compactPolicyHistory(): void;
   /** Replaces the set of accepted bearer tokens (others get 401). */
   setTokens(valid: string[]): void;
   /** Makes every resource request of this token (or client-certificate user) get 403. */
@@ -422,6 +444,11 @@ class StandIn implements KubeApiStandIn {
   #nadCompactedRv = 0;
   #nadWatchers = new Set<NadWatcher>();
   #bookmarkIntervalMs: number | undefined;
+  #mnps = new Map<string, Json>();
+  #namespaces = new Map<string, Json>();
+  #podFeed = new WatchFeed("Pod", "v1");
+  #mnpFeed = new WatchFeed("MultiNetworkPolicy", `${NAD_GROUP}/v1beta1`);
+  #namespaceFeed = new WatchFeed("Namespace", "v1");
 
   constructor(certs: CertSet, clientCertAuth: boolean, bookmarkIntervalMs?: number) {
     this.#certs = certs;
@@ -537,6 +564,7 @@ class StandIn implements KubeApiStandIn {
     if (pod.annotations && Object.keys(pod.annotations).length) {
       metadata.annotations = { ...pod.annotations };
     }
+    if (pod.labels && Object.keys(pod.labels).length) metadata.labels = { ...pod.labels };
     const obj: Json = {
       kind: "Pod",
       apiVersion: "v1",
@@ -563,12 +591,17 @@ class StandIn implements KubeApiStandIn {
       },
       status: { phase: "Pending", qosClass: "BestEffort" },
     };
+    if (pod.nodeName) (obj.spec as Json).nodeName = pod.nodeName;
+    const existed = this.#pods.has(key(pod.namespace, pod.name));
     this.#pods.set(key(pod.namespace, pod.name), obj);
+    this.#podFeed.emit(existed ? "MODIFIED" : "ADDED", obj);
     return structuredClone(obj);
   }
 
   deletePod(namespace: string, name: string): void {
+    const old = this.#pods.get(key(namespace, name));
     this.#pods.delete(key(namespace, name));
+    if (old) this.#podFeed.emit("DELETED", this.#bumped(old));
   }
 
   getPod(namespace: string, name: string): Json | undefined {
@@ -817,6 +850,164 @@ class StandIn implements KubeApiStandIn {
     }
   }
 
+  putMultiNetworkPolicy(obj: Json): Json {
+    const meta = obj.metadata as Json;
+    const k = key(String(meta.namespace), String(meta.name));
+    const old = this.#mnps.get(k)?.metadata as Json | undefined;
+    const stored: Json = {
+      ...obj,
+      apiVersion: `${NAD_GROUP}/v1beta1`,
+      kind: "MultiNetworkPolicy",
+      metadata: {
+        ...meta,
+        creationTimestamp: old?.creationTimestamp ?? now(),
+        generation: Number(old?.generation ?? 0) + 1,
+        resourceVersion: String(++this.#rv),
+        uid: old?.uid ?? crypto.randomUUID(),
+      },
+    };
+    this.#mnps.set(k, stored);
+    this.#mnpFeed.emit(old ? "MODIFIED" : "ADDED", stored);
+    return structuredClone(stored);
+  }
+
+  deleteMultiNetworkPolicy(namespace: string, name: string): void {
+    const old = this.#mnps.get(key(namespace, name));
+    this.#mnps.delete(key(namespace, name));
+    if (old) this.#mnpFeed.emit("DELETED", this.#bumped(old));
+  }
+
+  putNamespace(name: string, labels: Record<string, string> = {}): Json {
+    const old = this.#namespaces.get(name);
+    const stored: Json = {
+      kind: "Namespace",
+      apiVersion: "v1",
+      metadata: {
+        name,
+        uid: (old?.metadata as Json | undefined)?.uid ?? crypto.randomUUID(),
+        resourceVersion: String(++this.#rv),
+        creationTimestamp: (old?.metadata as Json | undefined)?.creationTimestamp ?? now(),
+        labels: { "kubernetes.io/metadata.name": name, ...labels },
+      },
+      spec: { finalizers: ["kubernetes"] },
+      status: { phase: "Active" },
+    };
+    this.#namespaces.set(name, stored);
+    this.#namespaceFeed.emit(old ? "MODIFIED" : "ADDED", stored);
+    return structuredClone(stored);
+  }
+
+  setPodLabels(namespace: string, name: string, labels: Record<string, string>): void {
+    const pod = this.#pods.get(key(namespace, name));
+    if (!pod) throw new Error(`pod ${namespace}/${name} does not exist`);
+    const meta = pod.metadata as Json;
+    if (Object.keys(labels).length) meta.labels = { ...labels };
+    else delete meta.labels;
+    meta.resourceVersion = String(++this.#rv);
+    this.#podFeed.emit("MODIFIED", pod);
+  }
+
+  get policyWatchCount(): number {
+    return this.#podFeed.watchCount + this.#mnpFeed.watchCount + this.#namespaceFeed.watchCount;
+  }
+
+  compactPolicyHistory(): void {
+    for (const f of [this.#podFeed, this.#mnpFeed, this.#namespaceFeed]) f.compact(this.#rv);
+  }
+
+  /** A copy of `obj` at a new resourceVersion (what a DELETED event carries). */
+  #bumped(obj: Json): Json {
+    const gone = structuredClone(obj);
+    (gone.metadata as Json).resourceVersion = String(++this.#rv);
+    return gone;
+  }
+
+  /**
+   * Cluster-wide list and watch of pods (`/api/v1/pods`), namespaces (`/api/v1/namespaces`)
+   * and MultiNetworkPolicies (`/apis/k8s.cni.cncf.io/v1beta1[/namespaces/{ns}]/multi-networkpolicies`),
+   * with `labelSelector`/`fieldSelector`; false when the path is none of these.
+   */
+  #serveCollection(
+    url: URL,
+    user: { name: string; identity: string },
+    res: ServerResponse,
+    seen: SeenRequest,
+  ): boolean {
+    const parts = url.pathname.split("/").filter((p) => p !== "").map(decodeURIComponent);
+    let target: { feed: WatchFeed; store: Map<string, Json>; resource: string; group: string };
+    let namespace: string | undefined;
+    let list: { kind: string; apiVersion: string; keepKind: boolean };
+    if (parts.length === 3 && parts[0] === "api" && parts[1] === "v1" && parts[2] === "pods") {
+      target = { feed: this.#podFeed, store: this.#pods, resource: "pods", group: "" };
+      list = { kind: "PodList", apiVersion: "v1", keepKind: false };
+    } else if (parts.length === 3 && parts[0] === "api" && parts[2] === "namespaces") {
+      if (parts[1] !== "v1") return false;
+      target = {
+        feed: this.#namespaceFeed,
+        store: this.#namespaces,
+        resource: "namespaces",
+        group: "",
+      };
+      list = { kind: "NamespaceList", apiVersion: "v1", keepKind: false };
+    } else if (
+      parts[0] === "apis" && parts[1] === NAD_GROUP && parts[2] === "v1beta1" &&
+      parts.at(-1) === "multi-networkpolicies" &&
+      (parts.length === 4 || (parts.length === 6 && parts[3] === "namespaces"))
+    ) {
+      namespace = parts.length === 6 ? parts[4] : undefined;
+      target = {
+        feed: this.#mnpFeed,
+        store: this.#mnps,
+        resource: "multi-networkpolicies",
+        group: NAD_GROUP,
+      };
+      list = { kind: "MultiNetworkPolicyList", apiVersion: `${NAD_GROUP}/v1beta1`, keepKind: true };
+    } else return false;
+    const watch = isTrue(url.searchParams.get("watch"));
+    this.#authorize(user, {
+      verb: watch ? "watch" : "list",
+      resource: target.resource,
+      group: target.group,
+      namespace,
+    });
+    const current = [...target.store.entries()]
+      .filter(([k]) => namespace === undefined || k.startsWith(`${namespace}/`))
+      .sort(([a], [b]) => a < b ? -1 : 1).map(([, v]) => v);
+    try {
+      if (watch) {
+        if (namespace !== undefined) {
+          url.searchParams.append("fieldSelector", `metadata.namespace=${namespace}`);
+        }
+        seen.status = 200;
+        target.feed.serve(url, res, {
+          current,
+          rv: this.#rv,
+          bookmarkIntervalMs: this.#bookmarkIntervalMs,
+        });
+        return true;
+      }
+      const body = listAnswer({ ...list, items: current, rv: this.#rv }, url);
+      seen.status = 200;
+      res.writeHead(200, {
+        "audit-id": crypto.randomUUID(),
+        "cache-control": "no-cache, private",
+        "content-type": "application/json",
+      });
+      res.end(JSON.stringify(body));
+      return true;
+    } catch (e) {
+      const msg = (e as Error).message;
+      const text = msg === "continue"
+        ? "continue key is not valid: illegal base64 data"
+        : msg === "rv"
+        ? `invalid resource version: strconv.ParseUint: parsing "${
+          url.searchParams.get("resourceVersion")
+        }": invalid syntax`
+        : msg;
+      throw new HttpError(400, statusBody(400, "BadRequest", text));
+    }
+  }
+
   setTokens(valid: string[]): void {
     this.#tokens = new Set(valid);
   }
@@ -838,6 +1029,7 @@ class StandIn implements KubeApiStandIn {
     if (this.#stopped) return;
     this.#stopped = true;
     this.endNadWatches({ clean: false });
+    for (const f of [this.#podFeed, this.#mnpFeed, this.#namespaceFeed]) f.endAll(false);
     for (const t of this.#timers) {
       clearTimeout(t.id);
       t.resolve();
@@ -936,6 +1128,7 @@ class StandIn implements KubeApiStandIn {
     try {
       const user = this.#authenticate(req);
       seen.user = user.name;
+      if (method === "GET" && this.#serveCollection(url, user, res, seen)) return;
       if (
         method === "GET" && isTrue(url.searchParams.get("watch")) &&
         url.pathname.startsWith(`/apis/${NAD_GROUP}/v1/`)
@@ -1230,6 +1423,7 @@ class StandIn implements KubeApiStandIn {
     if (JSON.stringify(merged) !== JSON.stringify(pod)) {
       m.resourceVersion = String(++this.#rv);
       this.#pods.set(key(ns, name), merged);
+      this.#podFeed.emit("MODIFIED", merged);
     }
     return this.#pods.get(key(ns, name))!;
   }

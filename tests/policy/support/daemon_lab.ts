@@ -1,0 +1,194 @@
+/**
+ * A node running a real `manifold daemon` with `"multiNetworkPolicy": true` (root): the API
+ * stand-in (tests/support/kube_api.ts) holding namespaces `a` (team=a) and `b` (team=b), the
+ * NAD `a/net1` (bridge on a host bridge + host-local 10.98.0.0/24, `ips` capability), pods
+ * created in the API and attached through the plugin binary forwarding to the daemon (ADD →
+ * real delegates, the cache, network-status PATCH), each with a traffic agent in its netns.
+ * Shared by tests/policy/daemon_test.ts and scripts/bench_policy_daemon.ts.
+ *
+ * @module
+ */
+
+import { type KubeApiStandIn, startKubeApi } from "../../support/kube_api.ts";
+import { type DaemonProcess, startDaemon } from "../../support/daemon.ts";
+import { Scratch } from "../../support/netns.ts";
+import { k8sArgs, runPlugin } from "../../support/plugin.ts";
+import { until } from "../../support/wait.ts";
+import { LabPod } from "./lab.ts";
+
+/** The node's name (pods' `spec.nodeName`, the daemon's `--node-name`). */
+export const NODE = "node1";
+
+/** A pod of the lab. */
+export interface DaemonLabPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  containerId: string;
+  /** netns name and path. */
+  netns: string;
+  path: string;
+  /** Its net1 address. */
+  ip: string;
+  /** Traffic agent in its netns. */
+  agent: LabPod;
+}
+
+/** The running lab; `cleanup()` in `finally`. */
+export class DaemonLab {
+  readonly scratch = new Scratch();
+  api!: KubeApiStandIn;
+  daemon!: DaemonProcess;
+  conf!: Record<string, unknown>;
+  dir = "";
+  metricsPort = 0;
+  readonly pods: DaemonLabPod[] = [];
+
+  /**
+   * Starts the API stand-in and the daemon; waits for `/readyz`.
+   * @param opts `conf`: extra plugin config keys (e.g. `multiNetworkPolicy: false`)
+   */
+  async start(opts: { conf?: Record<string, unknown> } = {}): Promise<void> {
+    this.api = await startKubeApi();
+    this.dir = await this.scratch.dir();
+    const d = this.dir;
+    for (const sub of ["net.d", "cache", "ipam", "run"]) await Deno.mkdir(`${d}/${sub}`);
+    const id = this.scratch.id;
+    const brDef = this.scratch.trackLink(`mpd${id}`);
+    const brSec = this.scratch.trackLink(`mps${id}`);
+    await Deno.writeTextFile(
+      `${d}/net.d/10-default.conflist`,
+      JSON.stringify({
+        cniVersion: "1.0.0",
+        name: "cbr0",
+        plugins: [{
+          type: "bridge",
+          bridge: brDef,
+          ipam: {
+            type: "host-local",
+            dataDir: `${d}/ipam`,
+            ranges: [[{ subnet: "10.241.0.0/24" }]],
+          },
+        }],
+      }),
+    );
+    this.api.putNamespace("a", { team: "a" });
+    this.api.putNamespace("b", { team: "b" });
+    this.api.addNad({
+      namespace: "a",
+      name: "net1",
+      config: JSON.stringify({
+        cniVersion: "1.0.0",
+        type: "bridge",
+        bridge: brSec,
+        capabilities: { ips: true },
+        ipam: { type: "host-local", dataDir: `${d}/ipam`, ranges: [[{ subnet: "10.98.0.0/24" }]] },
+      }),
+    });
+    await Deno.writeTextFile(`${d}/token`, this.api.token);
+    await this.api.writeKubeconfig(`${d}/kubeconfig`, {
+      auth: "tokenFile",
+      tokenFile: `${d}/token`,
+    });
+    this.metricsPort = 20000 + Math.floor(Math.random() * 20000);
+    this.daemon = await startDaemon(d, {
+      cniVersion: "1.0.0",
+      name: "manifold-net",
+      type: "manifold",
+      clusterNetwork: `${d}/net.d/10-default.conflist`,
+      kubeconfig: `${d}/kubeconfig`,
+      confDir: `${d}/net.d`,
+      cniDir: `${d}/cache`,
+      logLevel: "debug",
+      multiNetworkPolicy: true,
+      ...opts.conf,
+    }, {
+      flags: ["--node-name", NODE, "--metrics-address", `127.0.0.1:${this.metricsPort}`],
+    });
+    this.conf = this.daemon.conf;
+    await until(
+      async () => (await this.http("/readyz")).status === 200,
+      "the daemon ready",
+      10_000,
+    );
+  }
+
+  /** GET on the daemon's metrics address. */
+  async http(path: string): Promise<{ status: number; text: string }> {
+    try {
+      const r = await fetch(`http://127.0.0.1:${this.metricsPort}${path}`);
+      return { status: r.status, text: await r.text() };
+    } catch {
+      return { status: 0, text: "" };
+    }
+  }
+
+  /**
+   * Creates the pod in the API (labels, `spec.nodeName`, a net1 selection with a static
+   * address `10.98.0.<host>`), its netns, runs ADD through the plugin → daemon, starts its agent.
+   */
+  async pod(
+    namespace: string,
+    name: string,
+    labels: Record<string, string>,
+    host: number,
+  ): Promise<DaemonLabPod> {
+    const netns = await this.scratch.netns(`${name.slice(0, 3)}${host}`);
+    const uid = crypto.randomUUID();
+    const ip = `10.98.0.${host}`;
+    this.api.addPod({
+      namespace,
+      name,
+      uid,
+      labels,
+      nodeName: NODE,
+      annotations: {
+        "k8s.v1.cni.cncf.io/networks": JSON.stringify([
+          { name: "net1", namespace: "a", interface: "net1", ips: [`${ip}/24`] },
+        ]),
+      },
+    });
+    const containerId = `c${this.scratch.id}${host}${crypto.randomUUID().slice(0, 8)}`;
+    const pod: DaemonLabPod = {
+      namespace,
+      name,
+      uid,
+      containerId,
+      netns,
+      path: `/var/run/netns/${netns}`,
+      ip,
+      agent: undefined as unknown as LabPod,
+    };
+    const r = await this.cni("ADD", pod);
+    if (r.code !== 0) throw new Error(`ADD ${namespace}/${name}: ${r.stdout} ${r.stderr}`);
+    pod.agent = new LabPod(netns, ip, "");
+    this.pods.push(pod);
+    return pod;
+  }
+
+  /** Runs a CNI command for the pod through the plugin binary (forwarded to the daemon). */
+  cni(command: "ADD" | "DEL", pod: DaemonLabPod): ReturnType<typeof runPlugin> {
+    return runPlugin({
+      command,
+      config: this.conf,
+      containerId: pod.containerId,
+      netns: pod.path,
+      ifName: "eth0",
+      args: k8sArgs(pod.namespace, pod.name, pod.containerId, pod.uid),
+    });
+  }
+
+  /** DEL of every pod, daemon stopped, API stopped, namespaces and links removed; never throws. */
+  async cleanup(): Promise<void> {
+    for (const p of this.pods) {
+      await p.agent?.close().catch(() => {});
+      await this.cni("DEL", p).catch(() => {});
+    }
+    if (this.daemon) {
+      this.daemon.kill("SIGTERM");
+      await this.daemon.exited().catch(() => {});
+    }
+    await this.api?.stop().catch(() => {});
+    await this.scratch.cleanup();
+  }
+}
