@@ -44,9 +44,9 @@ import type { Logger } from "../log/mod.ts";
 
 /** Usage text of `manifold inspect` (printed by `--help` and after a usage error hint). */
 export const INSPECT_USAGE = `Usage:
-  manifold inspect --netns <path|name> [--json]
+  manifold inspect --netns <path|name> [--rules] [--json]
   manifold inspect --pod <namespace/name> [--cni-dir DIR] [--kubeconfig PATH] [--context NAME]
-                   [--json]
+                   [--rules] [--json]
 
 Prints the attachments of a sandbox as the kernel sees them.
 
@@ -59,6 +59,8 @@ Options:
 ${
   kubeFlagsHelp("no API", 23)
 }                       with a kubeconfig, --pod shows the sandbox of the live pod (its UID)
+  --rules              also the MultiNetworkPolicy rules in force in the namespace (the
+                       nftables table inet manifold_mnp, read through libnftables)
   --json               JSON for tools instead of a table
   -h, --help           this text
 
@@ -113,6 +115,16 @@ export async function runInspect(args: string[], io: InspectIO = {}): Promise<nu
   if ("failure" in outcome) {
     stderr(`manifold inspect: ${printable(outcome.failure)}\n`);
     return 1;
+  }
+  if (opts.rules) {
+    const { policyRules } = await import("./inspect_rules.ts");
+    const rules = await policyRules(outcome.netns);
+    stdout(
+      opts.json
+        ? formatInspectJson({ ...outcome, ...rules.json })
+        : formatInspectTable(outcome) + rules.text,
+    );
+    return 0;
   }
   stdout(opts.json ? formatInspectJson(outcome) : formatInspectTable(outcome));
   return 0;
@@ -182,6 +194,8 @@ async function inspectPodReport(
 interface InspectOptions {
   help: boolean;
   json: boolean;
+  /** `--rules`: also the MultiNetworkPolicy table in force. */
+  rules?: boolean;
   netns?: string;
   pod?: { namespace: string; name: string };
   cniDir: string;
@@ -198,6 +212,7 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
       "cni-dir": { type: "string" },
       ...KUBE_FLAG_OPTIONS,
       json: { type: "boolean" },
+      rules: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -216,7 +231,7 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
     for (const k of ["kubeconfig", "context"] as const) {
       if (values[k] !== undefined) throw new Error(`--${k} only goes with --pod`);
     }
-    return { help, json, cniDir, netns: values.netns };
+    return { help, json, cniDir, netns: values.netns, rules: values.rules };
   }
   if (values.pod !== undefined) {
     const parts = values.pod.split("/");
@@ -225,7 +240,14 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
     }
     if (cniDir === "") throw new Error("--cni-dir must not be empty");
     const kube = kubeFlags(values);
-    return { help, json, cniDir, pod: { namespace: parts[0], name: parts[1] }, kube };
+    return {
+      help,
+      json,
+      cniDir,
+      pod: { namespace: parts[0], name: parts[1] },
+      kube,
+      rules: values.rules,
+    };
   }
   throw new Error("one of --netns or --pod is required");
 }

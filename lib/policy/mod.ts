@@ -18,5 +18,6 @@ export * from "./runner.ts";
 export * from "./libnftables_runner.ts";
 export * from "./apply.ts";
 export * from "./reconcile.ts";
+export * from "./rules_text.ts";
 /** The logger types the runner accepts (re-exported for the documentation). */
 export type { LogFields, Logger } from "../log/mod.ts";

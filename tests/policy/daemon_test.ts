@@ -7,7 +7,8 @@
 
 import assert from "node:assert/strict";
 import { libnftablesRunner, readRules } from "../../lib/policy/mod.ts";
-import { isRoot } from "../support/netns.ts";
+import { isRoot, sh } from "../support/netns.ts";
+import { MANIFOLD } from "../support/plugin.ts";
 import { until } from "../support/wait.ts";
 import { DaemonLab, type DaemonLabPod } from "./support/daemon_lab.ts";
 
@@ -91,6 +92,30 @@ Deno.test({
       );
       const rules = await readRules(srv.path, { runner });
       assert.ok(rules?.some((o) => "set" in o), "peer sets in the server's netns");
+      // `manifold inspect --rules` shows them (table and JSON).
+      const shown = await sh(MANIFOLD, [
+        "inspect",
+        "--pod",
+        "a/server",
+        "--cni-dir",
+        `${lab.dir}/cache`,
+        "--rules",
+      ]);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(shown.stdout, /MultiNetworkPolicy rules:\n.*table inet manifold_mnp/s);
+      assert.match(shown.stdout, new RegExp(`set \\S+ .*${web.ip.replaceAll(".", "\\.")}`));
+      assert.match(shown.stdout, /tcp dport 8000-8002/);
+      const asJson = await sh(MANIFOLD, [
+        "inspect",
+        "--pod",
+        "a/server",
+        "--cni-dir",
+        `${lab.dir}/cache`,
+        "--rules",
+        "--json",
+      ]);
+      const table = JSON.parse(asJson.stdout).multiNetworkPolicy.table as Record<string, unknown>[];
+      assert.deepEqual(table, await readRules(srv.path, { runner }));
 
       // Pod label change moves a peer in, then out, within 2 s each.
       lab.api.setPodLabels("a", "other", { app: "web" });
