@@ -1,0 +1,132 @@
+/**
+ * MultiNetworkPolicy end to end through a real `manifold daemon` (root): the time from an API
+ * write (to the stand-in of tests/support/kube_api.ts) to the kernel state in the pod's netns,
+ * polled every ~0.5 ms through libnftables. Three kinds of change, `--n` each (default 20):
+ *
+ * - pod label change moving a peer in / out of a policy's peer set (→ set elements);
+ * - namespace label change moving its pods in / out (→ set elements);
+ * - policy create / delete (→ table present / absent).
+ *
+ * Prints p50, p90 and max per kind, in ms. Includes the watch delivery, the daemon's debounce
+ * (5 ms), the engine and the nftables batch.
+ *
+ * Usage: deno run -A scripts/bench_policy_daemon.ts [--n 20]
+ */
+
+import { libnftablesRunner, readRules } from "../lib/policy/mod.ts";
+import { DaemonLab } from "../tests/policy/support/daemon_lab.ts";
+
+const n = (() => {
+  const i = Deno.args.indexOf("--n");
+  return i >= 0 ? Number(Deno.args[i + 1]) : 20;
+})();
+
+const POLICY = {
+  metadata: {
+    name: "db",
+    namespace: "a",
+    annotations: { "k8s.v1.cni.cncf.io/policy-for": "net1" },
+  },
+  spec: {
+    podSelector: { matchLabels: { app: "db" } },
+    ingress: [
+      { from: [{ podSelector: { matchLabels: { app: "web" } } }], ports: [{ port: 80 }] },
+      { from: [{ namespaceSelector: { matchLabels: { team: "b" } } }], ports: [{ port: 9000 }] },
+    ],
+  },
+};
+
+function stats(xs: number[]): string {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
+  return `p50 ${q(0.5).toFixed(1)} ms, p90 ${q(0.9).toFixed(1)} ms, max ${
+    s.at(-1)!.toFixed(1)
+  } ms (n=${s.length})`;
+}
+
+const lab = new DaemonLab();
+const runner = libnftablesRunner();
+try {
+  await lab.start();
+  const srv = await lab.pod("a", "server", { app: "db" }, 10);
+  const oth = await lab.pod("a", "other", {}, 12);
+  const nsb = await lab.pod("b", "fromb", {}, 13);
+  const elements = async () => {
+    const t = await readRules(srv.path, { runner });
+    if (!t) return null;
+    return t.flatMap((o) => {
+      const s = (o as { set?: { elem?: unknown[] } }).set;
+      return s?.elem?.map(String) ?? [];
+    });
+  };
+  const waitFor = async (cond: () => Promise<boolean>): Promise<number> => {
+    const t0 = performance.now();
+    while (!await cond()) {
+      if (performance.now() - t0 > 5000) throw new Error("no kernel change within 5 s");
+      await new Promise((r) => setTimeout(r, 0.5));
+    }
+    return performance.now() - t0;
+  };
+  const timed = async (write: () => void, cond: () => Promise<boolean>) => {
+    const t0 = performance.now();
+    write();
+    await waitFor(cond);
+    return performance.now() - t0;
+  };
+
+  lab.api.putMultiNetworkPolicy(POLICY);
+  await waitFor(async () => (await elements())?.includes(nsb.ip) ?? false);
+
+  const pod: number[] = [];
+  for (let i = 0; i < n; i++) {
+    pod.push(
+      await timed(
+        () => lab.api.setPodLabels("a", "other", { app: "web" }),
+        async () => (await elements())?.includes(oth.ip) ?? false,
+      ),
+    );
+    pod.push(
+      await timed(
+        () => lab.api.setPodLabels("a", "other", {}),
+        async () => !((await elements())?.includes(oth.ip) ?? true),
+      ),
+    );
+  }
+  const ns: number[] = [];
+  for (let i = 0; i < n; i++) {
+    ns.push(
+      await timed(
+        () => lab.api.putNamespace("b", { team: "x" }),
+        async () => !((await elements())?.includes(nsb.ip) ?? true),
+      ),
+    );
+    ns.push(
+      await timed(
+        () => lab.api.putNamespace("b", { team: "b" }),
+        async () => (await elements())?.includes(nsb.ip) ?? false,
+      ),
+    );
+  }
+  const pol: number[] = [];
+  for (let i = 0; i < n; i++) {
+    pol.push(
+      await timed(
+        () => lab.api.deleteMultiNetworkPolicy("a", "db"),
+        async () => (await readRules(srv.path, { runner })) === null,
+      ),
+    );
+    pol.push(
+      await timed(
+        () => lab.api.putMultiNetworkPolicy(POLICY),
+        async () => (await elements())?.includes(nsb.ip) ?? false,
+      ),
+    );
+  }
+  console.log(`API write → kernel state in the pod's netns, through manifold daemon:`);
+  console.log(`  pod label change (peer in/out):       ${stats(pod)}`);
+  console.log(`  namespace label change (peers in/out): ${stats(ns)}`);
+  console.log(`  policy delete/create (table):          ${stats(pol)}`);
+} finally {
+  await runner.close();
+  await lab.cleanup();
+}
