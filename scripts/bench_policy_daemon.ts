@@ -67,14 +67,14 @@ try {
     }
     return performance.now() - t0;
   };
-  const timed = async (write: () => void, cond: () => Promise<boolean>) => {
+  const timed = async (write: () => Promise<void>, cond: () => Promise<boolean>) => {
     const t0 = performance.now();
-    write();
+    await write();
     await waitFor(cond);
     return performance.now() - t0;
   };
 
-  lab.api.putMultiNetworkPolicy(POLICY);
+  await lab.api.createPolicy(POLICY);
   await waitFor(async () => (await elements())?.includes(nsb.ip) ?? false);
 
   const pod: number[] = [];
@@ -111,13 +111,13 @@ try {
   for (let i = 0; i < n; i++) {
     pol.push(
       await timed(
-        () => lab.api.deleteMultiNetworkPolicy("a", "db"),
+        () => lab.api.deletePolicy("a", "db"),
         async () => (await readRules(srv.path, { runner })) === null,
       ),
     );
     pol.push(
       await timed(
-        () => lab.api.putMultiNetworkPolicy(POLICY),
+        () => lab.api.createPolicy(POLICY),
         async () => (await elements())?.includes(nsb.ip) ?? false,
       ),
     );

@@ -10,6 +10,8 @@
  */
 
 import { type KubeApiStandIn, startKubeApi } from "../../support/kube_api.ts";
+import type { KubeApiServer } from "../../support/kube_apiserver.ts";
+import { type LabApi, realLabApi, standInLabApi } from "./lab_api.ts";
 import { type DaemonProcess, startDaemon } from "../../support/daemon.ts";
 import { Scratch } from "../../support/netns.ts";
 import { k8sArgs, runPlugin } from "../../support/plugin.ts";
@@ -37,7 +39,10 @@ export interface DaemonLabPod {
 /** The running lab; `cleanup()` in `finally`. */
 export class DaemonLab {
   readonly scratch = new Scratch();
-  api!: KubeApiStandIn;
+  /** The API writes (stand-in or real server). */
+  api!: LabApi;
+  /** The stand-in, when no real server was given. */
+  standIn: KubeApiStandIn | undefined;
   daemon!: DaemonProcess;
   conf!: Record<string, unknown>;
   dir = "";
@@ -46,10 +51,14 @@ export class DaemonLab {
 
   /**
    * Starts the API stand-in and the daemon; waits for `/readyz`.
-   * @param opts `conf`: extra plugin config keys (e.g. `multiNetworkPolicy: false`)
+   * @param opts `conf`: extra plugin config keys; `server`: a real kube-apiserver to use
+   *   instead of the stand-in
    */
-  async start(opts: { conf?: Record<string, unknown> } = {}): Promise<void> {
-    this.api = await startKubeApi();
+  async start(
+    opts: { conf?: Record<string, unknown>; server?: KubeApiServer } = {},
+  ): Promise<void> {
+    if (opts.server) this.api = await realLabApi(opts.server);
+    else this.api = standInLabApi(this.standIn = await startKubeApi());
     this.dir = await this.scratch.dir();
     const d = this.dir;
     for (const sub of ["net.d", "cache", "ipam", "run"]) await Deno.mkdir(`${d}/${sub}`);
@@ -72,24 +81,20 @@ export class DaemonLab {
         }],
       }),
     );
-    this.api.putNamespace("a", { team: "a" });
-    this.api.putNamespace("b", { team: "b" });
-    this.api.addNad({
-      namespace: "a",
-      name: "net1",
-      config: JSON.stringify({
+    await this.api.putNamespace("a", { team: "a" });
+    await this.api.putNamespace("b", { team: "b" });
+    await this.api.addNad(
+      "a",
+      "net1",
+      JSON.stringify({
         cniVersion: "1.0.0",
         type: "bridge",
         bridge: brSec,
         capabilities: { ips: true },
         ipam: { type: "host-local", dataDir: `${d}/ipam`, ranges: [[{ subnet: "10.98.0.0/24" }]] },
       }),
-    });
-    await Deno.writeTextFile(`${d}/token`, this.api.token);
-    await this.api.writeKubeconfig(`${d}/kubeconfig`, {
-      auth: "tokenFile",
-      tokenFile: `${d}/token`,
-    });
+    );
+    await this.api.writeKubeconfig(`${d}/kubeconfig`, `${d}/token`);
     this.metricsPort = 20000 + Math.floor(Math.random() * 20000);
     this.daemon = await startDaemon(d, {
       cniVersion: "1.0.0",
@@ -134,12 +139,10 @@ export class DaemonLab {
     host: number,
   ): Promise<DaemonLabPod> {
     const netns = await this.scratch.netns(`${name.slice(0, 3)}${host}`);
-    const uid = crypto.randomUUID();
     const ip = `10.98.0.${host}`;
-    this.api.addPod({
+    const uid = await this.api.addPod({
       namespace,
       name,
-      uid,
       labels,
       nodeName: NODE,
       annotations: {
@@ -188,7 +191,7 @@ export class DaemonLab {
       this.daemon.kill("SIGTERM");
       await this.daemon.exited().catch(() => {});
     }
-    await this.api?.stop().catch(() => {});
+    await this.standIn?.stop().catch(() => {});
     await this.scratch.cleanup();
   }
 }
