@@ -33,7 +33,7 @@ import {
 /** The Warning event's reason on a pod whose policy cannot be (fully) applied. */
 export const POLICY_FAILED_REASON = "MultiNetworkPolicyFailed";
 /** Default wait between a change and its sync, ms. */
-export const DEFAULT_POLICY_DEBOUNCE_MS = 5;
+export const DEFAULT_POLICY_DEBOUNCE_MS = 2;
 /** Default period of the full resync, ms. */
 export const DEFAULT_POLICY_RESYNC_MS = 60_000;
 

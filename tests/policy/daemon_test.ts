@@ -193,6 +193,52 @@ Deno.test({
   fn: () => scenario(),
 });
 
+Deno.test({
+  name: "manifold daemon: a 410 re-list converges, rules stay while it is down, a restart sweeps",
+  ignore: !root,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const lab = new DaemonLab();
+    const runner = libnftablesRunner();
+    try {
+      await lab.start();
+      const api = lab.standIn!;
+      const srv = await lab.pod("a", "server", { app: "db" }, 10);
+      const oth = await lab.pod("a", "other", {}, 12);
+      await srv.agent.listen(80);
+      await lab.api.createPolicy(DB_POLICY);
+      await reaches(oth, srv, 80, false);
+
+      // The watches drop, a label changes, the history is compacted: the daemon's watch
+      // comes back with a resourceVersion that is too old (410), re-lists and converges.
+      api.endPolicyWatches({ clean: false });
+      api.setPodLabels("a", "other", { app: "web" });
+      api.compactPolicyHistory();
+      await reaches(oth, srv, 80, true, 5000);
+      await lab.api.setPodLabels("a", "other", {});
+      await reaches(oth, srv, 80, false);
+
+      // Stopped daemon: the rules stay in force (fail closed while it is down). Meanwhile the
+      // policy is deleted; the restarted daemon's first sync removes the stale table.
+      await lab.restart(async () => {
+        assert.notEqual(await readRules(srv.path, { runner }), null, "table kept while down");
+        assert.equal(await oth.agent.connects(srv.ip, 80), false, "still closed while down");
+        await lab.api.deletePolicy("a", "db");
+      });
+      await until(async () => (await readRules(srv.path, { runner })) === null, "swept", 3000);
+      assert.equal(await oth.agent.connects(srv.ip, 80), true, "open after the sweep");
+
+      // And a policy created while down is in force right after the restart.
+      await lab.restart(() => lab.api.createPolicy(DB_POLICY));
+      await reaches(oth, srv, 80, false);
+    } finally {
+      await runner.close();
+      await lab.cleanup();
+    }
+  },
+});
+
 const real = realApiSuite({ root: true });
 real.test(
   "real kube-apiserver: manifold daemon enforces MultiNetworkPolicy (CRD from deploy/)",

@@ -28,6 +28,12 @@
  *   the shapes follow apiserver's `cacher` and `metav1.WatchEvent`.) An HTTP `410 Gone`
  *   answer, as older apiservers and etcd-direct watches give, is injected with
  *   `fault({ path, status: 410 })`.
+ * - cluster-wide list and watch of pods (`GET /api/v1/pods`), namespaces (`GET /api/v1/namespaces`)
+ *   and MultiNetworkPolicies (`GET /apis/k8s.cni.cncf.io/v1beta1[/namespaces/{ns}]/multi-networkpolicies`),
+ *   with `labelSelector`, `fieldSelector` (`metadata.name`, `metadata.namespace`, `spec.nodeName`,
+ *   `status.phase`), `limit`/`continue`, and the same watch semantics as NADs
+ *   (tests/support/kube_api_feeds.ts); pod writes (`addPod`, `setPodLabels`, PATCH, `deletePod`),
+ *   `putNamespace`, `putMultiNetworkPolicy` and `deleteMultiNetworkPolicy` reach the open watches
  * - `POST /api/v1/namespaces/{ns}/events` (`application/json`, `generateName` → name with
  *   5 random characters, 201)
  * - `GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/{name}` and
@@ -206,6 +212,8 @@ export interface KubeApiStandIn {
   readonly policyWatchCount: number;
   /** Forgets the pod, Namespace and MultiNetworkPolicy watch history (→ 410 for older watches). */
   compactPolicyHistory(): void;
+  /** Ends the open pod, Namespace and MultiNetworkPolicy watches (`clean: false`: reset). */
+  endPolicyWatches(opts?: { clean?: boolean }): void;
   /** Replaces the set of accepted bearer tokens (others get 401). */
   setTokens(valid: string[]): void;
   /** Makes every resource request of this token (or client-certificate user) get 403. */
@@ -913,6 +921,12 @@ class StandIn implements KubeApiStandIn {
 
   compactPolicyHistory(): void {
     for (const f of [this.#podFeed, this.#mnpFeed, this.#namespaceFeed]) f.compact(this.#rv);
+  }
+
+  endPolicyWatches(opts: { clean?: boolean } = {}): void {
+    for (const f of [this.#podFeed, this.#mnpFeed, this.#namespaceFeed]) {
+      f.endAll(opts.clean ?? true);
+    }
   }
 
   /** A copy of `obj` at a new resourceVersion (what a DELETED event carries). */

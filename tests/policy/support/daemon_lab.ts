@@ -48,6 +48,7 @@ export class DaemonLab {
   dir = "";
   metricsPort = 0;
   readonly pods: DaemonLabPod[] = [];
+  #daemonConf: Record<string, unknown> = {};
 
   /**
    * Starts the API stand-in and the daemon; waits for `/readyz`.
@@ -96,7 +97,7 @@ export class DaemonLab {
     );
     await this.api.writeKubeconfig(`${d}/kubeconfig`, `${d}/token`);
     this.metricsPort = 20000 + Math.floor(Math.random() * 20000);
-    this.daemon = await startDaemon(d, {
+    this.#daemonConf = {
       cniVersion: "1.0.0",
       name: "manifold-net",
       type: "manifold",
@@ -107,7 +108,24 @@ export class DaemonLab {
       logLevel: "debug",
       multiNetworkPolicy: true,
       ...opts.conf,
-    }, {
+    };
+    await this.#startDaemon();
+  }
+
+  /**
+   * Stops the daemon (SIGTERM, waits for its exit), runs `whileDown`, and starts a new one
+   * with the same config and flags (waits for `/readyz`).
+   */
+  async restart(whileDown: () => Promise<void> = () => Promise.resolve()): Promise<void> {
+    this.daemon.kill("SIGTERM");
+    const { code } = await this.daemon.exited();
+    if (code !== 0) throw new Error(`the daemon exited ${code}`);
+    await whileDown();
+    await this.#startDaemon();
+  }
+
+  async #startDaemon(): Promise<void> {
+    this.daemon = await startDaemon(this.dir, this.#daemonConf, {
       flags: ["--node-name", NODE, "--metrics-address", `127.0.0.1:${this.metricsPort}`],
     });
     this.conf = this.daemon.conf;
