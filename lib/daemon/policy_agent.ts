@@ -148,7 +148,11 @@ export class PolicyAgent {
     upsert: (o: KubeObject) => void,
     remove: (o: KubeObject) => void,
   ): ListWatchHandler<KubeObject> {
+    // Identities only (the reconciler keeps the content): what a re-list must delete.
     let held = new Map<string, KubeObject>();
+    const identity = (o: KubeObject): KubeObject => ({
+      metadata: { name: o.metadata.name, namespace: o.metadata.namespace },
+    });
     const keyOf = (o: KubeObject) => `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
     const put = (o: KubeObject) => {
       try {
@@ -165,7 +169,7 @@ export class PolicyAgent {
     };
     return {
       replace: (items) => {
-        const next = new Map(items.map((o) => [keyOf(o), o]));
+        const next = new Map(items.map((o) => [keyOf(o), identity(o)]));
         for (const [k, o] of held) if (!next.has(k)) remove(o);
         for (const o of items) put(o);
         held = next;
@@ -178,7 +182,7 @@ export class PolicyAgent {
           held.delete(keyOf(change.object));
           remove(change.object);
         } else {
-          held.set(keyOf(change.object), change.object);
+          held.set(keyOf(change.object), identity(change.object));
           put(change.object);
         }
         this.#schedule("yes");

@@ -3,7 +3,7 @@
  * attachment cache (`<cniDir>/<containerId>@<ifName>.json`, lib/multinet/cache.ts), whose
  * records hold the pod, `netns` (CNI_NETNS at ADD) and `createdAt`. Read-only: files are
  * decoded in place (never migrated), tombstones (`deletedAt`) and damaged files are skipped.
- * A file is re-read only when its modification time or size changed.
+ * A file is re-read only when its inode, modification time or size changed.
  *
  * @module
  */
@@ -55,7 +55,7 @@ export class PodNetnsIndex {
       let stamp: string;
       try {
         const st = await Deno.stat(f.path);
-        stamp = `${st.mtime?.getTime()}:${st.size}`;
+        stamp = `${st.ino}:${st.mtime?.getTime()}:${st.size}`; // atomic writes rename: new inode
       } catch {
         continue; // removed meanwhile
       }

@@ -200,7 +200,9 @@ export interface KubeApiStandIn {
    * uid, generation, resourceVersion); sends ADDED/MODIFIED to the open watches.
    */
   putMultiNetworkPolicy(
-    obj: { metadata: { name: string; namespace: string } } & Record<string, unknown>,
+    obj: {
+      metadata: { name: string; namespace: string; annotations?: Record<string, string> };
+    } & Record<string, unknown>,
   ): Record<string, unknown>;
   /** Removes a MultiNetworkPolicy (no-op when absent); sends DELETED. */
   deleteMultiNetworkPolicy(namespace: string, name: string): void;
