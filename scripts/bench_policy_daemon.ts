@@ -5,7 +5,8 @@
  *
  * - pod label change moving a peer in / out of a policy's peer set (→ set elements);
  * - namespace label change moving its pods in / out (→ set elements);
- * - policy create / delete (→ table present / absent).
+ * - policy create / delete (→ table present / absent);
+ * - a new pod the policy selects: from its ADD returning to the runtime to its table present.
  *
  * Prints p50, p90 and max per kind, in ms. Includes the watch delivery, the daemon's debounce
  * (5 ms), the engine and the nftables batch.
@@ -122,10 +123,19 @@ try {
       ),
     );
   }
+  // A new pod a policy selects: ADD returned (to the runtime) → its table present.
+  const added: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const p = await lab.pod("a", `new${i}`, { app: "db" }, 40 + i);
+    const t0 = performance.now();
+    await waitFor(async () => (await readRules(p.path, { runner })) !== null);
+    added.push(performance.now() - t0);
+  }
   console.log(`API write → kernel state in the pod's netns, through manifold daemon:`);
   console.log(`  pod label change (peer in/out):       ${stats(pod)}`);
   console.log(`  namespace label change (peers in/out): ${stats(ns)}`);
   console.log(`  policy delete/create (table):          ${stats(pol)}`);
+  console.log(`  new selected pod, ADD returned → table: ${stats(added)}`);
   // The daemon's own share, from its metrics: mean sync (cache scan, engine, nftables batches).
   const metrics = (await lab.http("/metrics")).text;
   const num = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1]);

@@ -234,15 +234,25 @@ export class PolicyAgent {
     if (this.#running || this.#timer !== undefined) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      this.#running = this.#loop().finally(() => this.#running = undefined);
+      this.#running = this.#loop();
     }, this.#opts.debounceMs ?? DEFAULT_POLICY_DEBOUNCE_MS);
   }
 
+  /**
+   * Syncs until no change arrived during the last sync. `#running` is cleared in the same
+   * synchronous step as the final check, so a change scheduled at any later point starts a
+   * new timer (none is lost between the check and the clearing).
+   */
   async #loop(): Promise<void> {
-    while (this.#again !== "no" && !this.#stop.signal.aborted) {
-      const full = this.#again === "full";
-      this.#again = "no";
-      await this.#syncOnce(full);
+    await Promise.resolve(); // `#running` is assigned before the first check
+    try {
+      while (this.#again !== "no" && !this.#stop.signal.aborted) {
+        const full = this.#again === "full";
+        this.#again = "no";
+        await this.#syncOnce(full);
+      }
+    } finally {
+      this.#running = undefined;
     }
   }
 
