@@ -241,7 +241,7 @@ Deno.test({
 
 const real = realApiSuite({ root: true });
 real.test(
-  "real kube-apiserver: manifold daemon enforces MultiNetworkPolicy (CRD from deploy/)",
+  "real kube-apiserver: manifold daemon with deploy/'s CRDs and ServiceAccount RBAC enforces MultiNetworkPolicy",
   (server) => scenario(server),
 );
 real.end();

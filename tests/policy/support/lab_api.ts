@@ -71,13 +71,25 @@ export function standInLabApi(api: KubeApiStandIn): LabApi {
 /** The MultiNetworkPolicy CRD's name (deploy/01-crd-multinetworkpolicy.yaml). */
 const MNP_CRD = "multi-networkpolicies.k8s.cni.cncf.io";
 
-/** {@link LabApi} over a real kube-apiserver (installs the CRDs of deploy/ first). */
+/**
+ * {@link LabApi} over a real kube-apiserver: installs the CRDs of deploy/ first, and deploy/'s
+ * ServiceAccount `kube-system/manifold` with its ClusterRole and binding; the kubeconfig
+ * carries a token of that ServiceAccount, so the daemon runs with exactly deploy/'s RBAC.
+ */
 export async function realLabApi(server: KubeApiServer): Promise<LabApi> {
   const admin = server.admin;
   await ensureNadCrd(admin);
-  const crd = (await deployObjects()).find((o) => o.metadata?.name === MNP_CRD);
+  const objects = await deployObjects();
+  const crd = objects.find((o) => o.metadata?.name === MNP_CRD);
   if (!crd) throw new Error(`deploy/ has no ${MNP_CRD}`);
   await admin.installCrd(crd);
+  for (const o of objects) {
+    if (
+      o.metadata?.name === "manifold" &&
+      ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"].includes(o.kind)
+    ) await admin.ensure(o);
+  }
+  const token = await admin.serviceAccountToken("kube-system", "manifold");
   const mnps = (ns: string) =>
     `/apis/k8s.cni.cncf.io/v1beta1/namespaces/${ns}/multi-networkpolicies`;
   return {
@@ -134,6 +146,6 @@ export async function realLabApi(server: KubeApiServer): Promise<LabApi> {
       await admin.request("DELETE", `${mnps(ns)}/${name}`);
     },
     events: (ns, name) => admin.events(ns, name),
-    writeKubeconfig: (path, tokenFile) => server.writeKubeconfig(path, { tokenFile }),
+    writeKubeconfig: (path, tokenFile) => server.writeKubeconfig(path, { token, tokenFile }),
   };
 }
