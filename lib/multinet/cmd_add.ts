@@ -14,12 +14,13 @@ import { parseCniArgs } from "../cni/env.ts";
 import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
 import type { DecodedResult } from "../cni/result.ts";
 import { CACHE_SCHEMA_VERSION, type CachedAttachment, type CacheRecord } from "./cache.ts";
-import type { ManifoldDeps } from "./deps.ts";
+import type { ManifoldDeps, PodInfo } from "./deps.ts";
 import { detachAll } from "./detach.ts";
 import {
   collectDevice,
   type DeviceContext,
   deviceContext,
+  planDevices,
   prefetchDevices,
   prepareDevice,
 } from "./add_devices.ts";
@@ -76,7 +77,9 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     podUnreadable = true;
     throw e;
   };
-  const annotations = readPodAnnotations(deps, pod, log).catch(unreadable);
+  let podInfo: PodInfo | undefined; // the pod as read from the API, when it was
+  const annotations = readPodAnnotations(deps, pod, log, (info) => podInfo = info)
+    .catch(unreadable);
   const ready = deps.ready?.catch(unreadable);
   ready?.catch(() => {}); // awaited before the first delegate
   const run = new AddRun(deps, pod, log);
@@ -94,6 +97,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
         "default-route needs netlink access to the sandbox",
       );
     }
+    await run.planDevices(plan.attachments, podInfo);
     run.prefetchDevices(plan.attachments);
     for (const attachment of plan.attachments) await run.attach(attachment);
     const snapshot = await run.applyDefaultRoute();
@@ -132,6 +136,7 @@ async function readPodAnnotations(
   deps: ManifoldDeps,
   pod: PodRef | undefined,
   log: Logger,
+  seen: (info: PodInfo) => void,
 ): Promise<Record<string, string>> {
   const fromRuntime = runtimePodAnnotations(deps.conf.capabilities, deps.conf.runtimeConfig);
   if (fromRuntime) {
@@ -155,6 +160,7 @@ async function readPodAnnotations(
     );
   }
   mark("podRead");
+  seen(info);
   return info.annotations;
 }
 
@@ -217,6 +223,15 @@ class AddRun {
       attachments: [],
     };
     this.#device = deviceContext(deps, pod, this.record.pod, log);
+  }
+
+  /**
+   * Gives device-backed attachments of a pod with DRA claims their devices, before any delegate
+   * runs (nothing for other pods).
+   * @throws {CniError} 7 as {@link planDevices}.
+   */
+  async planDevices(attachments: AttachmentPlan[], podInfo: PodInfo | undefined): Promise<void> {
+    await planDevices(this.#device, attachments, podInfo);
   }
 
   /** Starts reading the pod's devices when the plan has device-backed attachments. */
