@@ -18,6 +18,7 @@ import assert from "node:assert/strict";
 import { isRoot, linkNames } from "../support/netns.ts";
 import type { DraObject } from "../support/kube_api.ts";
 import { done, expectOk, NS, POD, podStatus, type World, world } from "../support/world.ts";
+import { recordedCalls, writeRecordingDelegate } from "../support/recording_delegate.ts";
 import {
   type PodResourcesServer,
   startPodResourcesServer,
@@ -30,30 +31,6 @@ const DRIVER = "sriov.example.com";
 const NODE = "node-a";
 
 type Version = "v1" | "v1beta1";
-
-interface Recorded {
-  config: Record<string, unknown>;
-  env: Record<string, string>;
-}
-
-/** `<bin>/<name>`: records stdin and CNI_* as a JSON line, then runs the real bridge plugin. */
-async function recordingDelegate(bin: string, name: string, log: string): Promise<void> {
-  await Deno.writeTextFile(
-    `${bin}/${name}`,
-    `#!/bin/sh
-input=$(cat)
-printf '{"config":%s,"env":{"CNI_COMMAND":"%s","CNI_IFNAME":"%s"}}\\n' "$input" "$CNI_COMMAND" "$CNI_IFNAME" >> ${log}
-printf '%s' "$input" | exec /usr/lib/cni/bridge
-`,
-  );
-  await Deno.chmod(`${bin}/${name}`, 0o755);
-}
-
-async function records(log: string, command: string): Promise<Recorded[]> {
-  const text = await Deno.readTextFile(log).catch(() => "");
-  return text.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Recorded)
-    .filter((r) => r.env.CNI_COMMAND === command);
-}
 
 /** A ResourceSlice of {@link DRIVER} on {@link NODE} in `version`'s shape. */
 function slice(
@@ -146,7 +123,7 @@ async function draWorld(base: string, s: Setup): Promise<{ w: World; log: string
     kubeApi: { resourceVersions: s.versions ?? ["v1"] },
   });
   const log = `${base}/calls.jsonl`;
-  await recordingDelegate(w.dirs.bin, "rec-vf", log);
+  await writeRecordingDelegate(w.dirs.bin, "rec-vf", log);
   const nads = { "vf-net": RESOURCE, ...s.nads };
   for (const [i, [name, resourceName]] of Object.entries(nads).entries()) {
     w.api.addNad({
@@ -221,7 +198,7 @@ Deno.test({
 
       const add = await w.call("ADD");
       expectOk(add, "ADD");
-      const adds = await records(log, "ADD");
+      const adds = await recordedCalls(log, "ADD");
       assert.deepEqual(
         adds.map((r) => [
           r.env.CNI_IFNAME,
@@ -257,7 +234,7 @@ Deno.test({
       ]);
 
       expectOk(await w.call("DEL"), "DEL");
-      const dels = await records(log, "DEL");
+      const dels = await recordedCalls(log, "DEL");
       assert.deepEqual(dels.map((r) => [r.env.CNI_IFNAME, r.config.deviceID]), [
         ["net2", "0000:18:02.6"],
         ["net1", "0000:18:02.5"],
@@ -278,7 +255,7 @@ Deno.test({
       w.api.putDra(slice("v1beta1", [{ name: "vf-5", attributes: vf("0000:18:02.5") }]));
       w.api.putDra(claim("v1beta1", "nic-claim", ["vf-5"]));
       expectOk(await w.call("ADD"), "ADD");
-      const adds = await records(log, "ADD");
+      const adds = await recordedCalls(log, "ADD");
       assert.deepEqual(adds.map((r) => r.config.deviceID), ["0000:18:02.5"]);
       const seen = draRequests(w);
       assert.deepEqual(seen, [
@@ -318,7 +295,7 @@ Deno.test({
         w.api.putDra(slice("v1", [{ name: "vf-5", attributes: vf("0000:18:02.5") }]));
         w.api.putDra(claim("v1", "nic-claim", ["vf-5"]));
         expectOk(await w.call("ADD"), "ADD");
-        const adds = await records(log, "ADD");
+        const adds = await recordedCalls(log, "ADD");
         assert.deepEqual(adds.map((r) => [r.env.CNI_IFNAME, r.config.deviceID]), [
           ["net1", "0000:18:02.5"],
           ["net2", "0000:18:02.6"],
@@ -341,7 +318,7 @@ async function expectPlanError(s: Setup, put: (w: World) => void, patterns: RegE
     const err = JSON.parse(add.stdout) as { code: number; msg: string; details?: string };
     assert.equal(err.code, 7, add.stdout);
     for (const p of patterns) assert.match(err.msg, p);
-    assert.deepEqual(await records(log, "ADD"), [], "no NAD delegate ran");
+    assert.deepEqual(await recordedCalls(log, "ADD"), [], "no NAD delegate ran");
     assert.deepEqual(await linkNames(w.podNetns), [], "not even the default network");
     const ev = w.api.events.find((e) => (e as { reason?: string }).reason === "ErrorAddingNetwork");
     assert.ok(ev, "ErrorAddingNetwork event");
@@ -447,7 +424,9 @@ Deno.test({
       expectOk(await w.call("ADD"), "ADD");
       assert.deepEqual(draRequests(w), []);
       // As before DRA: no kubelet device, a Warning, the delegate runs without deviceID.
-      assert.deepEqual((await records(log, "ADD")).map((r) => r.config.deviceID), [undefined]);
+      assert.deepEqual((await recordedCalls(log, "ADD")).map((r) => r.config.deviceID), [
+        undefined,
+      ]);
       assert.ok(
         w.api.events.some((e) => (e as { reason?: string }).reason === "DeviceNotAllocated"),
       );
