@@ -97,8 +97,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
         "default-route needs netlink access to the sandbox",
       );
     }
-    await run.planDevices(plan.attachments, podInfo);
-    run.prefetchDevices(plan.attachments);
+    await run.prepareDevices(plan.attachments, podInfo);
     for (const attachment of plan.attachments) await run.attach(attachment);
     const snapshot = await run.applyDefaultRoute();
     statuses = await run.verify(snapshot);
@@ -226,17 +225,12 @@ class AddRun {
   }
 
   /**
-   * Gives device-backed attachments of a pod with DRA claims their devices, before any delegate
-   * runs (nothing for other pods).
-   * @throws {CniError} 7 as {@link planDevices}.
+   * Starts reading kubelet's devices when the plan has device-backed attachments, and plans
+   * DRA devices (pods with claims: code 7 before any delegate, see {@link planDevices}).
    */
-  async planDevices(attachments: AttachmentPlan[], podInfo: PodInfo | undefined): Promise<void> {
-    await planDevices(this.#device, attachments, podInfo);
-  }
-
-  /** Starts reading the pod's devices when the plan has device-backed attachments. */
-  prefetchDevices(attachments: AttachmentPlan[]): void {
+  async prepareDevices(attachments: AttachmentPlan[], podInfo: PodInfo | undefined) {
     prefetchDevices(this.#device, attachments);
+    await planDevices(this.#device, attachments, podInfo);
   }
 
   /** Records the intent, runs the delegate ADD, records the result (and device-info). */
