@@ -11,7 +11,8 @@
  * - `v1` not served: the `v1beta1` fallback (both calls seen), and the version remembered;
  * - a pod with claims whose NAD's resource no claim carries falls back to kubelet's devices;
  * - every error: code 7 before any delegate runs, naming pod, claim, NAD and device;
- * - a pod without claims never reads `resource.k8s.io`.
+ * - a pod without claims never reads `resource.k8s.io`;
+ * - `manifold daemon` serves the same, asking for the served version once per process.
  */
 
 import assert from "node:assert/strict";
@@ -19,6 +20,7 @@ import { isRoot, linkNames } from "../support/netns.ts";
 import type { DraObject } from "../support/kube_api.ts";
 import { done, expectOk, NS, POD, podStatus, type World, world } from "../support/world.ts";
 import { recordedCalls, writeRecordingDelegate } from "../support/recording_delegate.ts";
+import { startDaemon } from "../support/daemon.ts";
 import {
   type PodResourcesServer,
   startPodResourcesServer,
@@ -431,6 +433,50 @@ Deno.test({
         w.api.events.some((e) => (e as { reason?: string }).reason === "DeviceNotAllocated"),
       );
       expectOk(await w.call("DEL"), "DEL");
+    });
+  },
+});
+
+Deno.test({
+  name: "DRA through manifold daemon: the served version (v1beta1) is remembered across pods",
+  ...root,
+  async fn() {
+    await scenario({
+      versions: ["v1beta1"],
+      networks: ["vf-net"],
+      claims: [{ name: "nic", resourceClaimName: "nic-claim" }],
+    }, async (w, log) => {
+      w.api.putDra(slice("v1beta1", [{ name: "vf-5", attributes: vf("0000:18:02.5") }]));
+      w.api.putDra(claim("v1beta1", "nic-claim", ["vf-5"]));
+      const d = await startDaemon(await w.scratch.dir(), w.conf);
+      try {
+        for (const round of [1, 2]) {
+          const seen = w.api.requests.length;
+          const add = await w.call("ADD", { config: d.conf });
+          expectOk(add, `daemon ADD ${round}`);
+          assert.doesNotMatch(add.stderr, /in-process/, "served by the daemon");
+          const claimReads = w.api.requests.slice(seen)
+            .filter((r) => r.path.includes("/resourceclaims/"))
+            .map((r) => `${r.status} ${r.path}`);
+          assert.deepEqual(
+            claimReads,
+            round === 1
+              ? [
+                `404 /apis/resource.k8s.io/v1/namespaces/${NS}/resourceclaims/nic-claim`,
+                `200 /apis/resource.k8s.io/v1beta1/namespaces/${NS}/resourceclaims/nic-claim`,
+              ]
+              : [`200 /apis/resource.k8s.io/v1beta1/namespaces/${NS}/resourceclaims/nic-claim`],
+          );
+          expectOk(await w.call("DEL", { config: d.conf }), `daemon DEL ${round}`);
+        }
+        assert.deepEqual(
+          (await recordedCalls(log, "ADD")).map((r) => r.config.deviceID),
+          ["0000:18:02.5", "0000:18:02.5"],
+        );
+      } finally {
+        d.kill("SIGKILL");
+        await d.exited();
+      }
     });
   },
 });
