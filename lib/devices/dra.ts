@@ -189,21 +189,28 @@ export function podClaimNames(pod: PodClaims, nads: string[]): string[] {
   return names;
 }
 
+/** Options of {@link readDraDevices}. */
+export interface ReadDraDevicesOptions {
+  /** The API. */
+  source: DraSource;
+  /** The device-backed NADs (`"ns/nad"`), named in messages. */
+  nads: string[];
+}
+
 /**
  * Reads the devices the pod's claims allocated, with their Multus attributes (see the module
  * text), in claim then result order.
  * @param pod from {@link podClaimsOf}
- * @param source the API
- * @param nads the device-backed NADs (`"ns/nad"`), named in messages
+ * @param opts the API and the NADs to name in messages
  * @returns the allocated devices, those missing from every slice left out
  * @throws {CniError} 7 for a claim that is missing, not generated or not allocated; the
  *   source's own errors (7/11) with the claim or driver named
  */
 export async function readDraDevices(
   pod: PodClaims,
-  source: DraSource,
-  nads: string[],
+  opts: ReadDraDevicesOptions,
 ): Promise<DraDevice[]> {
+  const { source, nads } = opts;
   const names = podClaimNames(pod, nads);
   const claims = await Promise.all(names.map(async (name) => {
     let claim: ResourceClaim | undefined;
@@ -281,24 +288,26 @@ function stringAttribute(
  * Gives each device-backed attachment its DRA device: the devices carrying its resource, in
  * order, one per attachment.
  * @param pod the pod, for messages
- * @param attachments the device-backed attachments, in attachment order
- * @param devices from {@link readDraDevices}
+ * @param want `attachments`: the device-backed attachments, in attachment order; `devices`:
+ *   from {@link readDraDevices}
  * @returns per attachment (same index) its device, or undefined when no allocated device
  *   carries its resource (the caller falls back to the kubelet path)
  * @throws {CniError} 7 when a device of a needed resource has no `k8s.cni.cncf.io/deviceID`,
  *   or more attachments need a resource than devices carry it
  * @example
  * ```ts
- * assignDraDevices({ namespace: "ns", name: "p" }, [{ statusName: "ns/vf", resourceName: "r" }],
- *   [{ claim: "c", request: "vf", device: "d/p/vf-0", resourceName: "r", deviceId: "0000:18:02.3" }]);
+ * assignDraDevices({ namespace: "ns", name: "p" }, {
+ *   attachments: [{ statusName: "ns/vf", resourceName: "r" }],
+ *   devices: [{ claim: "c", request: "vf", device: "d/p/vf-0", resourceName: "r", deviceId: "0000:18:02.3" }],
+ * });
  * // [{ claim: "c", request: "vf", device: "d/p/vf-0", resourceName: "r", deviceId: "0000:18:02.3" }]
  * ```
  */
 export function assignDraDevices(
   pod: { namespace: string; name: string },
-  attachments: DeviceBackedAttachment[],
-  devices: DraDevice[],
+  want: { attachments: DeviceBackedAttachment[]; devices: DraDevice[] },
 ): (DraDevice | undefined)[] {
+  const { attachments, devices } = want;
   const who = `pod ${pod.namespace}/${pod.name}`;
   const out: (DraDevice | undefined)[] = [];
   const byResource = new Map<string, DeviceBackedAttachment[]>();
@@ -341,17 +350,15 @@ export function assignDraDevices(
  * The error for an attachment whose resource neither the pod's claims nor kubelet's device
  * plugins provide.
  * @param pod the pod, for the message
- * @param attachment the attachment
- * @param devices what the claims allocated (listed in the message)
- * @param claims the pod's claim names
+ * @param found `attachment`: the attachment; `devices`: what the claims allocated (listed in
+ *   the message); `claims`: the pod's claim names
  * @returns the CniError (code 7) to throw
  */
 export function noDeviceError(
   pod: { namespace: string; name: string },
-  attachment: DeviceBackedAttachment,
-  devices: DraDevice[],
-  claims: string[],
+  found: { attachment: DeviceBackedAttachment; devices: DraDevice[]; claims: string[] },
 ): CniError {
+  const { attachment, devices, claims } = found;
   const seen = devices.map((d) =>
     `${d.device} of ResourceClaim ${d.claim}` +
     (d.resourceName ? ` (resource "${d.resourceName}")` : ` (no ${DRA_RESOURCE_NAME_ATTRIBUTE})`)

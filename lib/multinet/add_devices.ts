@@ -146,8 +146,8 @@ export async function planDevices(
     resourceName: a.delegate.resourceName!,
   }));
   const nads = [...new Set(wanted.map((w) => w.statusName))];
-  const devices = await dra.readDraDevices(claims, deps.dra, nads);
-  const given = dra.assignDraDevices(claims, wanted, devices);
+  const devices = await dra.readDraDevices(claims, { source: deps.dra, nads });
+  const given = dra.assignDraDevices(claims, { attachments: wanted, devices });
   const planned = new Map<AttachmentPlan, PlannedDevice>();
   for (const [i, a] of backed.entries()) {
     const device = given[i];
@@ -164,7 +164,8 @@ export async function planDevices(
     }
     const fromKubelet = await (await ctx.allocator()).take(wanted[i].resourceName);
     if (!fromKubelet) {
-      throw dra.noDeviceError(claims, wanted[i], devices, dra.podClaimNames(claims, nads));
+      const names = dra.podClaimNames(claims, nads);
+      throw dra.noDeviceError(claims, { attachment: wanted[i], devices, claims: names });
     }
     planned.set(a, { deviceId: fromKubelet });
   }

@@ -105,8 +105,7 @@ Deno.test("readDraDevices: claim then result order; GPU and unpublished devices 
   ], seen);
   const devices = await readDraDevices(
     pod([{ name: "x", resourceClaimName: "c1" }, { name: "y", resourceClaimName: "c2" }]),
-    source,
-    ["ns/vf"],
+    { source, nads: ["ns/vf"] },
   );
   assert.deepEqual(devices, [
     { claim: "c1", request: "r", device: "gpu.example.com/n1/gpu-0" },
@@ -138,7 +137,10 @@ Deno.test("readDraDevices: a bare attribute name counts in the driver's own doma
       resourceName: { string: RES },
     }]]),
   ]);
-  const [d] = await readDraDevices(pod([{ name: "x", resourceClaimName: "c" }]), source, []);
+  const [d] = await readDraDevices(pod([{ name: "x", resourceClaimName: "c" }]), {
+    source,
+    nads: [],
+  });
   assert.equal(d.deviceId, "0000:18:02.3");
   assert.equal(d.resourceName, RES);
 });
@@ -146,15 +148,14 @@ Deno.test("readDraDevices: a bare attribute name counts in the driver's own doma
 Deno.test("readDraDevices: missing or unallocated claim → 7 naming pod, claim, NADs; source errors keep their code", async () => {
   const p = pod([{ name: "x", resourceClaimName: "c" }]);
   await assert.rejects(
-    readDraDevices(p, fake({}, []), ["ns/vf"]),
+    readDraDevices(p, { source: fake({}, []), nads: ["ns/vf"] }),
     code7(/pod ns\/p: ResourceClaim ns\/c does not exist.*ns\/vf/),
   );
   await assert.rejects(
-    readDraDevices(
-      p,
-      fake({ c: { name: "c", namespace: "ns", allocated: false, results: [] } }, []),
-      ["ns/vf", "ns/vf2"],
-    ),
+    readDraDevices(p, {
+      source: fake({ c: { name: "c", namespace: "ns", allocated: false, results: [] } }, []),
+      nads: ["ns/vf", "ns/vf2"],
+    }),
     code7(/ResourceClaim ns\/c is not allocated yet, so no device can be given to ns\/vf, ns\/vf2/),
   );
   const failing: DraSource = {
@@ -162,7 +163,7 @@ Deno.test("readDraDevices: missing or unallocated claim → 7 naming pod, claim,
     slices: () => Promise.resolve([]),
   };
   await assert.rejects(
-    readDraDevices(p, failing, ["ns/vf"]),
+    readDraDevices(p, { source: failing, nads: ["ns/vf"] }),
     (e: unknown) =>
       e instanceof CniError && e.code === 11 &&
       e.msg === "pod ns/p: cannot read ResourceClaim c: API unreachable",
@@ -178,27 +179,37 @@ const VF = (n: number, id?: string, resourceName: string | null = RES): DraDevic
 });
 
 Deno.test("assignDraDevices: one device per attachment in order; other resources undefined", () => {
-  const got = assignDraDevices(POD, [
-    { statusName: "ns/a", resourceName: RES },
-    { statusName: "ns/legacy", resourceName: "example.com/legacy" },
-    { statusName: "ns/b", resourceName: RES },
-  ], [VF(1, "0000:18:02.1"), VF(9, undefined, null), VF(2, "0000:18:02.2")]);
+  const got = assignDraDevices(POD, {
+    attachments: [
+      { statusName: "ns/a", resourceName: RES },
+      { statusName: "ns/legacy", resourceName: "example.com/legacy" },
+      { statusName: "ns/b", resourceName: RES },
+    ],
+    devices: [VF(1, "0000:18:02.1"), VF(9, undefined, null), VF(2, "0000:18:02.2")],
+  });
   assert.deepEqual(got.map((d) => d?.deviceId), ["0000:18:02.1", undefined, "0000:18:02.2"]);
 });
 
 Deno.test("assignDraDevices: competing attachments and a device without deviceID → 7", () => {
   assert.throws(
     () =>
-      assignDraDevices(POD, [
-        { statusName: "ns/a", resourceName: RES },
-        { statusName: "ns/b", resourceName: RES },
-      ], [VF(1, "0000:18:02.1")]),
+      assignDraDevices(POD, {
+        attachments: [
+          { statusName: "ns/a", resourceName: RES },
+          { statusName: "ns/b", resourceName: RES },
+        ],
+        devices: [VF(1, "0000:18:02.1")],
+      }),
     code7(
       /pod ns\/p: 2 attachments \(ns\/a, ns\/b\) compete for 1 device of resource "example\.com\/vf" \(d\/n1\/vf-1 of ResourceClaim c\)/,
     ),
   );
   assert.throws(
-    () => assignDraDevices(POD, [{ statusName: "ns/a", resourceName: RES }], [VF(1)]),
+    () =>
+      assignDraDevices(POD, {
+        attachments: [{ statusName: "ns/a", resourceName: RES }],
+        devices: [VF(1)],
+      }),
     code7(
       /device d\/n1\/vf-1 of ResourceClaim c \(request r\) serves resource "example\.com\/vf" of ns\/a but has no k8s\.cni\.cncf\.io\/deviceID attribute/,
     ),
@@ -206,10 +217,11 @@ Deno.test("assignDraDevices: competing attachments and a device without deviceID
 });
 
 Deno.test("noDeviceError: names pod, resource, NAD, claims and what was allocated", () => {
-  const e = noDeviceError(POD, { statusName: "ns/a", resourceName: RES }, [
-    VF(1, "0000:18:02.1", "example.com/other"),
-    VF(2, undefined, null),
-  ], ["c"]);
+  const e = noDeviceError(POD, {
+    attachment: { statusName: "ns/a", resourceName: RES },
+    devices: [VF(1, "0000:18:02.1", "example.com/other"), VF(2, undefined, null)],
+    claims: ["c"],
+  });
   assert.equal(e.code, 7);
   assert.match(
     e.msg,
