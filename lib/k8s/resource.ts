@@ -221,9 +221,16 @@ export function resetResourceVersion(): void {
   served = undefined;
 }
 
-/** A 404 meaning "this group version is not served" (not "this object does not exist"). */
+/** The `Status.message` of a 404 for a missing object of this group (not an unserved version). */
+const OBJECT_NOT_FOUND = /^[a-z]+\.resource\.k8s\.io ".*" not found$/;
+
+/**
+ * A 404 meaning "this group version is not served" (kube-apiserver: `the server could not find
+ * the requested resource`; a proxy's plain `404 page not found` counts too), not "this object
+ * does not exist".
+ */
 function unserved(e: unknown): boolean {
-  return isNotFound(e) && !(e as KubeError).details.includes(" not found");
+  return isNotFound(e) && !OBJECT_NOT_FOUND.test((e as KubeError).details);
 }
 
 async function eachVersion<T>(call: (v: ResourceVersion) => Promise<T>): Promise<T> {

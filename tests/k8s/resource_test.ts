@@ -17,7 +17,7 @@ import {
   resetResourceVersion,
   servedResourceVersion,
 } from "../../lib/k8s/mod.ts";
-import { startKubeApi } from "../support/kube_api.ts";
+import { type KubeApiStandIn, startKubeApi } from "../support/kube_api.ts";
 
 const FIXTURES = new URL("../fixtures/k8s/dra/", import.meta.url);
 
@@ -113,7 +113,7 @@ Deno.test("parse: bad shapes are decoding errors naming the object", () => {
 /** A stand-in serving `versions` of resource.k8s.io, one claim and one slice; a client. */
 async function withDra(
   versions: ("v1" | "v1beta1")[],
-  fn: (kube: KubeClient, seen: () => string[]) => Promise<void>,
+  fn: (kube: KubeClient, seen: () => string[], api: KubeApiStandIn) => Promise<void>,
 ): Promise<void> {
   resetResourceVersion();
   const api = await startKubeApi({ resourceVersions: versions });
@@ -135,6 +135,7 @@ async function withDra(
     await fn(
       kube,
       () => api.requests.slice(mark).map((r) => `${r.status} ${r.path}${r.query}`),
+      api,
     );
   } finally {
     kube?.close();
@@ -177,6 +178,24 @@ Deno.test("getResourceClaim: v1 served → v1 only; a missing claim is undefined
       "404 /apis/resource.k8s.io/v1/namespaces/t1/resourceclaims/nope",
       "200 /apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.driver%3Dother.example.com",
       "200 /apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.driver%3Dsriov.example.com",
+    ]);
+  });
+});
+
+Deno.test("getResourceClaim: a plain-text 404 (a proxy) is an unserved version, not a missing claim", async () => {
+  await withDra(["v1", "v1beta1"], async (kube, seen, api) => {
+    api.fault({
+      path: /^\/apis\/resource\.k8s\.io\/v1\//,
+      status: 404,
+      body: "404 page not found\n",
+      contentType: "text/plain; charset=utf-8",
+    });
+    const c = await getResourceClaim(kube, "t1", "nic-claim");
+    assert.equal(c?.name, "nic-claim");
+    assert.equal(servedResourceVersion(), "v1beta1");
+    assert.deepEqual(seen(), [
+      "404 /apis/resource.k8s.io/v1/namespaces/t1/resourceclaims/nic-claim",
+      "200 /apis/resource.k8s.io/v1beta1/namespaces/t1/resourceclaims/nic-claim",
     ]);
   });
 });
