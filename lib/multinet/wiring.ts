@@ -11,7 +11,7 @@
  */
 
 import type { CniEnv } from "../cni/env.ts";
-import { type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
+import { findPlugin, type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
@@ -21,6 +21,7 @@ import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } 
 import type { NadSource } from "./nad_source.ts";
 import type { PodNetworkSource } from "./pod_networks.ts";
 import { netlinkKernel } from "./kernel.ts";
+import { delegateRoot, kernelInRoot } from "./chroot.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
 /** What {@link buildDeps} takes from the process besides the config and the CNI environment. */
@@ -53,7 +54,8 @@ export async function buildDeps(
   // the TLS initialisation) starts while that process runs instead of delaying its spawn.
   let spawned: () => void = () => {};
   const delegateSpawned = new Promise<void>((resolve) => spawned = resolve);
-  const processes = new ProcessPluginExec();
+  const root = await delegateRoot(conf.chrootDir, logger);
+  const processes = new ProcessPluginExec(root ? { chrootDir: root } : {});
   const exec: PluginExec = {
     exec(req) {
       const started = performance.now();
@@ -78,6 +80,7 @@ export async function buildDeps(
     timeoutMs: conf.delegateTimeoutMs,
     baseEnv: opts.processEnv,
     logger,
+    ...(root ? { findPlugin: (type, dirs) => findPlugin(type, dirs, { root }) } : {}),
   });
   const cache = new AttachmentCache(conf.cniDir);
   const base = {
@@ -86,7 +89,7 @@ export async function buildDeps(
     runtime,
     cache,
     logger,
-    kernel: netlinkKernel(logger),
+    kernel: root ? kernelInRoot(netlinkKernel(logger), root) : netlinkKernel(logger),
     devices: kubeletDevices(conf, logger),
     delegateSpawned,
   };
