@@ -128,7 +128,7 @@ export class ProcessPluginExec implements PluginExec {
     if (!this.#chroot) return await this.#run(req);
     for (let attempt = 0;; attempt++) {
       const res = await this.#run(req);
-      const failed = chrootFailure(res);
+      const failed = chrootFailure(res, this.#chroot.binary);
       if (failed === undefined) return res;
       const busy = /text file busy/i.test(failed);
       if (busy && attempt < this.#spawnRetries) {
@@ -222,14 +222,19 @@ function spawnError(path: string, message: string, busy: boolean, attempt: numbe
 
 /**
  * chroot(8)'s own failure, which means the plugin never ran: exit 125 (cannot chroot), 126
- * (cannot execute: permission, ETXTBSY) or 127 (not found), nothing on stdout, and its
- * `chroot: …` line on stderr. Returns that line, or undefined for the plugin's own exit.
+ * (cannot execute: permission, ETXTBSY) or 127 (not found), nothing on stdout, and one
+ * stderr line starting with its name (`/usr/sbin/chroot: failed to run command …`). Returns
+ * that line (`chroot: …`), or undefined for the plugin's own exit.
  */
-function chrootFailure(res: ExecResponse): string | undefined {
+function chrootFailure(res: ExecResponse, binary: string): string | undefined {
   if (res.timedOut || res.signal !== null || res.code < 125 || res.code > 127) return undefined;
   if (res.stdout.length > 0) return undefined;
   const text = new TextDecoder().decode(res.stderr).trim();
-  return text.startsWith("chroot: ") ? text : undefined;
+  if (text.includes("\n")) return undefined;
+  for (const name of [`${binary}: `, `${pluginName(binary)}: `]) {
+    if (text.startsWith(name)) return `chroot: ${text.slice(name.length)}`;
+  }
+  return undefined;
 }
 
 /**

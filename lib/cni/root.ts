@@ -29,6 +29,15 @@ export async function pathInRoot(root: string, path: string): Promise<string> {
   const base = root.replace(/\/+$/, "");
   if (base === "") return path;
   const pending = split(path);
+  // Fast path (one system call): no symbolic link anywhere on the way.
+  const direct = `${base}/${pending.join("/")}`;
+  if (!pending.includes("..") && !pending.includes(".")) {
+    try {
+      if ((await Deno.realPath(direct)) === direct) return direct;
+    } catch {
+      // Missing or a link somewhere: resolve step by step.
+    }
+  }
   const resolved: string[] = [];
   let links = 0;
   while (pending.length > 0) {
