@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { ipJson, isRoot, linkNames, Scratch, sh } from "../support/netns.ts";
 import { runPlugin } from "../support/plugin.ts";
+import { type DaemonProcess, startDaemon } from "../support/daemon.ts";
 
 const rootOnly = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 
@@ -82,94 +83,144 @@ async function scratchRoot(): Promise<ScratchRoot> {
   }
 }
 
+for (const mode of ["in-process", "daemon"] as const) {
+  Deno.test({
+    name:
+      `chrootDir (${mode}): ADD, CHECK, DEL run bridge + host-local inside the root; the lease is the root's`,
+    ...rootOnly,
+    fn: () => scenario(mode),
+  });
+}
+
 Deno.test({
-  name: "chrootDir: ADD and DEL run bridge + host-local inside the root; the lease is the root's",
+  name: "chrootDir: manifold daemon refuses to start when the directory is missing",
   ...rootOnly,
   async fn() {
     const s = new Scratch();
-    let root: ScratchRoot | undefined;
     try {
-      root = await scratchRoot();
-      const netns = await s.netns("chr");
-      // The pod's netns exists at this path only inside the root.
-      const podNetns = `pod-${s.id}`;
-      await root.bind(`/run/netns/${netns}`, `/run/netns/${podNetns}`);
-      const cniNetns = `/var/run/netns/${podNetns}`;
-      assert.equal(await exists(cniNetns), false, "the netns path is the root's only");
-
-      const network = `mft-chroot-${s.id}`;
-      const bridge = s.trackLink(`mfch${s.id}`);
-      const cache = await s.dir();
+      const dir = await s.dir();
       const conf = {
         cniVersion: "1.0.0",
         name: "manifold-chroot",
         type: "manifold",
-        chrootDir: root.dir,
-        cniDir: cache,
-        binDir: "/opt/cni/bin",
-        logLevel: "debug",
-        delegates: [{
-          cniVersion: "1.0.0",
-          name: network,
-          type: "bridge",
-          bridge,
-          ipam: { type: "host-local", subnet: "10.247.9.0/24" },
-        }],
+        chrootDir: `${dir}/hostroot`,
+        cniDir: `${dir}/cache`,
+        delegates: [{ cniVersion: "1.0.0", name: "n", type: "bridge" }],
       };
-      const call = (command: "ADD" | "CHECK" | "DEL") =>
-        runPlugin({
-          command,
-          config: conf,
-          containerId: `chroot-${s.id}`,
-          netns: cniNetns,
-          ifName: "eth0",
-          path: "/opt/cni/bin",
-        });
-
-      const add = await call("ADD");
-      assert.equal(add.code, 0, `ADD: ${add.stdout}\n${add.stderr}`);
-      const ips = (add.json?.ips as { address: string }[] | undefined)?.map((i) => i.address);
-      assert.equal(ips?.length, 1, add.stdout);
-      const ip = ips![0].split("/")[0];
-      assert.match(ip, /^10\.247\.9\.\d+$/);
-
-      // The kernel: eth0 in the pod's netns holds the address.
-      assert.deepEqual(await linkNames(netns), ["eth0"]);
-      const addrs = await ipJson<{ ifname: string; addr_info: { local: string }[] }[]>(
-        netns,
-        "addr",
-        "show",
-        "eth0",
+      await assert.rejects(
+        startDaemon(dir, conf),
+        /daemon exited 1: .*chrootDir .*hostroot: no such directory/s,
       );
-      assert.ok(addrs[0].addr_info.some((a) => a.local === ip));
-
-      // host-local wrote its lease into the root's /var/lib/cni/networks, not this process's.
-      const leaseDir = `${root.dir}/var/lib/cni/networks/${network}`;
-      assert.equal(
-        (await Deno.readTextFile(`${leaseDir}/${ip}`)).split(/\r?\n/)[0],
-        `chroot-${s.id}`,
-      );
-      assert.equal(await exists(`/var/lib/cni/networks/${network}`), false);
-      // Manifold's cache stays in this process's view.
-      assert.ok((await Array.fromAsync(Deno.readDir(cache))).length > 0, "cache written");
-
-      // Kernel verification opened the netns where the delegates did (inside the root).
-      assert.doesNotMatch(add.stderr, /cannot read the sandbox/);
-      const check = await call("CHECK");
-      assert.equal(check.code, 0, `CHECK: ${check.stdout}\n${check.stderr}`);
-
-      const del = await call("DEL");
-      assert.equal(del.code, 0, `DEL: ${del.stdout}\n${del.stderr}`);
-      assert.equal(await exists(`${leaseDir}/${ip}`), false, "lease released");
-      assert.deepEqual(await linkNames(netns), []);
-      const again = await call("DEL");
-      assert.equal(again.code, 0, `second DEL: ${again.stdout}\n${again.stderr}`);
     } finally {
-      await root?.close();
       await s.cleanup();
     }
   },
 });
+
+async function scenario(mode: "in-process" | "daemon"): Promise<void> {
+  const s = new Scratch();
+  let root: ScratchRoot | undefined;
+  let daemon: DaemonProcess | undefined;
+  try {
+    root = await scratchRoot();
+    const netns = await s.netns("chr");
+    // The pod's netns exists at this path only inside the root.
+    const podNetns = `pod-${s.id}`;
+    await root.bind(`/run/netns/${netns}`, `/run/netns/${podNetns}`);
+    const cniNetns = `/var/run/netns/${podNetns}`;
+    assert.equal(await exists(cniNetns), false, "the netns path is the root's only");
+
+    const network = `mft-chroot-${s.id}`;
+    const bridge = s.trackLink(`mfch${s.id}`);
+    const cache = await s.dir();
+    const conf = {
+      cniVersion: "1.0.0",
+      name: "manifold-chroot",
+      type: "manifold",
+      chrootDir: root.dir,
+      cniDir: cache,
+      binDir: "/opt/cni/bin",
+      logLevel: "debug",
+      delegates: [{
+        cniVersion: "1.0.0",
+        name: network,
+        type: "bridge",
+        bridge,
+        ipam: { type: "host-local", subnet: "10.247.9.0/24" },
+      }],
+    };
+    let config: Record<string, unknown> = conf;
+    if (mode === "daemon") {
+      daemon = await startDaemon(await s.dir(), conf, { flags: ["--log-level", "debug"] });
+      // Served by the daemon or failed: never run in-process.
+      config = { ...daemon.conf, daemonFallback: false };
+    }
+    const call = (command: "ADD" | "CHECK" | "DEL") =>
+      runPlugin({
+        command,
+        config,
+        containerId: `chroot-${s.id}`,
+        netns: cniNetns,
+        ifName: "eth0",
+        path: "/opt/cni/bin",
+      });
+
+    const add = await call("ADD");
+    assert.equal(add.code, 0, `ADD: ${add.stdout}\n${add.stderr}`);
+    const ips = (add.json?.ips as { address: string }[] | undefined)?.map((i) => i.address);
+    assert.equal(ips?.length, 1, add.stdout);
+    const ip = ips![0].split("/")[0];
+    assert.match(ip, /^10\.247\.9\.\d+$/);
+
+    // The kernel: eth0 in the pod's netns holds the address.
+    assert.deepEqual(await linkNames(netns), ["eth0"]);
+    const addrs = await ipJson<{ ifname: string; addr_info: { local: string }[] }[]>(
+      netns,
+      "addr",
+      "show",
+      "eth0",
+    );
+    assert.ok(addrs[0].addr_info.some((a) => a.local === ip));
+
+    // host-local wrote its lease into the root's /var/lib/cni/networks, not this process's.
+    const leaseDir = `${root.dir}/var/lib/cni/networks/${network}`;
+    assert.equal(
+      (await Deno.readTextFile(`${leaseDir}/${ip}`)).split(/\r?\n/)[0],
+      `chroot-${s.id}`,
+    );
+    assert.equal(await exists(`/var/lib/cni/networks/${network}`), false);
+    // Manifold's cache stays in this process's view.
+    assert.ok((await Array.fromAsync(Deno.readDir(cache))).length > 0, "cache written");
+
+    // Kernel verification opened the netns where the delegates did (inside the root).
+    assert.doesNotMatch(add.stderr, /cannot read the sandbox/);
+    if (daemon) {
+      daemon.kill("SIGTERM");
+      const { stderr } = await daemon.exited();
+      daemon = undefined;
+      assert.doesNotMatch(stderr, /cannot read the sandbox/);
+      assert.match(stderr, /chroot-/, "the daemon served the requests");
+      // CHECK and DEL: the in-process path (the daemon is gone) with the same config.
+      config = conf;
+    }
+    const check = await call("CHECK");
+    assert.equal(check.code, 0, `CHECK: ${check.stdout}\n${check.stderr}`);
+
+    const del = await call("DEL");
+    assert.equal(del.code, 0, `DEL: ${del.stdout}\n${del.stderr}`);
+    assert.equal(await exists(`${leaseDir}/${ip}`), false, "lease released");
+    assert.deepEqual(await linkNames(netns), []);
+    const again = await call("DEL");
+    assert.equal(again.code, 0, `second DEL: ${again.stdout}\n${again.stderr}`);
+  } finally {
+    if (daemon) {
+      daemon.kill("SIGTERM");
+      await daemon.exited();
+    }
+    await root?.close();
+    await s.cleanup();
+  }
+}
 
 async function exists(path: string): Promise<boolean> {
   try {
