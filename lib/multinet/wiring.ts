@@ -100,7 +100,7 @@ export async function buildDeps(
     return {
       ...base,
       nads: new DirectoryNadSource(conf.nadDir),
-      status: new FileStatusSink(statusDir, logger),
+      status: new FileStatusSink(statusDir, logger, { ifName: env.ifName }),
       events: new LogEventSink(logger),
     };
   }
@@ -109,7 +109,7 @@ export async function buildDeps(
     logger.debug("no Kubernetes API configured: default network and delegates only");
     return {
       ...base,
-      status: new FileStatusSink(statusDir, logger),
+      status: new FileStatusSink(statusDir, logger, { ifName: env.ifName }),
       events: new LogEventSink(logger),
     };
   }
