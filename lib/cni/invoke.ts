@@ -12,7 +12,6 @@ import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniCommand } from "./env.ts";
 import { type ExecResponse, type PluginExec, pluginName } from "./exec.ts";
 import { redactText } from "../log/redact.ts";
-import { pathInRoot } from "./root.ts";
 import { assertPluginType, isPlainObject } from "./types.ts";
 
 // Callers that run plugins take the exec interface from here, with the protocol.
@@ -24,7 +23,7 @@ export * from "./exec.ts";
  * permission on the directories.
  *
  * With `opts.root` (the plugin config's `chrootDir`) the directories are the root's: each
- * candidate is looked at where it is inside that root ({@link pathInRoot}, symbolic links
+ * candidate is looked at where it is inside that root (`pathInRoot` of root.ts, symbolic links
  * followed inside the root) and the returned path is the one inside the root, as chroot(8)
  * then runs it.
  *
@@ -41,11 +40,13 @@ export async function findPlugin(
   opts: { root?: string } = {},
 ): Promise<string> {
   assertPluginType(type);
+  // Loaded only with a root: the per-pod path without `chrootDir` does not pay for it.
+  const inRoot = opts.root ? (await import("./root.ts")).pathInRoot : undefined;
   for (const dir of dirs) {
     if (dir === "") continue;
     const candidate = `${dir.replace(/\/+$/, "")}/${type}`;
     try {
-      const st = await Deno.stat(opts.root ? await pathInRoot(opts.root, candidate) : candidate);
+      const st = await Deno.stat(inRoot ? await inRoot(opts.root!, candidate) : candidate);
       if (st.isFile && st.mode !== null && (st.mode & 0o111) !== 0) return candidate;
     } catch {
       // Missing or unreadable: try the next directory.

@@ -21,7 +21,6 @@ import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } 
 import type { NadSource } from "./nad_source.ts";
 import type { PodNetworkSource } from "./pod_networks.ts";
 import { netlinkKernel } from "./kernel.ts";
-import { delegateRoot, kernelInRoot } from "./chroot.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
 /** What {@link buildDeps} takes from the process besides the config and the CNI environment. */
@@ -54,7 +53,9 @@ export async function buildDeps(
   // the TLS initialisation) starts while that process runs instead of delaying its spawn.
   let spawned: () => void = () => {};
   const delegateSpawned = new Promise<void>((resolve) => spawned = resolve);
-  const root = await delegateRoot(conf.chrootDir, logger);
+  // `chrootDir` (lib/multinet/chroot.ts) is loaded only when configured.
+  const chroot = conf.chrootDir ? await import("./chroot.ts") : undefined;
+  const root = await chroot?.delegateRoot(conf.chrootDir, logger);
   const processes = new ProcessPluginExec(root ? { chrootDir: root } : {});
   const exec: PluginExec = {
     exec(req) {
@@ -89,7 +90,7 @@ export async function buildDeps(
     runtime,
     cache,
     logger,
-    kernel: root ? kernelInRoot(netlinkKernel(logger), root) : netlinkKernel(logger),
+    kernel: root ? chroot!.kernelInRoot(netlinkKernel(logger), root) : netlinkKernel(logger),
     devices: kubeletDevices(conf, logger),
     delegateSpawned,
   };
