@@ -15,6 +15,7 @@ import { outputs, processEnv, stopSignal, type TextOutputs } from "./io.ts";
 import { inClusterConnection, KubeClient, loadKubeconfig } from "../k8s/mod.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
 import { type ManifoldConf, parseManifoldConf } from "../multinet/config.ts";
+import { assertChrootDir } from "../multinet/chroot.ts";
 import { DEFAULT_NAD_MIRROR_DIR } from "../multinet/nad_mirror.ts";
 import { ManifoldDaemon } from "../daemon/daemon.ts";
 import { NO_OBSERVER } from "../daemon/observer.ts";
@@ -99,6 +100,7 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
   let http: { close(): Promise<void> } | undefined;
   try {
     const conf = await readPluginConf(opts.conf);
+    await assertChrootDir(conf.chrootDir);
     kube = await apiClient(opts.kubeconfig ?? conf.kubeconfig, env, conf, logger);
     const socketPath = opts.socket ?? conf.daemonSocket ?? DEFAULT_DAEMON_SOCKET;
     let observer = NO_OBSERVER;

@@ -20,6 +20,7 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode, type CniErrorCodeValue } from "./errors.ts";
+import { errorText } from "../util/text.ts";
 
 /**
  * Deepest nesting of arrays and objects accepted in untrusted JSON: 64 levels (`{}` and
@@ -140,7 +141,7 @@ export function decodeJson<T>(text: string, schema: SafeParser<T>, what: string)
     throw new CniError(
       CniErrorCode.DecodingFailure,
       `${what} is not valid JSON`,
-      e instanceof Error ? e.message : String(e),
+      errorText(e),
     );
   }
   checkJsonDepth(raw, what, { code: CniErrorCode.DecodingFailure });

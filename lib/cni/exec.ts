@@ -10,6 +10,7 @@
 
 import { CniError, CniErrorCode } from "./errors.ts";
 import { delegateEnv } from "./recursion.ts";
+import { errorText } from "../util/text.ts";
 import { sleep, startTimer, type Timer } from "../util/timer.ts";
 
 /** One plugin execution request. */
@@ -62,7 +63,19 @@ export interface ProcessPluginExecOptions {
   retryDelayMs?: number;
   /** How long to keep reading output after the child exited, in ms (a grandchild may hold the pipes). Default 500. */
   drainGraceMs?: number;
+  /**
+   * Run every plugin chrooted into this directory (the plugin config's `chrootDir`, e.g.
+   * `"/hostroot"` where the host's `/` is mounted): `chroot(8) DIR PATH`, so `req.path`, the
+   * dynamic loader and libraries, `CNI_PATH`, `CNI_NETNS` and every file the plugin opens are
+   * the root's (Multus thick `chrootDir`). Unset: the process's own root.
+   */
+  chrootDir?: string;
+  /** The chroot(8) binary; default {@link CHROOT_BINARY}. */
+  chrootBinary?: string;
 }
+
+/** GNU coreutils' chroot(8): `chroot DIR COMMAND` chroots, changes to `/` and execs COMMAND. */
+export const CHROOT_BINARY = "/usr/sbin/chroot";
 
 /** Default output cap per stream: 4 MiB. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
@@ -86,6 +99,7 @@ export class ProcessPluginExec implements PluginExec {
   #spawnRetries: number;
   #retryDelayMs: number;
   #drainGraceMs: number;
+  #chroot: { dir: string; binary: string } | undefined;
 
   /**
    * An executor with the given limits.
@@ -97,6 +111,9 @@ export class ProcessPluginExec implements PluginExec {
     this.#spawnRetries = opts.spawnRetries ?? 5;
     this.#retryDelayMs = opts.retryDelayMs ?? 20;
     this.#drainGraceMs = opts.drainGraceMs ?? 500;
+    this.#chroot = opts.chrootDir
+      ? { dir: opts.chrootDir, binary: opts.chrootBinary ?? CHROOT_BINARY }
+      : undefined;
   }
 
   /**
@@ -104,9 +121,25 @@ export class ProcessPluginExec implements PluginExec {
    * @param req path, stdin, environment and timeout.
    * @returns exit status and captured output; a timeout is reported, not thrown.
    * @throws {CniError} code 11 when the binary stays busy (ETXTBSY) after all retries;
-   *   code 999 when it cannot be spawned otherwise (missing, not executable).
+   *   code 999 when it cannot be spawned otherwise (missing, not executable; with a
+   *   `chrootDir`: chroot(8) could not enter the root or run the plugin, details = its stderr).
    */
   async exec(req: ExecRequest): Promise<ExecResponse> {
+    if (!this.#chroot) return await this.#run(req);
+    for (let attempt = 0;; attempt++) {
+      const res = await this.#run(req);
+      const failed = chrootFailure(res, this.#chroot.binary);
+      if (failed === undefined) return res;
+      const busy = /text file busy/i.test(failed);
+      if (busy && attempt < this.#spawnRetries) {
+        await sleep(this.#retryDelayMs * 2 ** attempt);
+        continue;
+      }
+      throw spawnError(req.path, failed, busy, attempt);
+    }
+  }
+
+  async #run(req: ExecRequest): Promise<ExecResponse> {
     const child = await this.#spawn(req);
     let timedOut = false;
     const timer = startTimer(req.timeoutMs, () => {
@@ -147,8 +180,11 @@ export class ProcessPluginExec implements PluginExec {
   async #spawn(req: ExecRequest): Promise<Deno.ChildProcess> {
     for (let attempt = 0;; attempt++) {
       try {
-        return new Deno.Command(req.path, {
-          args: [],
+        const [cmd, args] = this.#chroot
+          ? [this.#chroot.binary, [this.#chroot.dir, req.path]]
+          : [req.path, []];
+        return new Deno.Command(cmd, {
+          args,
           clearEnv: true,
           env: delegateEnv(req.env),
           stdin: "piped",
@@ -156,27 +192,49 @@ export class ProcessPluginExec implements PluginExec {
           stderr: "piped",
         }).spawn();
       } catch (err) {
-        const message = err instanceof Error ? err.message : String(err);
+        const message = errorText(err);
         const busy = /text file busy|os error 26/i.test(message);
         if (busy && attempt < this.#spawnRetries) {
           await sleep(this.#retryDelayMs * 2 ** attempt);
           continue;
         }
-        if (busy) {
-          throw new CniError(
-            CniErrorCode.TryAgainLater,
-            `plugin ${pluginName(req.path)} is busy`,
-            `${message} (after ${attempt + 1} attempts)`,
-          );
-        }
-        throw new CniError(
-          CniErrorCode.Internal,
-          `failed to execute plugin ${pluginName(req.path)}`,
-          message,
-        );
+        throw spawnError(req.path, message, busy, attempt);
       }
     }
   }
+}
+
+/** The error for a plugin that could not be started: code 11 when busy, else 999. */
+function spawnError(path: string, message: string, busy: boolean, attempt: number): CniError {
+  if (busy) {
+    return new CniError(
+      CniErrorCode.TryAgainLater,
+      `plugin ${pluginName(path)} is busy`,
+      `${message} (after ${attempt + 1} attempts)`,
+    );
+  }
+  return new CniError(
+    CniErrorCode.Internal,
+    `failed to execute plugin ${pluginName(path)}`,
+    message,
+  );
+}
+
+/**
+ * chroot(8)'s own failure, which means the plugin never ran: exit 125 (cannot chroot), 126
+ * (cannot execute: permission, ETXTBSY) or 127 (not found), nothing on stdout, and one
+ * stderr line starting with its name (`/usr/sbin/chroot: failed to run command …`). Returns
+ * that line (`chroot: …`), or undefined for the plugin's own exit.
+ */
+function chrootFailure(res: ExecResponse, binary: string): string | undefined {
+  if (res.timedOut || res.signal !== null || res.code < 125 || res.code > 127) return undefined;
+  if (res.stdout.length > 0) return undefined;
+  const text = new TextDecoder().decode(res.stderr).trim();
+  if (text.includes("\n")) return undefined;
+  for (const name of [`${binary}: `, `${pluginName(binary)}: `]) {
+    if (text.startsWith(name)) return `chroot: ${text.slice(name.length)}`;
+  }
+  return undefined;
 }
 
 /**

@@ -22,19 +22,31 @@ export * from "./exec.ts";
  * first directory holding an executable regular file named `type` wins. Needs read
  * permission on the directories.
  *
+ * With `opts.root` (the plugin config's `chrootDir`) the directories are the root's: each
+ * candidate is looked at where it is inside that root (`pathInRoot` of root.ts, symbolic links
+ * followed inside the root) and the returned path is the one inside the root, as chroot(8)
+ * then runs it.
+ *
  * @param type the plugin `type`, e.g. `"bridge"`.
  * @param dirs directories to search, in order.
- * @returns the plugin's path `${dir}/${type}`.
+ * @param opts `root`: the directory the plugin will be chrooted into, e.g. `"/hostroot"`.
+ * @returns the plugin's path `${dir}/${type}` (inside `opts.root` when given).
  * @throws {CniError} code 7 for an unsafe type ("/", "..", NUL, empty) or when not found
- *   (`failed to find plugin "x" in path [a b]`).
+ *   (`failed to find plugin "x" in path [a b]`, see {@link isPluginNotFound}).
  */
-export async function findPlugin(type: string, dirs: string[]): Promise<string> {
+export async function findPlugin(
+  type: string,
+  dirs: string[],
+  opts: { root?: string } = {},
+): Promise<string> {
   assertPluginType(type);
+  // Loaded only with a root: the per-pod path without `chrootDir` does not pay for it.
+  const inRoot = opts.root ? (await import("./root.ts")).pathInRoot : undefined;
   for (const dir of dirs) {
     if (dir === "") continue;
     const candidate = `${dir.replace(/\/+$/, "")}/${type}`;
     try {
-      const st = await Deno.stat(candidate);
+      const st = await Deno.stat(inRoot ? await inRoot(opts.root!, candidate) : candidate);
       if (st.isFile && st.mode !== null && (st.mode & 0o111) !== 0) return candidate;
     } catch {
       // Missing or unreadable: try the next directory.
@@ -42,8 +54,28 @@ export async function findPlugin(type: string, dirs: string[]): Promise<string> 
   }
   throw new CniError(
     CniErrorCode.InvalidNetworkConfig,
-    `failed to find plugin "${type}" in path [${dirs.join(" ")}]`,
+    `${NOT_FOUND} "${type}" in path [${dirs.join(" ")}]`,
   );
+}
+
+/** The start of {@link findPlugin}'s not-found message (libcni `FindInPath`). */
+const NOT_FOUND = "failed to find plugin";
+
+/**
+ * Whether an error is {@link findPlugin}'s "not found" (the delegate binary is missing from
+ * every directory: it never ran), also after a context prefix (`[ns/pod:net] failed to find
+ * plugin "x" in path [...]`).
+ *
+ * @param err any error.
+ * @returns true for a code-7 CniError whose `msg` names a plugin not found.
+ * @example
+ * ```ts
+ * isPluginNotFound(new CniError(7, '[a/b:c] failed to find plugin "x" in path [/opt/cni/bin]')); // true
+ * ```
+ */
+export function isPluginNotFound(err: unknown): boolean {
+  return err instanceof CniError && err.code === CniErrorCode.InvalidNetworkConfig &&
+    new RegExp(`(^|\\] )${NOT_FOUND} "[^"]*" in path \\[`).test(err.msg);
 }
 
 /** Options of {@link invokePlugin}: the CNI environment of the call. */

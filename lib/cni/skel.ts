@@ -24,6 +24,7 @@ import {
   supportsCheck,
   supportsGcAndStatus,
 } from "./version.ts";
+import { errorText } from "../util/text.ts";
 
 /** What a handler receives. */
 export interface SkelContext {
@@ -157,7 +158,7 @@ async function run(
     throw new CniError(
       CniErrorCode.IoFailure,
       "failed to read network config from stdin",
-      err instanceof Error ? err.message : String(err),
+      errorText(err),
     );
   }
   if (stdin.length > maxStdinBytes) {

@@ -10,6 +10,7 @@ import type { ListWatchHandler, NetworkAttachmentDefinition, WatchChange } from 
 import type { Logger } from "../log/mod.ts";
 import type { NadMirrorWriter } from "../multinet/nad_mirror.ts";
 import type { NadSource } from "../multinet/nad_source.ts";
+import { errorText } from "../util/text.ts";
 
 /**
  * Holds every NAD of the cluster as the watch last reported it; also writes the on-disk mirror
@@ -82,7 +83,7 @@ export class NadStore implements ListWatchHandler<NetworkAttachmentDefinition> {
       await write();
     } catch (e) {
       this.#logger?.warn("NAD mirror write failed", {
-        error: e instanceof Error ? e.message : String(e),
+        error: errorText(e),
       });
     }
   }

@@ -14,6 +14,7 @@
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { decodeJson } from "../cni/decode.ts";
+import { errorText } from "../util/text.ts";
 
 /** Largest checkpoint read, bytes (a busy node's is a few hundred KiB). */
 const MAX_CHECKPOINT_BYTES = 32 * 1024 * 1024;
@@ -94,7 +95,7 @@ export async function readCheckpointDevices(
     throw new CniError(
       CniErrorCode.IoFailure,
       `cannot read device-plugin checkpoint ${path}`,
-      e instanceof Error ? e.message : String(e),
+      errorText(e),
     );
   }
   return parseCheckpointDevices(text, podUid);

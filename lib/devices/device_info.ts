@@ -16,6 +16,7 @@
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { decodeJson } from "../cni/decode.ts";
+import { errorText } from "../util/text.ts";
 /** The version Manifold writes when it builds device-info itself (sysfs discovery). */
 export const DEVICE_INFO_VERSION = "1.1.0";
 /** Largest device-info file read, bytes; a real one is a few hundred. */
@@ -228,7 +229,7 @@ export async function copyDeviceInfoFile(from: string, to: string): Promise<bool
     throw new CniError(
       CniErrorCode.IoFailure,
       `cannot write device-info file ${to}`,
-      e instanceof Error ? e.message : String(e),
+      errorText(e),
     );
   }
   return true;
@@ -263,7 +264,7 @@ export async function removeDeviceInfoFile(path: string): Promise<void> {
     throw new CniError(
       CniErrorCode.IoFailure,
       `cannot remove device-info file ${path}`,
-      e instanceof Error ? e.message : String(e),
+      errorText(e),
     );
   }
 }
@@ -278,7 +279,7 @@ async function readLimited(path: string): Promise<Uint8Array | undefined> {
     throw new CniError(
       CniErrorCode.IoFailure,
       `cannot read device-info file ${path}`,
-      e instanceof Error ? e.message : String(e),
+      errorText(e),
     );
   }
   try {

@@ -15,6 +15,7 @@ import { Buffer } from "node:buffer";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { DEFAULT_POD_RESOURCES_TIMEOUT_MS } from "./constants.ts";
 import type { ContainerDevices, PodResources } from "./pod_resources_proto.ts";
+import { errorText } from "../util/text.ts";
 
 /** gRPC method paths of `v1.PodResourcesLister`. */
 export const POD_RESOURCES_METHODS = {
@@ -194,7 +195,7 @@ export class PodResourcesClient {
     try {
       return fn();
     } catch (e) {
-      throw new PodResourcesError(method, -1, e instanceof Error ? e.message : String(e));
+      throw new PodResourcesError(method, -1, errorText(e));
     }
   }
 

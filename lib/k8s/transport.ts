@@ -30,6 +30,7 @@ export type {
   TransportRequest,
   TransportResponse,
 } from "./transport_types.ts";
+import { errorText } from "../util/text.ts";
 
 /**
  * Creates the transport for a connection. Nothing is opened until the first request.
@@ -158,7 +159,7 @@ function tlsMaterialError(err: unknown): KubeError {
   return new KubeError(
     "config",
     "Unusable TLS certificate or key in the Kubernetes connection",
-    { details: err instanceof Error ? err.message : String(err) },
+    { details: errorText(err) },
   );
 }
 

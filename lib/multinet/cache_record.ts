@@ -10,6 +10,7 @@ import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import type { DeviceInfo, NetworkStatus } from "./types.ts";
 import { isJsonPrefix } from "./json_prefix.ts";
+import { errorText } from "../util/text.ts";
 
 /** Version of the record layout; bump on incompatible changes. Readers refuse other versions. */
 export const CACHE_SCHEMA_VERSION = 1;
@@ -247,7 +248,7 @@ export function decodeRecord(path: string, text: string): CacheRecord {
   try {
     raw = JSON.parse(text);
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorText(err);
     const reason = isJsonPrefix(written) ? "truncated" : "unparsable";
     throw new CacheCorruptError(path, reason, message);
   }

@@ -118,6 +118,16 @@ export interface ManifoldConf {
    * secondary networks with nftables in each selected pod's netns (default false; lib/policy).
    */
   multiNetworkPolicy: boolean;
+  /**
+   * Manifold (Multus thick `chrootDir`): run every delegate chrooted into this directory, where
+   * the host's `/` is mounted (`"/hostroot"` in deploy/40-daemonset.yaml): the delegate binary
+   * (looked up in `binDir` + CNI_PATH inside it), its libraries, CNI_NETNS, its config's paths
+   * and its state (host-local leases) are the host's. Kernel verification opens CNI_NETNS
+   * inside it too; Manifold's cache (`cniDir`) stays in this process's view. Ignored when the
+   * directory does not exist (the plugin itself, run by the runtime on the host, shares the
+   * config with `manifold daemon`, which refuses to start without it). Unset: no chroot.
+   */
+  chrootDir?: string;
   /** Manifold: per-delegate time bound, ms (default 60 000). */
   delegateTimeoutMs: number;
   /** Manifold: per API request time bound, ms (default 5 000). */
@@ -188,6 +198,7 @@ function buildSchema() {
     nadMirrorDir: optStr,
     daemonSocket: optStr,
     daemonFallback: z.boolean().optional(),
+    chrootDir: optStr,
     events: z.enum(["all", "warnings", "none"]).optional(),
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     podNetworkProvider: optStr,
@@ -280,6 +291,9 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
       120_000,
     ),
   };
+  if (c.chrootDir && !c.chrootDir.startsWith("/")) {
+    issues.push("✖ Expected an absolute path\n  → at chrootDir");
+  }
   if (c.logOptions !== undefined) issues.push(...logOptionsIssues(c.logOptions));
   if (issues.length > 0) {
     throw new CniError(
@@ -321,6 +335,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     nadMirrorDir: c.nadMirrorDir || undefined,
     daemonSocket: c.daemonSocket || undefined,
     daemonFallback: c.daemonFallback ?? true,
+    chrootDir: c.chrootDir || undefined,
     events: c.events ?? "warnings",
     invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
     podNetworkProvider: c.podNetworkProvider || DEFAULT_PODNETWORK_PROVIDER,

@@ -15,6 +15,7 @@ import type { DecodedResult } from "../cni/result.ts";
 import type { CniResult } from "../cni/types.ts";
 import type { CacheRecord } from "./cache.ts";
 import type { NetworkStatus } from "./types.ts";
+import { errorText } from "../util/text.ts";
 
 /** Kernel access the commands need (injected; tests may pass a fake). */
 export interface KernelAccess {
@@ -46,7 +47,7 @@ export function netlinkKernel(logger: Logger): KernelAccess {
     } catch (e) {
       if (e instanceof CniError) throw e;
       const name = e instanceof Error ? e.name : "";
-      const msg = e instanceof Error ? e.message : String(e);
+      const msg = errorText(e);
       if (name === "NetnsError") {
         throw new CniError(
           CniErrorCode.InvalidNetns,

@@ -8,6 +8,7 @@
 import { checkJsonDepth, MAX_JSON_DEPTH } from "../cni/decode.ts";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { isPlainObject, type NetworkConfigList, parseNetworkConfig } from "../cni/types.ts";
+import { errorText } from "../util/text.ts";
 
 /**
  * Largest accepted NAD `spec.config`, in bytes of UTF-8: 256 KiB (Manifold's limit; a
@@ -52,7 +53,7 @@ export function parseNadConfig(text: string, nadName: string, source: string): N
     throw new CniError(
       CniErrorCode.DecodingFailure,
       "spec.config is not valid JSON",
-      err instanceof Error ? err.message : String(err),
+      errorText(err),
     );
   }
   checkJsonDepth(decoded, "spec.config", { maxDepth: MAX_JSON_DEPTH });

@@ -13,6 +13,7 @@ import {
   parseNetworkAttachmentDefinition,
 } from "../k8s/types.ts";
 import { KubeError } from "../k8s/errors.ts";
+import { errorText } from "../util/text.ts";
 
 /**
  * Read access to NetworkAttachmentDefinitions (NPWG v1.3 §3) by namespace and name.
@@ -229,7 +230,7 @@ export async function parseManifest(
     try {
       documents.push(JSON.parse(text));
     } catch (err) {
-      fail("", "not valid JSON", err instanceof Error ? err.message : String(err));
+      fail("", "not valid JSON", errorText(err));
     }
   } else {
     const yaml = await import("yaml");
@@ -247,7 +248,7 @@ export async function parseManifest(
           err.message,
         );
       }
-      fail("", "not valid YAML", err instanceof Error ? err.message : String(err));
+      fail("", "not valid YAML", errorText(err));
     }
   }
   const nads: NetworkAttachmentDefinition[] = [];

@@ -13,6 +13,7 @@ import { checkJsonDepth } from "../cni/decode.ts";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { INTERFACE_RULE, isDns1123Subdomain, isValidInterfaceName } from "./network_reference.ts";
 import { PODNETWORKS_ANNOTATION } from "./types.ts";
+import { errorText } from "../util/text.ts";
 
 /** Largest accepted number of entries (as the NPWG annotation). */
 export const MAX_PODNETWORK_ENTRIES = 32;
@@ -71,7 +72,7 @@ export function parsePodNetworkAnnotation(text: string): PodNetworkEntry[] {
     raw = JSON.parse(text);
     checkJsonDepth(raw, `${PODNETWORKS_ANNOTATION} annotation`);
   } catch (e) {
-    throw invalid(e instanceof Error ? e.message : String(e));
+    throw invalid(errorText(e));
   }
   const r = (schema ??= buildSchema()).safeParse(raw);
   if (!r.success) throw invalid(z.prettifyError(r.error));

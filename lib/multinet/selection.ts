@@ -33,6 +33,7 @@ export {
   type NetworkReference,
   parseNetworkReference,
 } from "./network_reference.ts";
+import { errorText } from "../util/text.ts";
 
 /** Largest accepted annotation value, in bytes of UTF-8 (256 KiB; Kubernetes allows 256 KiB for all annotations together). */
 export const MAX_SELECTION_ANNOTATION_BYTES = 256 * 1024;
@@ -286,7 +287,7 @@ function parseJsonList(text: string, podNamespace: string): NetworkSelectionElem
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
       "network selection annotation is neither a comma-delimited list nor valid JSON",
-      err instanceof Error ? err.message : String(err),
+      errorText(err),
     );
   }
   checkJsonDepth(raw, "network selection annotation", { maxDepth: MAX_SELECTION_DEPTH });

@@ -12,7 +12,8 @@ import type { KubeClient } from "../k8s/client.ts";
 import type { Logger } from "../log/mod.ts";
 import type { EventSink, StatusSink } from "./deps.ts";
 import type { PodRef } from "./pod.ts";
-import { serializeNetworkStatus } from "./status.ts";
+import { parseNetworkStatus, serializeNetworkStatus } from "./status.ts";
+import { recordName } from "./cache_names.ts";
 import { NETWORK_STATUS_ANNOTATION, type NetworkStatus } from "./types.ts";
 
 /**
@@ -58,37 +59,46 @@ export class ApiStatusSink implements StatusSink {
 }
 
 /**
- * Standalone mode: writes `<dir>/<containerId>.json` (mode 0600, dir 0700) with
- * `writeFileAtomic` — temporary file, fsync, rename, directory fsync, so a crash never leaves
- * a truncated status — and logs the status.
+ * Standalone mode: writes `<dir>/<containerId>@<ifName>.json` — keyed like the cache
+ * (lib/multinet/cache_names.ts), so two CNI_IFNAMEs of one container (two runtimes' networks)
+ * keep their own status — (mode 0600, dir 0700) with `writeFileAtomic` — temporary file,
+ * fsync, rename, directory fsync, so a crash never leaves a truncated status — and logs the
+ * status. The per-container `<containerId>.json` of earlier versions is still read and removed.
  */
 export class FileStatusSink implements StatusSink {
   /** `"file:<dir>"`, for logs. */
   readonly kind: string;
   #dir: string;
   #logger: Logger;
+  #ifName: string;
   /**
    * Creates the sink over a directory (created with mode 0700 on the first write).
    * @param dir e.g. `<cniDir>/network-status`.
    * @param logger receives each published status.
+   * @param opts `ifName`: the call's CNI_IFNAME, the second half of the file's key (`""`:
+   *   the legacy per-container name).
    */
-  constructor(dir: string, logger: Logger) {
+  constructor(dir: string, logger: Logger, opts: { ifName?: string } = {}) {
     this.#dir = dir;
     this.#logger = logger;
+    this.#ifName = opts.ifName ?? "";
     this.kind = `file:${dir}`;
   }
   /**
-   * Path of the status file of a container.
+   * Path of the status file of a container's attachment set.
    * @param containerId CNI_CONTAINERID.
-   * @returns `<dir>/<containerId>.json`.
+   * @param ifName CNI_IFNAME; default the sink's; `""` for the legacy per-container file.
+   * @returns `<dir>/<containerId>@<ifName>.json` (ifName encoded as in the cache), or
+   *   `<dir>/<containerId>.json`.
+   * @throws {CniError} code 4 for an invalid container ID or interface name.
    */
-  path(containerId: string): string {
-    return `${this.#dir}/${containerId}.json`;
+  path(containerId: string, ifName = this.#ifName): string {
+    return `${this.#dir}/${recordName(containerId, ifName)}`;
   }
   /**
-   * Writes the container's status file atomically and durably and logs the statuses.
+   * Writes the status file atomically and durably and logs the statuses.
    * @param pod the pod, for the log line (may be undefined).
-   * @param containerId CNI_CONTAINERID, names the file.
+   * @param containerId CNI_CONTAINERID, names the file (with the sink's ifName).
    * @param entries the statuses (NPWG v1.3 §5), written as the annotation's JSON text.
    * @throws {Deno.errors.PermissionDenied} and other I/O errors of the write.
    */
@@ -107,11 +117,33 @@ export class FileStatusSink implements StatusSink {
     });
   }
   /**
-   * Removes the container's status file; never throws (a missing file is fine).
+   * Reads a status file: this sink's name, else the legacy per-container one.
+   * @param containerId CNI_CONTAINERID.
+   * @returns the statuses, or undefined when neither file exists.
+   * @throws {CniError} code 6 when the file is not a valid network-status list; I/O errors.
+   */
+  async read(containerId: string): Promise<NetworkStatus[] | undefined> {
+    for (const path of new Set([this.path(containerId), this.path(containerId, "")])) {
+      try {
+        return parseNetworkStatus(await Deno.readTextFile(path));
+      } catch (e) {
+        if (!(e instanceof Deno.errors.NotFound)) throw e;
+      }
+    }
+    return undefined;
+  }
+  /**
+   * Removes the status file, and a legacy per-container one; never throws (a missing file
+   * is fine).
    * @param containerId CNI_CONTAINERID.
    */
   async remove(containerId: string): Promise<void> {
-    await Deno.remove(this.path(containerId)).catch(() => {});
+    const paths = [() => this.path(containerId), () => this.path(containerId, "")];
+    for (const path of paths) {
+      try {
+        await Deno.remove(path());
+      } catch { /* missing, or an invalid key */ }
+    }
   }
 }
 

@@ -13,9 +13,16 @@
  * on the tombstone) so that GC retries its DEL and runs its delegates' GC later. Attachments
  * whose ADD completed are never given up.
  *
+ * One case is given up at the first failed DEL ({@link neverRan}): an unfinished attachment
+ * whose DEL failed because the binary of its first plugin is not installed (libcni's `failed
+ * to find plugin`). DEL runs the plugins newest first and stops at the first failure, so the
+ * later plugins' DELs succeeded; the first plugin cannot have run at ADD (ADD stopped there),
+ * so no delegate holds anything: retrying would only keep the pod Terminating.
+ *
  * @module
  */
 
+import { isPluginNotFound } from "../cni/invoke.ts";
 import type { CachedAttachment } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { type DetachFailure, removeDeviceInfo } from "./detach.ts";
@@ -54,10 +61,9 @@ export function shouldGiveUp(a: CachedAttachment, now: Date): boolean {
  * @returns a short human-readable text.
  */
 export function leakHint(a: CachedAttachment): string {
-  const plugins = Array.isArray(a.conflist.plugins) ? a.conflist.plugins : [a.conflist];
   const types: string[] = [];
   const ipams: string[] = [];
-  for (const p of plugins as Record<string, unknown>[]) {
+  for (const p of pluginsOf(a)) {
     if (typeof p?.type === "string") types.push(p.type);
     const ipam = p?.ipam as { type?: unknown } | undefined;
     if (typeof ipam?.type === "string") ipams.push(ipam.type);
@@ -68,10 +74,36 @@ export function leakHint(a: CachedAttachment): string {
   return parts.join(", ");
 }
 
+/** The attachment's plugin configs in ADD order (a conflist's `plugins`, or the one conf). */
+function pluginsOf(a: CachedAttachment): Record<string, unknown>[] {
+  const plugins = Array.isArray(a.conflist.plugins) ? a.conflist.plugins : [a.conflist];
+  return plugins as Record<string, unknown>[];
+}
+
+/**
+ * Whether a failed DEL shows that none of the attachment's delegates ever ran (see the module
+ * doc): its ADD never completed and the DEL failed because the binary of its first plugin,
+ * of a type no later plugin has, is not installed.
+ * @param f a DEL failure from `detachAll`.
+ * @returns true when giving up at once cannot leak anything.
+ * @example
+ * ```ts
+ * neverRan({ attachment: { state: "adding", conflist: { type: "x" } },
+ *   error: new CniError(7, '[a/b:n] failed to find plugin "x" in path [/opt/cni/bin]') }); // true
+ * ```
+ */
+export function neverRan(f: DetachFailure): boolean {
+  if (f.attachment.state !== "adding" || !isPluginNotFound(f.error)) return false;
+  const types = pluginsOf(f.attachment).map((p) => p?.type);
+  const first = types[0];
+  return typeof first === "string" && types.lastIndexOf(first) === 0 &&
+    f.error.msg.includes(`failed to find plugin ${JSON.stringify(first)} `);
+}
+
 /**
  * Splits DEL failures into those the runtime must retry and those given up now
- * ({@link shouldGiveUp}). For each given-up attachment: an error log line naming what may
- * have leaked, a Warning event {@link TEARDOWN_ABANDONED_REASON} for the pod (when known;
+ * ({@link shouldGiveUp}, or at once when {@link neverRan}). For each given-up attachment: an
+ * error log line naming what may have leaked, a Warning event {@link TEARDOWN_ABANDONED_REASON} for the pod (when known;
  * flushed before returning) and removal of its CNI device-info file.
  * @param deps the dependencies (`env.containerId`, logger, events).
  * @param failures what `detachAll` returned.
@@ -88,13 +120,15 @@ export async function giveUpExhausted(
   const retry: DetachFailure[] = [];
   const abandoned: CachedAttachment[] = [];
   for (const f of failures) {
-    if (!shouldGiveUp(f.attachment, now)) {
+    const notInstalled = neverRan(f);
+    if (!notInstalled && !shouldGiveUp(f.attachment, now)) {
       retry.push(f);
       continue;
     }
     const a = f.attachment;
-    const failed = a.delFailures!;
-    const leaked = leakHint(a);
+    const failed = a.delFailures ??
+      { count: 1, firstAt: now.toISOString(), lastError: f.error.message };
+    const leaked = notInstalled ? "nothing (its first plugin is not installed)" : leakHint(a);
     deps.logger.error("giving up the teardown of an attachment whose ADD never completed", {
       containerId: deps.env.containerId,
       network: a.statusName,
@@ -105,12 +139,15 @@ export async function giveUpExhausted(
       error: failed.lastError,
     });
     if (opts.pod) {
+      const after = notInstalled
+        ? "at once: no delegate of it ever ran"
+        : `after ${failed.count} failed attempts since ${failed.firstAt}`;
       deps.events.emit(opts.pod, {
         reason: TEARDOWN_ABANDONED_REASON,
         type: "Warning",
         message: `${attachmentContext(opts.pod, a.statusName)} gave up DEL of ${a.ifName} ` +
-          `(its ADD never completed) after ${failed.count} failed attempts since ` +
-          `${failed.firstAt}; may have leaked: ${leaked}; last error: ${failed.lastError}`,
+          `(its ADD never completed) ${after}; may have leaked: ${leaked}; ` +
+          `last error: ${failed.lastError}`,
       });
     }
     await removeDeviceInfo(deps, a);

@@ -11,7 +11,7 @@
  */
 
 import type { CniEnv } from "../cni/env.ts";
-import { type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
+import { findPlugin, type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
@@ -54,7 +54,10 @@ export async function buildDeps(
   // the TLS initialisation) starts while that process runs instead of delaying its spawn.
   let spawned: () => void = () => {};
   const delegateSpawned = new Promise<void>((resolve) => spawned = resolve);
-  const processes = new ProcessPluginExec();
+  // `chrootDir` (lib/multinet/chroot.ts) is loaded only when configured.
+  const chroot = conf.chrootDir ? await import("./chroot.ts") : undefined;
+  const root = await chroot?.delegateRoot(conf.chrootDir, logger);
+  const processes = new ProcessPluginExec(root ? { chrootDir: root } : {});
   const exec: PluginExec = {
     exec(req) {
       const started = performance.now();
@@ -79,6 +82,7 @@ export async function buildDeps(
     timeoutMs: conf.delegateTimeoutMs,
     baseEnv: opts.processEnv,
     logger,
+    ...(root ? { findPlugin: (type, dirs) => findPlugin(type, dirs, { root }) } : {}),
   });
   const cache = new AttachmentCache(conf.cniDir);
   const base = {
@@ -87,7 +91,7 @@ export async function buildDeps(
     runtime,
     cache,
     logger,
-    kernel: netlinkKernel(logger),
+    kernel: root ? chroot!.kernelInRoot(netlinkKernel(logger), root) : netlinkKernel(logger),
     devices: kubeletDevices(conf, logger),
     delegateSpawned,
   };
@@ -98,7 +102,7 @@ export async function buildDeps(
     return {
       ...base,
       nads: new DirectoryNadSource(conf.nadDir),
-      status: new FileStatusSink(statusDir, logger),
+      status: new FileStatusSink(statusDir, logger, { ifName: env.ifName }),
       events: new LogEventSink(logger),
     };
   }
@@ -107,7 +111,7 @@ export async function buildDeps(
     logger.debug("no Kubernetes API configured: default network and delegates only");
     return {
       ...base,
-      status: new FileStatusSink(statusDir, logger),
+      status: new FileStatusSink(statusDir, logger, { ifName: env.ifName }),
       events: new LogEventSink(logger),
     };
   }

@@ -31,6 +31,7 @@ import {
 } from "./constants.ts";
 import { NetlinkError, NetnsError } from "./errors.ts";
 import type { NetlinkTransport } from "./transport.ts";
+import { errorText } from "../util/text.ts";
 
 /** `SOCK_RAW` (bits/socket_type.h). */
 const SOCK_RAW = 3;
@@ -106,7 +107,7 @@ function loadLibmnl(path: string, logger: Logger): Libmnl | undefined {
     failedLibmnl.add(path);
     logger.warn("libmnl unavailable, using libc netlink sockets", {
       path,
-      error: e instanceof Error ? e.message : String(e),
+      error: errorText(e),
     });
     return undefined;
   }

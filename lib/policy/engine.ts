@@ -34,6 +34,7 @@ import {
   type PolicyPeer,
   type PolicyPort,
 } from "./types.ts";
+import { errorText } from "../util/text.ts";
 
 /** Interfaces a lockdown leaves alone: loopback and the default network's interface. */
 export const LOCKDOWN_KEEP: readonly string[] = ["eth0", "lo"];
@@ -168,7 +169,7 @@ function buildDirection(
         pod: key(pod),
         policy: c.id,
         message: `Cannot translate the ${dir} rules of ${c.id} for ${attachment.ifName} (${
-          e instanceof Error ? e.message : String(e)
+          errorText(e)
         }): its allows are left out, the interface stays closed`,
       });
     }

@@ -24,6 +24,7 @@ import {
   parsePod,
   type PodInfo,
 } from "./types.ts";
+import { errorText } from "../util/text.ts";
 
 /** Options of {@link PolicyReconciler}. */
 export interface ReconcilerOptions {
@@ -200,9 +201,7 @@ export class PolicyReconciler {
         report.problems.push({
           reason: "RemoveFailed",
           pod: id,
-          message: `Cannot remove the MultiNetworkPolicy rules: ${
-            e instanceof Error ? e.message : e
-          }`,
+          message: `Cannot remove the MultiNetworkPolicy rules: ${errorText(e)}`,
         });
       }
     }
@@ -230,7 +229,7 @@ export class PolicyReconciler {
     try {
       return await this.#applier.apply(netns, ruleset);
     } catch (e) {
-      const why = e instanceof Error ? e.message : String(e);
+      const why = errorText(e);
       try {
         await this.#applier.apply(netns, closed(ruleset));
         report.problems.push({
@@ -246,7 +245,7 @@ export class PolicyReconciler {
           pod: id,
           message:
             `Cannot program the MultiNetworkPolicy rules (${why}) nor close the interfaces (${
-              e2 instanceof Error ? e2.message : e2
+              errorText(e2)
             })`,
         });
         return "failed";

@@ -351,8 +351,12 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
   }
   // Tolerate every taint: an Exists toleration with no key and no effect.
   assert.ok(spec.tolerations.some((t) => t.operator === "Exists" && !t.key && !t.effect));
-  // The host directories: the installer's under --host-root, the daemon's at the same path.
-  const hostPaths = new Map(spec.volumes.map((v) => [v.name, v.hostPath.path]));
+  // The host directories: the installer's under --host-root, the daemon's at the same path
+  // (besides the host's root at /hostroot, the `chrootDir` of the delegates).
+  const hostPaths = new Map(
+    spec.volumes.filter((v) => v.name !== "hostroot").map((v) => [v.name, v.hostPath.path]),
+  );
+  assert.equal(spec.volumes.find((v) => v.name === "hostroot")?.hostPath.path, "/");
   const installer = [
     "/opt/cni/bin",
     "/etc/cni/net.d",
@@ -378,9 +382,10 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
   );
   assert.equal(c.volumeMounts.find((m) => m.name === "pod-resources")?.readOnly, true);
   const daemon = spec.containers.find((x) => x.args[0] === "daemon")!;
-  for (const m of daemon.volumeMounts) assert.equal(m.mountPath, hostPaths.get(m.name), m.name);
+  const samePath = daemon.volumeMounts.filter((m) => m.name !== "hostroot");
+  for (const m of samePath) assert.equal(m.mountPath, hostPaths.get(m.name), m.name);
   assert.deepEqual(
-    daemon.volumeMounts.map((m) => m.mountPath).sort(),
+    samePath.map((m) => m.mountPath).sort(),
     [...hostPaths.values()].sort(),
     "the daemon mounts every host path",
   );
@@ -447,7 +452,14 @@ Deno.test("DaemonSet: the daemon container serves the socket the config names, p
   assert.ok(conf, "--plugin-conf");
   assert.deepEqual(JSON.parse(conf.slice("--plugin-conf=".length)), {
     nadMirrorDir: DEFAULT_NAD_MIRROR_DIR,
+    chrootDir: "/hostroot",
   });
+  // Delegates run in the host's root: `/` mounted read-write where `chrootDir` says, with
+  // later mounts (netns files) propagated.
+  const hostroot = daemon.volumeMounts.find((m) => hostPaths.get(m.name) === "/");
+  assert.equal(hostroot?.mountPath, "/hostroot");
+  assert.equal(hostroot?.mountPropagation, "HostToContainer");
+  assert.notEqual(hostroot?.readOnly, true);
   // New network namespaces appear in the running daemon.
   const netns = daemon.volumeMounts.find((m) => m.mountPath === "/var/run/netns");
   assert.equal(netns?.mountPropagation, "HostToContainer");

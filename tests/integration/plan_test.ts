@@ -414,7 +414,7 @@ Deno.test({
       expectOk(await w.call("ADD", { config: conf }), "ADD");
       assert.deepEqual(await linkNames(w.podNetns), ["eth0", "lan0"]);
       const status = JSON.parse(
-        await Deno.readTextFile(`${w.dirs.cache}/network-status/${w.containerId}.json`),
+        await Deno.readTextFile(`${w.dirs.cache}/network-status/${w.containerId}@eth0.json`),
       ) as Record<string, unknown>[];
       assert.deepEqual(status.map((s) => [s.name, s.interface]), [
         ["cbr0", "eth0"],

@@ -9,6 +9,7 @@ import {
   GIVE_UP_AFTER_MS,
   giveUpExhausted,
   leakHint,
+  neverRan,
   shouldGiveUp,
 } from "../../lib/multinet/teardown.ts";
 
@@ -99,4 +100,52 @@ Deno.test("giveUpExhausted: splits, logs, sends one Warning event per given-up a
   const none = await giveUpExhausted(deps, failures.slice(2), { pod: undefined, now: at(1000) });
   assert.equal(none.abandoned.length, 1);
   assert.equal(events.length, 1);
+});
+
+Deno.test("neverRan: an unfinished attachment whose first plugin is not installed", () => {
+  const notFound = (type: string) =>
+    new CniError(7, `[ns1/p:ns1/blue] failed to find plugin "${type}" in path [/opt/cni/bin]`);
+  const f = (state: "adding" | "added", error: CniError) => ({
+    attachment: attachment(state, 1),
+    error,
+  });
+  assert.equal(neverRan(f("adding", notFound("macvlan"))), true);
+  // A later plugin missing: the first one ran at ADD and its DEL has not run yet.
+  assert.equal(neverRan(f("adding", notFound("tuning"))), false);
+  // A completed ADD ran its binary: keep retrying.
+  assert.equal(neverRan(f("added", notFound("macvlan"))), false);
+  // A delegate's own error about a binary it needs is not ours (code 999 from Go's skel).
+  assert.equal(neverRan(f("adding", new CniError(999, notFound("macvlan").msg))), false);
+  assert.equal(neverRan(f("adding", new CniError(7, "macvlan: master gone"))), false);
+  // The same type later in the list: the failure may be the later one.
+  const twice = {
+    attachment: {
+      ...attachment("adding", 1),
+      conflist: { cniVersion: "1.0.0", name: "b", plugins: [{ type: "x" }, { type: "x" }] },
+    },
+    error: notFound("x"),
+  };
+  assert.equal(neverRan(twice), false);
+});
+
+Deno.test("giveUpExhausted: a first plugin that is not installed is given up at the first failure", async () => {
+  const logged: Record<string, unknown>[] = [];
+  const events: { reason: string; message: string }[] = [];
+  const deps = {
+    env: { containerId: "c1" },
+    logger: { error: (_m: string, fields: Record<string, unknown>) => logged.push(fields) },
+    events: {
+      emit: (_pod: unknown, ev: (typeof events)[0]) => events.push(ev),
+      flush: () => Promise.resolve(),
+    },
+  } as unknown as ManifoldDeps;
+  const pod = { namespace: "ns1", name: "p", uid: "", infraContainerId: "c1" };
+  const error = new CniError(7, '[ns1/p:ns1/blue] failed to find plugin "macvlan" in path [/b]');
+  const failures = [{ attachment: attachment("adding", 1), error }];
+  const { retry, abandoned } = await giveUpExhausted(deps, failures, { pod, now: at(1000) });
+  assert.deepEqual(retry, []);
+  assert.deepEqual(abandoned, [failures[0].attachment]);
+  assert.equal(events[0].reason, "TeardownAbandoned");
+  assert.match(events[0].message, /gave up DEL of net1 \(its ADD never completed\) at once/);
+  assert.equal(logged[0].mayHaveLeaked, "nothing (its first plugin is not installed)");
 });

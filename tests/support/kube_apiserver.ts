@@ -47,7 +47,15 @@ export interface StartOptions {
   readyTimeoutMs?: number;
   /** Write an audit log (level Metadata, ResponseComplete) readable with `auditEvents()`. */
   audit?: boolean;
+  /**
+   * Where the retry line goes when kube-apiserver exited before `/readyz` and is started once
+   * more (fresh etcd data dir and ports); default `console.error`.
+   */
+  log?: (line: string) => void;
 }
+
+/** A kube-apiserver process that exited before `/readyz` answered `ok`. */
+class ApiServerExited extends Error {}
 
 /** One audit record (`audit.k8s.io/v1` Event, level Metadata), the fields tests read. */
 export interface AuditEvent {
@@ -264,7 +272,9 @@ export class KubeApiServer {
         throw new Error(`etcd exited during start:\n${await tail(this.#etcd.log)}`);
       }
       if (apiserver.exited) {
-        throw new Error(`kube-apiserver exited during start:\n${await tail(apiserver.log)}`);
+        throw new ApiServerExited(
+          `kube-apiserver exited during start:\n${await tail(apiserver.log)}`,
+        );
       }
       const r = await this.admin.raw("GET", "/readyz").catch(() => undefined);
       if (r?.status === 200) break;
@@ -388,13 +398,29 @@ export class KubeApiServer {
 /**
  * Starts etcd and kube-apiserver on free loopback ports with fresh certificates and tokens,
  * and waits until `/readyz` is `ok`. On any failure both processes are stopped and the temp
- * dir removed before the error is thrown.
- * @throws Error when the binary is not configured, a process exits, or `/readyz` times out
- *   (with the tail of the process's log).
+ * dir removed before the error is thrown. kube-apiserver sometimes dies in a post-start hook
+ * under load (seen: the APF configuration controller): when it exits before `/readyz`, the
+ * whole start is repeated once (new temp dir, etcd data and ports), with one line to
+ * `opts.log` giving the reason.
+ * @throws Error when the binary is not configured, kube-apiserver exits twice, etcd exits, or
+ *   `/readyz` times out (with the tail of the process's log).
  */
 export async function startKubeApiServer(opts: StartOptions = {}): Promise<KubeApiServer> {
   const binary = opts.binary ?? kubeApiServerBinary();
   if (!binary) throw new Error(SKIP_NOTICE);
+  try {
+    return await startOnce(binary, opts);
+  } catch (e) {
+    if (!(e instanceof ApiServerExited)) throw e;
+    (opts.log ?? console.error)(
+      `real kube-apiserver harness: ${e.message.replace(/\n/g, "\n  ")}\n` +
+        "  retrying once with a fresh etcd data dir and ports",
+    );
+  }
+  return await startOnce(binary, opts);
+}
+
+async function startOnce(binary: string, opts: StartOptions): Promise<KubeApiServer> {
   // etcd fsyncs every write: tmpfs keeps that cheap.
   let base: string | undefined;
   try {
