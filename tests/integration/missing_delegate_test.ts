@@ -13,7 +13,10 @@ const rootOnly = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: fal
 
 async function scenario(
   plugins: (s: Scratch, ipam: string) => Record<string, unknown>[],
-  check: (dels: { code: number; stdout: string; stderr: string }[], cache: string) => void | Promise<void>,
+  check: (
+    dels: { code: number; stdout: string; stderr: string }[],
+    cache: string,
+  ) => void | Promise<void>,
 ) {
   const s = new Scratch();
   try {
