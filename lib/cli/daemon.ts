@@ -116,6 +116,7 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
       kube,
       mirrorDir: conf.nadMirrorDir ?? DEFAULT_NAD_MIRROR_DIR,
       env: opts.nodeName ? { ...env, NODE_NAME: opts.nodeName } : env,
+      nodeName: opts.nodeName,
       requestTimeoutMs: opts.requestTimeoutMs,
       idleTimeoutMs: opts.idleTimeoutMs,
       observer,

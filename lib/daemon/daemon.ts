@@ -18,6 +18,8 @@ import { manifoldHandlers, realDeps } from "../multinet/plugin.ts";
 import { ApiStatusSink, KubeEventSink } from "../multinet/sinks.ts";
 import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
+import { type PodInformer, startPodInformer } from "./pod_informer.ts";
+import { type HotPlug, startHotPlug } from "./hotplug.ts";
 import type { DaemonObserver } from "./observer.ts";
 import { DaemonServer } from "./server.ts";
 import { cniService } from "./service.ts";
@@ -37,6 +39,8 @@ export interface DaemonOptions {
   mirrorDir: string;
   /** The daemon's environment (delegates inherit it under the forwarded CNI_* variables). */
   env: Record<string, string>;
+  /** This node (`--node-name`, `$NODE_NAME`): with an API, the pod informer's field selector. */
+  nodeName?: string;
   /** Bound on one request, ms (service.ts). */
   requestTimeoutMs?: number;
   /** Time a client has to send its request, ms (server.ts). */
@@ -63,6 +67,7 @@ export class ManifoldDaemon {
   #watching: Promise<void>;
   #writer: NadMirrorWriter | undefined;
   #kube: KubeClient | undefined;
+  #parts: { pods?: PodInformer; hotPlug?: HotPlug };
 
   private constructor(
     server: DaemonServer,
@@ -71,7 +76,9 @@ export class ManifoldDaemon {
     watching: Promise<void>,
     writer: NadMirrorWriter | undefined,
     kube: KubeClient | undefined,
+    parts: { pods?: PodInformer; hotPlug?: HotPlug },
   ) {
+    this.#parts = parts;
     this.#kube = kube;
     this.#server = server;
     this.#store = store;
@@ -94,7 +101,10 @@ export class ManifoldDaemon {
     let writer: NadMirrorWriter | undefined;
     let watching = Promise.resolve();
     let api: (() => Promise<ApiDeps>) | undefined;
+    let pods: PodInformer | undefined;
     if (kube) {
+      const nodeName = opts.nodeName;
+      if (nodeName) pods = startPodInformer(kube, nodeName, { signal: stopWatch.signal, logger });
       writer = new NadMirrorWriter(opts.mirrorDir, { logger });
       store = new NadStore({ writer, logger });
       watching = watchNetworkAttachmentDefinitions(kube, store, {
@@ -103,7 +113,7 @@ export class ManifoldDaemon {
       }).catch((e) => logger.error("NAD watch ended", { error: String(e) }));
       const shared: ApiDeps = {
         nads: store.source(apiNadSource(kube)),
-        pods: apiPodSource(kube),
+        pods: pods ? pods.store.source(apiPodSource(kube)) : apiPodSource(kube),
         podNetworks: apiPodNetworkSource(kube),
         status: new ApiStatusSink(kube),
         events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
@@ -127,7 +137,14 @@ export class ManifoldDaemon {
       idleTimeoutMs: opts.idleTimeoutMs,
       logger,
     });
-    return new ManifoldDaemon(server, store, stopWatch, watching, writer, kube);
+    const hotPlug = opts.conf.hotPlug && pods && api
+      ? startHotPlug({ conf: opts.conf, pods: pods.store, api, env: opts.env, logger })
+      : undefined;
+    if (opts.conf.hotPlug && !hotPlug) logger.warn("hotPlug needs an API and --node-name", {});
+    return new ManifoldDaemon(server, store, stopWatch, watching, writer, kube, {
+      pods,
+      hotPlug,
+    });
   }
 
   /** Requests being served now. */
@@ -141,6 +158,9 @@ export class ManifoldDaemon {
     if (this.#store && !this.#store.synced) {
       reasons.push("the NAD list has not been received from the API yet");
     }
+    if (this.#parts.pods && !this.#parts.pods.store.synced) {
+      reasons.push("the list of this node's pods has not been received from the API yet");
+    }
     return { ok: reasons.length === 0, reasons };
   }
 
@@ -152,9 +172,11 @@ export class ManifoldDaemon {
    */
   async stop(): Promise<void> {
     await this.#server.close();
+    await this.#parts.hotPlug?.stop();
     this.#stopWatch.abort();
     this.#kube?.close(); // ends the open watch stream at once (an abort alone waits for data)
     await this.#watching;
+    await this.#parts.pods?.done;
     await this.#writer?.clear().catch(() => {});
   }
 }

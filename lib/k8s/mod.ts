@@ -28,3 +28,4 @@ export {
   withExecCredential,
 } from "./exec_credential.ts";
 export * from "./multinetwork.ts";
+export * from "./pod_list_watch.ts";

@@ -139,7 +139,7 @@ async function readPodAnnotations(
     return fromRuntime;
   }
   if (!pod || !deps.pods) return {};
-  const info = await deps.pods.get(pod.namespace, pod.name);
+  const info = await deps.pods.get(pod.namespace, pod.name, pod.uid || undefined);
   if (!info) {
     throw new CniError(
       CniErrorCode.UnknownContainer,
@@ -189,8 +189,12 @@ async function sendAddedEvents(
   mark("eventsSent");
 }
 
-/** One ADD in progress: the cache record and each attachment's decoded result. */
-class AddRun {
+/**
+ * One ADD in progress: the cache record and each attachment's decoded result. A sandbox ADD
+ * starts from an empty record; `manifold daemon`'s hot-plug (lib/daemon/hotplug_apply.ts)
+ * continues a running pod's record (`from`) with its new attachments.
+ */
+export class AddRun {
   /** The cache record, written before each delegate and at the end. */
   readonly record: CacheRecord;
   /** Each attachment's delegate result, decoded once, index-aligned with the record. */
@@ -200,13 +204,26 @@ class AddRun {
   readonly #log: Logger;
   readonly #device: DeviceContext;
 
-  constructor(deps: ManifoldDeps, pod: PodRef | undefined, log: Logger) {
+  /**
+   * @param deps the command's dependencies
+   * @param pod the pod, when known
+   * @param log the command's logger
+   * @param from an existing record to continue and its attachments' decoded results
+   *   (index-aligned); default a new record for `deps.env`
+   */
+  constructor(
+    deps: ManifoldDeps,
+    pod: PodRef | undefined,
+    log: Logger,
+    from?: { record: CacheRecord; results: (DecodedResult | undefined)[] },
+  ) {
     const { env, conf } = deps;
     this.#deps = deps;
     this.#pod = pod;
     this.#log = log;
     const { namespace, name, uid } = planPodOf(pod, env.containerId);
-    this.record = {
+    this.results.push(...from?.results ?? []);
+    this.record = from?.record ?? {
       schemaVersion: CACHE_SCHEMA_VERSION,
       containerId: env.containerId,
       netns: env.netns,

@@ -95,6 +95,12 @@ export interface ManifoldConf {
    */
   daemonFallback: boolean;
   /**
+   * Manifold: `manifold daemon` hot-plugs and hot-unplugs networks of running pods when their
+   * `k8s.v1.cni.cncf.io/networks` annotation changes (lib/daemon/hotplug.ts); default false.
+   * Read by the daemon only.
+   */
+  hotPlug: boolean;
+  /**
    * Manifold: which Kubernetes Events ADD sends: `"warnings"` (default: only problems —
    * `ErrorAddingNetwork`, `InterfaceMismatch`, device warnings — so a healthy ADD costs no
    * event request), `"all"` (also one `AddedInterface` per attachment, as Multus) or `"none"`.
@@ -183,6 +189,7 @@ function buildSchema() {
     nadMirrorDir: optStr,
     daemonSocket: optStr,
     daemonFallback: z.boolean().optional(),
+    hotPlug: z.boolean().optional(),
     events: z.enum(["all", "warnings", "none"]).optional(),
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     podNetworkProvider: optStr,
@@ -315,6 +322,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     nadMirrorDir: c.nadMirrorDir || undefined,
     daemonSocket: c.daemonSocket || undefined,
     daemonFallback: c.daemonFallback ?? true,
+    hotPlug: c.hotPlug ?? false,
     events: c.events ?? "warnings",
     invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
     podNetworkProvider: c.podNetworkProvider || DEFAULT_PODNETWORK_PROVIDER,
