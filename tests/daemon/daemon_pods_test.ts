@@ -17,8 +17,7 @@ const NETS = { "k8s.v1.cni.cncf.io/networks": "bridge-net" };
 
 /** Both watches of the daemon are open (its pod informer and its NAD store are synced). */
 function watchesOpen(requests: { path: string; query: string }[]): boolean {
-  const open = (path: string) =>
-    requests.some((r) => r.path === path && r.query.includes("watch"));
+  const open = (path: string) => requests.some((r) => r.path === path && r.query.includes("watch"));
   return open("/api/v1/pods") && open("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions");
 }
 
