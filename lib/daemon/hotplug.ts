@@ -68,10 +68,12 @@ class Controller implements HotPlug {
   #log: Logger;
   /** Pods to look at (`ns/name`), in order; `true` = even when their annotation is as applied. */
   #queue = new Map<string, boolean>();
-  /** Per pod UID: the selection annotation last brought in line (or refused). */
-  #applied = new Map<string, string>();
-  /** Per pod UID: warnings already sent for its current annotation. */
-  #warned = new Map<string, Set<string>>();
+  /**
+   * Per pod (`ns/name`): its UID, the selection annotation last looked at, whether it was
+   * brought in line (or refused: `ok`; a failed change is retried at the pod's next event and
+   * at the resync) and the warnings already sent for it. Forgotten when the pod leaves.
+   */
+  #seen = new Map<string, { uid: string; text: string; ok: boolean; warned: Set<string> }>();
   /** Sandbox record by `ns/name`, from the last cache scan. */
   #index = new Map<string, CacheKey>();
   #running: Promise<void> | undefined;
@@ -109,6 +111,7 @@ class Controller implements HotPlug {
 
   #forget(namespace: string, name: string): void {
     this.#index.delete(`${namespace}/${name}`);
+    this.#seen.delete(`${namespace}/${name}`);
   }
 
   async #drain(): Promise<void> {
@@ -134,7 +137,9 @@ class Controller implements HotPlug {
     const raw = pod.raw.metadata as Record<string, unknown> | undefined;
     if (raw?.deletionTimestamp) return; // being deleted: left alone
     if (annotations[PODNETWORKS_ANNOTATION]) return; // KEP-3698 pods: not hot-plugged
-    if (!force && this.#applied.get(uid) === text) return;
+    const k = `${meta.namespace}/${meta.name}`;
+    let seen = this.#seen.get(k);
+    if (!force && seen?.uid === uid && seen.text === text && seen.ok) return;
     const key = await this.#sandboxOf(meta.namespace, meta.name);
     if (!key) return; // not running on this node (yet): its ADD reads the annotation itself
     const started = performance.now();
@@ -147,12 +152,15 @@ class Controller implements HotPlug {
       logger: this.#log,
     });
     if (outcome.kind === "gone") {
-      this.#index.delete(`${meta.namespace}/${meta.name}`);
+      this.#index.delete(k);
       return;
     }
-    if (this.#applied.get(uid) !== text) this.#warned.delete(uid);
-    if (outcome.kind !== "failed") this.#applied.set(uid, text);
-    await this.#send(meta.namespace, meta.name, uid, outcome);
+    if (seen?.uid !== uid || seen.text !== text) {
+      seen = { uid, text, ok: false, warned: new Set() };
+      this.#seen.set(k, seen);
+    }
+    seen.ok = outcome.kind !== "failed";
+    await this.#send(meta.namespace, meta.name, uid, outcome, seen.warned);
     if (outcome.kind !== "unchanged") {
       this.#log.info("hot-plug done", {
         pod: `${meta.namespace}/${meta.name}`,
@@ -166,11 +174,15 @@ class Controller implements HotPlug {
   }
 
   /** Sends the pass's events; a Warning already sent for this annotation value is not repeated. */
-  async #send(namespace: string, name: string, uid: string, outcome: HotPlugOutcome) {
+  async #send(
+    namespace: string,
+    name: string,
+    uid: string,
+    outcome: HotPlugOutcome,
+    warned: Set<string>,
+  ) {
     if (outcome.events.length === 0) return;
     const { events } = await this.#opts.api();
-    const warned = this.#warned.get(uid) ?? new Set<string>();
-    this.#warned.set(uid, warned);
     const ref = { namespace, name, uid, infraContainerId: "" };
     for (const ev of outcome.events) {
       if (ev.type === "Warning") {

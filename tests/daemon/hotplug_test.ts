@@ -161,6 +161,14 @@ Deno.test("hot-plug: a failing delegate leaves the pod as it was (+ Warning)", r
     assert.deepEqual(await w.leases(), before.leases);
     assert.deepEqual(podStatus(w), before.status);
     assert.deepEqual(events(w, "AddedInterface"), before.added, "no AddedInterface");
+    // Another change of the pod retries the failed change (level-triggered) without a second
+    // Warning for the same annotation value.
+    w.api.patchPod(NS, POD, { metadata: { labels: { retry: "1" } } });
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(events(w, "HotPlugFailed").length, 1, "the Warning is not repeated");
+    assert.deepEqual(await linkNames(w.podNetns), before.links);
+    assert.deepEqual(await w.leases(), before.leases);
+    assert.deepEqual(podStatus(w), before.status);
 
     expectOk(await w.call("DEL"), "sandbox DEL");
     assert.deepEqual(await w.leases(), []);
