@@ -219,6 +219,41 @@ Deno.test("hot-plug: a pod being deleted is left alone", root, async () => {
   }
 });
 
+Deno.test("hot-plug: a sandbox ADD in flight wins; the change follows it", root, async () => {
+  const w = await hotPlugWorld();
+  let d: DaemonProcess | undefined;
+  try {
+    // `bridge` in binDir (searched first) logs and sleeps: the sandbox ADD takes ≥ 1 s.
+    const log = `${w.dirs.bin}/bridge.log`;
+    await Deno.writeTextFile(
+      `${w.dirs.bin}/bridge`,
+      `#!/bin/sh\necho "$CNI_COMMAND $CNI_IFNAME start" >>${log}\nsleep 1\n` +
+        `/usr/lib/cni/bridge\nrc=$?\necho "$CNI_COMMAND $CNI_IFNAME end" >>${log}\nexit $rc\n`,
+      { mode: 0o755 },
+    );
+    const lines = async () =>
+      (await Deno.readTextFile(log).catch(() => "")).trim().split("\n").filter((l) => l);
+    d = await startHotPlugDaemon(w);
+    const add = w.call("ADD"); // read the pod (no networks yet), then attach eth0 slowly
+    await until(async () => (await lines()).includes("ADD eth0 start"), "the sandbox ADD");
+    setNetworks(w, "bridge-net"); // while the sandbox ADD holds the container's lock
+    expectOk(await add, "sandbox ADD");
+    await until(() => statusInterfaces(w).join() === "eth0,net1", "net1 after the ADD", 20_000);
+    assert.deepEqual(await lines(), [
+      "ADD eth0 start",
+      "ADD eth0 end",
+      "ADD net1 start",
+      "ADD net1 end",
+    ]);
+    assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "net1"]);
+    expectOk(await w.call("DEL"), "sandbox DEL");
+    assert.deepEqual(await w.leases(), []);
+  } finally {
+    await stop(d);
+    await done(w);
+  }
+});
+
 Deno.test("hot-plug: a daemon killed mid-change converges after its restart", root, async () => {
   const w = await hotPlugWorld();
   let d: DaemonProcess | undefined;
