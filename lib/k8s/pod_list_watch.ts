@@ -13,7 +13,8 @@ import { listWatch, type ListWatchHandler, type ListWatchOptions } from "./watch
 /**
  * The pods bound to `nodeName`, as a {@link ListWatchResource}.
  * @param nodeName the node (`spec.nodeName`), e.g. `"worker-1"`
- * @returns the resource; its path carries the field selector, so list pages and watches keep it
+ * @returns the resource; its path carries the field selector, so list pages and watches keep it;
+ *   parsed pods keep their raw object without `metadata.managedFields`
  * @throws {Error} when `nodeName` is empty (every pod of the cluster would match)
  * @example
  * ```ts
@@ -25,7 +26,13 @@ export function nodePodsListWatch(nodeName: string): ListWatchResource<Pod> {
   const q = new URLSearchParams({ fieldSelector: `spec.nodeName=${nodeName}` });
   return {
     path: `/api/v1/pods?${q}`,
-    parse: parsePod,
+    parse: (raw) => {
+      const pod = parsePod(raw);
+      // client-go's informers drop them too: the largest part of a pod, never read here.
+      const meta = pod.raw.metadata as Record<string, unknown> | undefined;
+      if (meta && "managedFields" in meta) delete meta.managedFields;
+      return pod;
+    },
     resourceVersion: (pod) => pod.metadata.resourceVersion,
   };
 }
