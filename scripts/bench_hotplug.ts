@@ -2,7 +2,8 @@
  * Benchmark of hot-plug (issue 14 §1; figures for the closing note, not a test): the time from
  * a pod's `k8s.v1.cni.cncf.io/networks` change (the PATCH to the API stand-in) to the
  * interface being present in the pod's netns (hot-plug), and to it being gone (hot-unplug),
- * as the kernel reports it (`ip -n <netns> monitor link`, so no polling delay).
+ * as the kernel reports it (`ip -n <netns> monitor link`, so no polling delay), and to the
+ * pod's network-status naming it (the stand-in's copy, polled every ms).
  *
  * A real `manifold daemon` (`"hotPlug": true`, `--node-name`) against the HTTPS API stand-in,
  * a sandbox attached by the real plugin in a scratch netns (bridge + host-local), the
@@ -54,7 +55,18 @@ const next = (test: (line: string) => boolean) =>
 const present = (l: string) => !l.startsWith("Deleted") && /\bnet1@/.test(l) && /\bUP\b/.test(l);
 const gone = (l: string) => l.startsWith("Deleted") && /\bnet1@/.test(l);
 
+/** Resolves when the pod's network-status (in the stand-in) has `net1` or not, as asked. */
+async function statusHas(want: boolean): Promise<number> {
+  for (;;) {
+    const pod = w.api.getPod(NS, POD) as { metadata: { annotations?: Record<string, string> } };
+    const text = pod.metadata.annotations?.["k8s.v1.cni.cncf.io/network-status"] ?? "[]";
+    if (text.includes('"net1"') === want) return performance.now();
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
 const plug: number[] = [];
+const plugStatus: number[] = [];
 const unplug: number[] = [];
 try {
   const add = await w.call("ADD");
@@ -69,7 +81,8 @@ try {
     let t0 = performance.now();
     w.api.patchPod(NS, POD, { metadata: { annotations: { [NETS]: "bridge-net" } } });
     plug.push((await seen) - t0);
-    await new Promise((r) => setTimeout(r, 100)); // status PATCH and events settle
+    plugStatus.push((await statusHas(true)) - t0);
+    await new Promise((r) => setTimeout(r, 100)); // events settle
     seen = next(gone);
     t0 = performance.now();
     w.api.patchPod(NS, POD, { metadata: { annotations: { [NETS]: null } } });
@@ -84,6 +97,7 @@ try {
     return `p50 ${s.p50.toFixed(1)} ms, p95 ${s.p95.toFixed(1)} ms (n=${s.n})`;
   };
   console.log(`annotation change → interface present (hot-plug):   ${f(plug)}`);
+  console.log(`annotation change → network-status with it:       ${f(plugStatus)}`);
   console.log(`annotation change → interface gone (hot-unplug):    ${f(unplug)}`);
   console.log(`leases left after the sandbox DEL: ${leases.length}`);
 } finally {
