@@ -193,6 +193,14 @@ Deno.test(
       await until(() => events(w, "HotPlugRefused").length === 1, "HotPlugRefused");
       assert.match(events(w, "HotPlugRefused")[0], /changing "ips".*refused/);
       assert.deepEqual(await addresses(w, "net1"), ["10.9.0.5/24"], "the address is kept");
+      // An invalid annotation changes nothing either (it would fail a sandbox ADD).
+      setNetworks(w, '[{"name": "macvlan-net"');
+      await until(() => events(w, "HotPlugRefused").length === 2, "HotPlugRefused (invalid)");
+      assert.match(
+        events(w, "HotPlugRefused")[1],
+        /networks is invalid, networks left as they are/,
+      );
+      assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "net1"]);
       expectOk(await w.call("DEL"), "sandbox DEL");
     } finally {
       await stop(d);
