@@ -3,7 +3,8 @@
  * on with `"hotPlug": true` in the plugin config it reads. The node's pod informer
  * (pod_informer.ts) says which pods changed; a pod counts as running here when the cache holds
  * a sandbox record for it. Each such pod is brought in line with its
- * `k8s.v1.cni.cncf.io/networks` annotation by hotplug_apply.ts, one pod at a time.
+ * `k8s.v1.cni.cncf.io/networks` annotation by hotplug_apply.ts (a few pods at once, each pod's
+ * changes one at a time).
  *
  * Level-triggered: every pod the informer reports (also at start, from the first list, so a
  * daemon restarted mid-change converges) and, every {@link HOTPLUG_RESYNC_MS}, every pod of
@@ -25,6 +26,12 @@ import { type ApiDeps, buildDeps } from "../multinet/wiring.ts";
 import { errorText } from "../util/text.ts";
 import { type HotPlugOutcome, hotPlugPod, runtimeArgsOf } from "./hotplug_apply.ts";
 import type { PodStore } from "./pod_informer.ts";
+
+/**
+ * Pods changed at once (each pod's own change is one at a time, its attachments in order, NPWG
+ * v1.3 §7.3): a slow delegate of one pod does not hold up the others.
+ */
+export const HOTPLUG_CONCURRENCY = 4;
 
 /** Period of the full comparison of every pod of the node with its cache, ms. */
 export const HOTPLUG_RESYNC_MS = 60_000;
@@ -76,7 +83,10 @@ class Controller implements HotPlug {
   #seen = new Map<string, { uid: string; text: string; ok: boolean; warned: Set<string> }>();
   /** Sandbox record by `ns/name`, from the last cache scan. */
   #index = new Map<string, CacheKey>();
-  #running: Promise<void> | undefined;
+  /** Pods being changed now (never two passes for one pod at once). */
+  #active = new Set<string>();
+  /** The running workers. */
+  #workers = new Set<Promise<void>>();
   #stopped = false;
   #timer: ReturnType<typeof setInterval>;
   #unsubscribe: () => void;
@@ -100,13 +110,32 @@ class Controller implements HotPlug {
     clearInterval(this.#timer);
     this.#unsubscribe();
     this.#queue.clear();
-    await this.#running;
+    await Promise.all(this.#workers);
   }
 
   #enqueue(key: string, force: boolean): void {
     if (this.#stopped) return;
     this.#queue.set(key, force || (this.#queue.get(key) ?? false));
-    this.#running ??= this.#drain().finally(() => this.#running = undefined);
+    this.#spawn();
+  }
+
+  /** Starts workers (at most {@link HOTPLUG_CONCURRENCY}) while there is work for them. */
+  #spawn(): void {
+    while (
+      !this.#stopped && this.#workers.size < HOTPLUG_CONCURRENCY && this.#next() !== undefined
+    ) {
+      const worker: Promise<void> = this.#work().finally(() => {
+        this.#workers.delete(worker);
+        this.#spawn();
+      });
+      this.#workers.add(worker);
+    }
+  }
+
+  /** The first queued pod not being changed now. */
+  #next(): string | undefined {
+    for (const key of this.#queue.keys()) if (!this.#active.has(key)) return key;
+    return undefined;
   }
 
   #forget(namespace: string, name: string): void {
@@ -114,17 +143,19 @@ class Controller implements HotPlug {
     this.#seen.delete(`${namespace}/${name}`);
   }
 
-  async #drain(): Promise<void> {
-    while (!this.#stopped && this.#queue.size > 0) {
-      const [key, force] = this.#queue.entries().next().value!;
+  async #work(): Promise<void> {
+    for (let key = this.#next(); key !== undefined && !this.#stopped; key = this.#next()) {
+      const force = this.#queue.get(key)!;
       this.#queue.delete(key);
-      const slash = key.indexOf("/");
-      const pod = this.#opts.pods.get(key.slice(0, slash), key.slice(slash + 1));
-      if (!pod) continue;
+      this.#active.add(key);
       try {
-        await this.#reconcile(pod, force);
+        const slash = key.indexOf("/");
+        const pod = this.#opts.pods.get(key.slice(0, slash), key.slice(slash + 1));
+        if (pod) await this.#reconcile(pod, force);
       } catch (e) {
         this.#log.error("hot-plug pass failed", { pod: key, error: errorText(e) });
+      } finally {
+        this.#active.delete(key);
       }
     }
   }
@@ -201,7 +232,7 @@ class Controller implements HotPlug {
     const k = `${namespace}/${name}`;
     const known = this.#index.get(k);
     if (known) return known;
-    this.#index = new Map();
+    const index = new Map<string, CacheKey>(); // filled, then swapped in (workers scan concurrently)
     for (const key of await this.#cache.list()) {
       let record: CacheRecord | undefined;
       try {
@@ -214,9 +245,10 @@ class Controller implements HotPlug {
       if (held && record.pod.uid && held.metadata.uid && held.metadata.uid !== record.pod.uid) {
         continue;
       }
-      this.#index.set(rk, key);
+      index.set(rk, key);
     }
-    return this.#index.get(k);
+    this.#index = index;
+    return index.get(k);
   }
 
   /** The dependencies of a change: a CNI environment as the sandbox's ADD had it. */

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { done, expectOk, NS, POD, podStatus, type World, world } from "../support/world.ts";
 import { ipJson, isRoot, linkNames } from "../support/netns.ts";
 import { type DaemonProcess, startDaemon } from "../support/daemon.ts";
+import { k8sArgs } from "../support/plugin.ts";
 import { until } from "../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
@@ -255,6 +256,53 @@ Deno.test("hot-plug: a sandbox ADD in flight wins; the change follows it", root,
     ]);
     assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "net1"]);
     expectOk(await w.call("DEL"), "sandbox DEL");
+    assert.deepEqual(await w.leases(), []);
+  } finally {
+    await stop(d);
+    await done(w);
+  }
+});
+
+Deno.test("hot-plug: a slow change of one pod does not hold up another pod's", root, async () => {
+  const w = await hotPlugWorld();
+  let d: DaemonProcess | undefined;
+  // A second pod on the node, in its own netns, attached by the plugin as a runtime does.
+  const other = { name: "web-1", uid: crypto.randomUUID(), id: `${w.containerId}b` };
+  const otherNetns = await w.scratch.netns("pod1");
+  const callOther = (command: "ADD" | "DEL") =>
+    w.call(command, {
+      containerId: other.id,
+      netns: `/var/run/netns/${otherNetns}`,
+      args: k8sArgs(NS, other.name, other.id, other.uid),
+    });
+  try {
+    w.api.addPod({ namespace: NS, name: other.name, uid: other.uid, nodeName: NODE });
+    await Deno.writeTextFile(
+      `${w.dirs.bin}/slow-plugin`,
+      `#!/bin/sh\ncat >/dev/null\nsleep 3\necho '{"cniVersion":"1.0.0"}'\n`,
+      { mode: 0o755 },
+    );
+    w.api.addNad({
+      namespace: NS,
+      name: "slow-net",
+      config: JSON.stringify({
+        cniVersion: "1.0.0",
+        name: "slow-net",
+        plugins: [{ type: "slow-plugin" }],
+      }),
+    });
+    expectOk(await w.call("ADD"), "sandbox ADD of web-0");
+    expectOk(await callOther("ADD"), "sandbox ADD of web-1");
+    d = await startHotPlugDaemon(w);
+    const started = performance.now();
+    setNetworks(w, "slow-net"); // web-0's change takes ≥ 3 s
+    await new Promise((r) => setTimeout(r, 200));
+    w.api.patchPod(NS, other.name, { metadata: { annotations: { [NETS]: "bridge-net" } } });
+    await until(async () => (await linkNames(otherNetns)).includes("net1"), "web-1's net1");
+    assert.ok(performance.now() - started < 2500, "web-1's change waited for web-0's slow delegate");
+    await until(() => statusInterfaces(w).join() === "eth0,net1", "web-0's slow change", 20_000);
+    expectOk(await callOther("DEL"), "sandbox DEL of web-1");
+    expectOk(await w.call("DEL"), "sandbox DEL of web-0");
     assert.deepEqual(await w.leases(), []);
   } finally {
     await stop(d);
