@@ -299,7 +299,10 @@ Deno.test("hot-plug: a slow change of one pod does not hold up another pod's", r
     await new Promise((r) => setTimeout(r, 200));
     w.api.patchPod(NS, other.name, { metadata: { annotations: { [NETS]: "bridge-net" } } });
     await until(async () => (await linkNames(otherNetns)).includes("net1"), "web-1's net1");
-    assert.ok(performance.now() - started < 2500, "web-1's change waited for web-0's slow delegate");
+    assert.ok(
+      performance.now() - started < 2500,
+      "web-1's change waited for web-0's slow delegate",
+    );
     await until(() => statusInterfaces(w).join() === "eth0,net1", "web-0's slow change", 20_000);
     expectOk(await callOther("DEL"), "sandbox DEL of web-1");
     expectOk(await w.call("DEL"), "sandbox DEL of web-0");
