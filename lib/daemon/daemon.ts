@@ -12,7 +12,12 @@ import type { KubeClient } from "../k8s/mod.ts";
 import { watchNetworkAttachmentDefinitions } from "../k8s/mod.ts";
 import { disableMarks, type Logger } from "../log/mod.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
-import { apiNadSource, apiPodNetworkSource, apiPodSource } from "../multinet/api_sources.ts";
+import {
+  apiDraSource,
+  apiNadSource,
+  apiPodNetworkSource,
+  apiPodSource,
+} from "../multinet/api_sources.ts";
 import { NadMirrorWriter } from "../multinet/nad_mirror.ts";
 import { manifoldHandlers, realDeps } from "../multinet/plugin.ts";
 import { ApiStatusSink, KubeEventSink } from "../multinet/sinks.ts";
@@ -115,6 +120,7 @@ export class ManifoldDaemon {
         nads: store.source(apiNadSource(kube)),
         pods: pods ? pods.store.source(apiPodSource(kube)) : apiPodSource(kube),
         podNetworks: apiPodNetworkSource(kube),
+        dra: apiDraSource(kube),
         status: new ApiStatusSink(kube),
         events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
       };

@@ -4,6 +4,9 @@
  * device into a delegate's config, device-info files (Device Information Specification
  * v1.1.0; NPWG v1.3 §5.3.8) and discovery from sysfs.
  *
+ * Devices from DRA ResourceClaims are in `dra.ts`, not exported here: lib/multinet imports it
+ * only for pods that have `spec.resourceClaims`.
+ *
  * Nothing heavy is loaded by this module: gRPC and the protobuf codec are imported by
  * {@link PodResourcesClient.connect}, which {@link readPodDevices} calls only when kubelet's
  * socket exists.

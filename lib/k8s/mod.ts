@@ -2,7 +2,8 @@
  * Kubernetes access for Manifold: {@link loadKubeconfig} / {@link inClusterConnection}
  * find the API server (kubeconfig contexts, `KUBECONFIG` lists, exec credential plugins),
  * {@link KubeClient} talks to it (Pods, NetworkAttachmentDefinitions, pod status annotations,
- * Events, list and watch), `types.ts` validates what comes back, {@link listWatch} keeps a
+ * Events, list and watch; DRA ResourceClaims and ResourceSlices in `resource.ts`), `types.ts`
+ * validates what comes back, {@link listWatch} keeps a
  * copy of a collection current (`manifold mirror`), and every failure is a {@link KubeError}
  * (its CNI code is chosen by lib/multinet, never here).
  *
@@ -29,3 +30,4 @@ export {
 } from "./exec_credential.ts";
 export * from "./multinetwork.ts";
 export * from "./pod_list_watch.ts";
+export * from "./resource.ts";

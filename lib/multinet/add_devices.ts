@@ -5,17 +5,25 @@
  * attachment's device-info is read for network-status. lib/devices is loaded only for pods
  * that have such an attachment.
  *
+ * Pods with `spec.resourceClaims` (Dynamic Resource Allocation) get their devices planned
+ * before any delegate runs ({@link planDevices}, lib/devices/dra.ts, loaded only for them): a
+ * NAD whose resource an allocated device carries (attribute `k8s.cni.cncf.io/resourceName`)
+ * gets that device's `k8s.cni.cncf.io/deviceID`; one whose resource no claim carries falls back
+ * to kubelet's devices; when neither has one, or a claim is not allocated, or attachments
+ * outnumber the devices, the ADD fails with code 7 before anything is attached.
+ *
  * @module
  */
 
 import { CniErrorCode, toCniError } from "../cni/errors.ts";
 import type { CniResult } from "../cni/types.ts";
 import type { CachedAttachment } from "./cache.ts";
-import type { ManifoldDeps } from "./deps.ts";
+import type { ManifoldDeps, PodInfo } from "./deps.ts";
 import { declaresCapability } from "./plan.ts";
 import { attachmentContext, type PodRef } from "./pod.ts";
 import type { AttachmentPlan, DeviceInfo } from "./types.ts";
 import type { DeviceAllocator } from "../devices/allocation.ts";
+import type { DraDevice } from "../devices/dra.ts";
 import { DEVICE_ID_CAPABILITY, DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
 import type { Logger } from "../log/mod.ts";
 import { oneLine } from "../util/text.ts";
@@ -37,6 +45,16 @@ export interface DeviceContext {
   log: Logger;
   /** The pod's device allocator, created (and its devices read) on first use. */
   allocator: () => Promise<DeviceAllocator>;
+  /** Devices given by {@link planDevices} (pods with DRA claims), by attachment. */
+  planned?: Map<AttachmentPlan, PlannedDevice>;
+}
+
+/** A device given to an attachment before any delegate runs. */
+export interface PlannedDevice {
+  /** The ID the delegate gets as `deviceID`, e.g. `"0000:18:02.3"`. */
+  deviceId: string;
+  /** The DRA device it came from; absent when it came from kubelet's device plugins. */
+  dra?: DraDevice;
 }
 
 /** What {@link prepareDevice} changes for an attachment; absent keys: nothing to change. */
@@ -97,6 +115,64 @@ export function prefetchDevices(ctx: DeviceContext, attachments: AttachmentPlan[
 }
 
 /**
+ * For a pod with DRA claims (`spec.resourceClaims`) and device-backed attachments: reads its
+ * claims and their devices and gives every device-backed attachment its device now, before any
+ * delegate runs (lib/devices/dra.ts); a resource no claim carries is taken from kubelet's
+ * devices. Pods without claims or without device-backed attachments: nothing happens (no
+ * module loaded; the pod is read only when the runtime passed the annotations and some NAD is
+ * device-backed).
+ * @param ctx from {@link deviceContext}; `ctx.planned` is filled.
+ * @param attachments the pod's plan.
+ * @param podInfo the pod as read for its annotations, when it was.
+ * @throws {CniError} 7 when a claim is missing, not generated or not allocated, a device lacks
+ *   `k8s.cni.cncf.io/deviceID`, attachments outnumber the devices of their resource, or no
+ *   device of a resource exists; 7/11 when the API cannot be read.
+ */
+export async function planDevices(
+  ctx: DeviceContext,
+  attachments: AttachmentPlan[],
+  podInfo: PodInfo | undefined,
+): Promise<void> {
+  const backed = attachments.filter((a) => a.delegate.resourceName);
+  const { deps, pod } = ctx;
+  if (backed.length === 0 || !deps.dra || !pod?.name) return;
+  const info = podInfo ?? await deps.pods?.get(pod.namespace, pod.name);
+  if (!info?.withResourceClaims) return;
+  const dra = await import("../devices/dra.ts");
+  const claims = dra.podClaimsOf(info.withResourceClaims);
+  if (!claims) return;
+  const wanted = backed.map((a) => ({
+    statusName: a.delegate.statusName,
+    resourceName: a.delegate.resourceName!,
+  }));
+  const nads = [...new Set(wanted.map((w) => w.statusName))];
+  const devices = await dra.readDraDevices(claims, { source: deps.dra, nads });
+  const given = dra.assignDraDevices(claims, { attachments: wanted, devices });
+  const planned = new Map<AttachmentPlan, PlannedDevice>();
+  for (const [i, a] of backed.entries()) {
+    const device = given[i];
+    if (device) {
+      planned.set(a, { deviceId: device.deviceId!, dra: device });
+      ctx.log.info("device from DRA", {
+        network: a.delegate.statusName,
+        ifName: a.ifName,
+        claim: device.claim,
+        device: device.device,
+        deviceID: device.deviceId,
+      });
+      continue;
+    }
+    const fromKubelet = await (await ctx.allocator()).take(wanted[i].resourceName);
+    if (!fromKubelet) {
+      const names = dra.podClaimNames(claims, nads);
+      throw dra.noDeviceError(claims, { attachment: wanted[i], devices, claims: names });
+    }
+    planned.set(a, { deviceId: fromKubelet });
+  }
+  ctx.planned = planned;
+}
+
+/**
  * Before a delegate ADD: the next device of the NAD's resource (Multus semantics: sorted IDs,
  * each once per pod) is injected as `deviceID`/`pciBusID` into every plugin and as runtimeConfig
  * `deviceID`; the device plugin's device-info file is copied to the attachment's CNI file, whose
@@ -117,8 +193,9 @@ export async function prepareDevice(
   let capabilityArgs = plan.capabilityArgs;
   if (resourceName) {
     out.resourceName = resourceName;
-    const allocator = await ctx.allocator();
-    const deviceId = await allocator.take(resourceName);
+    const planned = ctx.planned?.get(plan);
+    const allocator = planned ? undefined : await ctx.allocator();
+    const deviceId = planned ? planned.deviceId : await allocator!.take(resourceName);
     if (deviceId) {
       out.deviceId = deviceId;
       out.conflist = dev.injectDeviceId(conflist, deviceId);
@@ -129,7 +206,7 @@ export async function prepareDevice(
         "DeviceNotAllocated",
         `${attachmentContext(ctx.pod, statusName)} the NAD asks for a device of resource ` +
           `"${resourceName}" but kubelet allocated no unused one to the pod ` +
-          `(devices read from: ${await allocator.source()}); the delegate runs without deviceID`,
+          `(devices read from: ${await allocator!.source()}); the delegate runs without deviceID`,
       );
     }
   }

@@ -9,7 +9,8 @@
 import type { KubeClient } from "../k8s/client.ts";
 import { isNotFound } from "../k8s/errors.ts";
 import type { PodNetworkSource } from "./pod_networks.ts";
-import type { PodSource } from "./deps.ts";
+import type { PodInfo, PodSource } from "./deps.ts";
+import type { DraSource } from "../devices/dra.ts";
 import type { NadSource } from "./nad_source.ts";
 
 /** `cniErrorFromKube`, loaded on the first failure only (the success path never needs it). */
@@ -36,7 +37,8 @@ export function apiNadSource(kube: KubeClient): NadSource {
 }
 
 /**
- * Pods from the API (`GET /api/v1/namespaces/{ns}/pods/{name}`): UID and annotations.
+ * Pods from the API (`GET /api/v1/namespaces/{ns}/pods/{name}`): UID and annotations, and the
+ * Pod object itself when it has `spec.resourceClaims` (DRA).
  * @returns a source whose `get` resolves undefined on HTTP 404 and throws the client's
  *   a CniError otherwise (`cniErrorFromKube`).
  */
@@ -45,7 +47,13 @@ export function apiPodSource(kube: KubeClient): PodSource {
     async get(namespace, name) {
       try {
         const pod = await kube.getPod(namespace, name);
-        return { uid: pod.metadata.uid ?? "", annotations: pod.metadata.annotations ?? {} };
+        const info: PodInfo = {
+          uid: pod.metadata.uid ?? "",
+          annotations: pod.metadata.annotations ?? {},
+        };
+        const claims = (pod.raw.spec as { resourceClaims?: unknown } | undefined)?.resourceClaims;
+        if (Array.isArray(claims) && claims.length > 0) info.withResourceClaims = pod.raw;
+        return info;
       } catch (e) {
         if (isNotFound(e)) return undefined;
         throw await cniError(e);
@@ -79,6 +87,33 @@ export function apiPodNetworkSource(kube: KubeClient): PodNetworkSource {
     attachment: async (namespace, name) => {
       const { podNetworkAttachmentPath, parsePodNetworkAttachment } = await m();
       return get(podNetworkAttachmentPath(namespace, name), parsePodNetworkAttachment);
+    },
+  };
+}
+
+/**
+ * DRA objects from the API: `GET …/resourceclaims/{name}` and `LIST …/resourceslices` of group
+ * `resource.k8s.io`, `v1` first and `v1beta1` where `v1` is not served (lib/k8s/resource.ts,
+ * loaded on the first read: only pods with `spec.resourceClaims` and a device-backed NAD).
+ * @returns a source whose `claim` resolves undefined on HTTP 404 and whose methods throw a
+ *   CniError otherwise (`cniErrorFromKube`: 7 for 403/404, 11 when the API stays unreachable)
+ */
+export function apiDraSource(kube: KubeClient): DraSource {
+  const m = () => import("../k8s/resource.ts");
+  return {
+    async claim(namespace, name) {
+      try {
+        return await (await m()).getResourceClaim(kube, namespace, name);
+      } catch (e) {
+        throw await cniError(e);
+      }
+    },
+    async slices(filter) {
+      try {
+        return await (await m()).listResourceSlices(kube, filter);
+      } catch (e) {
+        throw await cniError(e);
+      }
     },
   };
 }

@@ -14,12 +14,13 @@ import { parseCniArgs } from "../cni/env.ts";
 import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
 import type { DecodedResult } from "../cni/result.ts";
 import { CACHE_SCHEMA_VERSION, type CachedAttachment, type CacheRecord } from "./cache.ts";
-import type { ManifoldDeps } from "./deps.ts";
+import type { ManifoldDeps, PodInfo } from "./deps.ts";
 import { detachAll } from "./detach.ts";
 import {
   collectDevice,
   type DeviceContext,
   deviceContext,
+  planDevices,
   prefetchDevices,
   prepareDevice,
 } from "./add_devices.ts";
@@ -76,7 +77,9 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     podUnreadable = true;
     throw e;
   };
-  const annotations = readPodAnnotations(deps, pod, log).catch(unreadable);
+  let podInfo: PodInfo | undefined; // the pod as read from the API, when it was
+  const annotations = readPodAnnotations(deps, pod, log, (info) => podInfo = info)
+    .catch(unreadable);
   const ready = deps.ready?.catch(unreadable);
   ready?.catch(() => {}); // awaited before the first delegate
   const run = new AddRun(deps, pod, log);
@@ -94,7 +97,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
         "default-route needs netlink access to the sandbox",
       );
     }
-    run.prefetchDevices(plan.attachments);
+    await run.prepareDevices(plan.attachments, podInfo);
     for (const attachment of plan.attachments) await run.attach(attachment);
     const snapshot = await run.applyDefaultRoute();
     statuses = await run.verify(snapshot);
@@ -132,6 +135,7 @@ async function readPodAnnotations(
   deps: ManifoldDeps,
   pod: PodRef | undefined,
   log: Logger,
+  seen: (info: PodInfo) => void,
 ): Promise<Record<string, string>> {
   const fromRuntime = runtimePodAnnotations(deps.conf.capabilities, deps.conf.runtimeConfig);
   if (fromRuntime) {
@@ -155,6 +159,7 @@ async function readPodAnnotations(
     );
   }
   mark("podRead");
+  seen(info);
   return info.annotations;
 }
 
@@ -236,9 +241,13 @@ export class AddRun {
     this.#device = deviceContext(deps, pod, this.record.pod, log);
   }
 
-  /** Starts reading the pod's devices when the plan has device-backed attachments. */
-  prefetchDevices(attachments: AttachmentPlan[]): void {
+  /**
+   * Starts reading kubelet's devices when the plan has device-backed attachments, and plans
+   * DRA devices (pods with claims: code 7 before any delegate, see {@link planDevices}).
+   */
+  async prepareDevices(attachments: AttachmentPlan[], podInfo: PodInfo | undefined) {
     prefetchDevices(this.#device, attachments);
+    await planDevices(this.#device, attachments, podInfo);
   }
 
   /** Records the intent, runs the delegate ADD, records the result (and device-info). */

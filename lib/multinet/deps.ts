@@ -9,6 +9,7 @@
 import type { CniEnv } from "../cni/env.ts";
 import type { CniRuntime } from "../cni/runtime.ts";
 import type { PodDevices, PodKey } from "../devices/allocation.ts";
+import type { DraSource } from "../devices/dra.ts";
 import type { KernelAccess } from "./kernel.ts";
 import type { Logger } from "../log/mod.ts";
 import type { AttachmentCache } from "./cache.ts";
@@ -24,6 +25,11 @@ export interface PodInfo {
   uid: string;
   /** The pod's `metadata.annotations` (`{}` when none). */
   annotations: Record<string, string>;
+  /**
+   * The Pod object as the API returned it, kept only when `spec.resourceClaims` is non-empty
+   * (Dynamic Resource Allocation; read by lib/devices/dra.ts for device-backed NADs).
+   */
+  withResourceClaims?: Record<string, unknown>;
 }
 
 /** Reads pods (the Kubernetes API). */
@@ -102,6 +108,8 @@ export interface ManifoldDeps {
   kernel?: KernelAccess;
   /** Allocated devices (kubelet); undefined: NADs with a `resourceName` get no `deviceID`. */
   devices?: PodDeviceSource;
+  /** DRA ResourceClaims and ResourceSlices (the API); undefined without an API. */
+  dra?: DraSource;
   /**
    * ADD with an API: resolves once the API connection is set up (kubeconfig read, client
    * loaded), rejects with code 7 for an unreadable or invalid kubeconfig. ADD waits for it

@@ -20,6 +20,7 @@ import type { ManifoldConf } from "./config.ts";
 import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } from "./deps.ts";
 import type { NadSource } from "./nad_source.ts";
 import type { PodNetworkSource } from "./pod_networks.ts";
+import type { DraSource } from "../devices/dra.ts";
 import { netlinkKernel } from "./kernel.ts";
 import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
 
@@ -131,6 +132,10 @@ export async function buildDeps(
       attachment: async (namespace, name) =>
         (await connect()).podNetworks.attachment(namespace, name),
     },
+    dra: {
+      claim: async (namespace, name) => (await draOf(connect)).claim(namespace, name),
+      slices: async (filter) => (await draOf(connect)).slices(filter),
+    },
     status: {
       kind: "api",
       publish: async (pod, containerId, entries, extra) =>
@@ -174,6 +179,8 @@ export interface ApiDeps {
   pods: PodSource;
   /** KEP-3698 PodNetworks and PodNetworkAttachments. */
   podNetworks: PodNetworkSource;
+  /** DRA ResourceClaims and ResourceSlices; absent: NADs get devices from kubelet only. */
+  dra?: DraSource;
   /** The network-status PATCH. */
   status: StatusSink;
   /** Kubernetes Events. */
@@ -208,7 +215,7 @@ async function apiConnector(
       const [
         { loadKubeconfig },
         { KubeClient },
-        { apiNadSource, apiPodSource, apiPodNetworkSource },
+        { apiDraSource, apiNadSource, apiPodSource, apiPodNetworkSource },
       ] = await Promise.all([
         import("../k8s/kubeconfig.ts"),
         import("../k8s/client.ts"),
@@ -223,10 +230,19 @@ async function apiConnector(
         nads: apiNadSource(kube),
         pods: apiPodSource(kube),
         podNetworks: apiPodNetworkSource(kube),
+        dra: apiDraSource(kube),
         status: new ApiStatusSink(kube),
         events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),
       };
     })();
+}
+
+/** The API's DRA source; API deps built without one (an older daemon wiring) have none. */
+async function draOf(connect: () => Promise<ApiDeps>): Promise<DraSource> {
+  const api = await connect();
+  if (api.dra) return api.dra;
+  const { CniError, CniErrorCode } = await import("../cni/errors.ts");
+  throw new CniError(CniErrorCode.Internal, "no DRA source in this process's API wiring");
 }
 
 /**

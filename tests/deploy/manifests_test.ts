@@ -318,6 +318,8 @@ Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildca
       "k8s.cni.cncf.io|network-attachment-definitions|watch",
       "multinetwork.manifold.dev|podnetworkattachments|get",
       "multinetwork.manifold.dev|podnetworks|get",
+      "resource.k8s.io|resourceclaims|get",
+      "resource.k8s.io|resourceslices|list",
     ].sort(),
   );
 });

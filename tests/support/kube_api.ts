@@ -42,6 +42,18 @@
  *   `GET …/v1alpha1/namespaces/{ns}/podnetworkattachments/{name}` (the KEP-3698 CRDs of
  *   deploy/02-crd-multinetwork.yaml, objects put with {@link KubeApiStandIn.putObject}; a
  *   missing one is the CRD's 404 `podnetworks.multinetwork.manifold.dev "x" not found`)
+ * - Dynamic Resource Allocation (`resource.k8s.io`, the versions in `resourceVersions`; v1.32
+ *   with the `DynamicResourceAllocation` gate serves `v1beta1` only, the default):
+ *   `GET …/{v}/namespaces/{ns}/resourceclaims/{name}` and
+ *   `GET …/{v}/resourceslices[?fieldSelector=spec.driver=D,spec.nodeName=N]`, objects put with
+ *   {@link KubeApiStandIn.putDra} in either version's shape and served converted to the version
+ *   asked (ResourceSlice devices: `v1` `devices[].attributes`, `v1beta1`
+ *   `devices[].basic.attributes`; ResourceClaim requests: `v1` `exactly: {…}`, `v1beta1` flat).
+ *   As captured from kube-apiserver v1.32.13: an unserved version is 404 `the server could not
+ *   find the requested resource` with empty `details`, a missing claim 404
+ *   `resourceclaims.resource.k8s.io "x" not found`, an unsupported field selector 400
+ *   `field label not supported for resource.k8s.io/v1beta1, Kind=ResourceSlice: spec.pool.name`,
+ *   list items carry no `kind`/`apiVersion`.
  *
  * Authentication, in kube-apiserver's order: a client certificate (verified against the
  * CA: chain, validity period and the `clientAuth` extended key usage; the user is CN, the
@@ -69,6 +81,18 @@ export interface PodInit {
   annotations?: Record<string, string>;
   /** `spec.nodeName`: the node the pod is bound to (field selector `spec.nodeName=…`). */
   nodeName?: string;
+  /** Merged into the default `spec` (e.g. `nodeName`, `resourceClaims`). */
+  spec?: Record<string, unknown>;
+  /** Merged into the default `status` (e.g. `resourceClaimStatuses`). */
+  status?: Record<string, unknown>;
+}
+
+/** A `resource.k8s.io` object for {@link KubeApiStandIn.putDra}, `v1` or `v1beta1` shape. */
+export interface DraObject {
+  apiVersion: "resource.k8s.io/v1" | "resource.k8s.io/v1beta1";
+  kind: "ResourceClaim" | "ResourceSlice" | "DeviceClass";
+  metadata: { name: string; namespace?: string };
+  [key: string]: unknown;
 }
 
 /** A NetworkAttachmentDefinition to create with {@link KubeApiStandIn.addNad}. */
@@ -190,6 +214,11 @@ export interface KubeApiStandIn {
   /** A copy of the stored NAD, or undefined. */
   getNad(namespace: string, name: string): Record<string, unknown> | undefined;
   /**
+   * Creates or replaces a `resource.k8s.io` object (ResourceClaim with its `status`,
+   * ResourceSlice, DeviceClass) given in `v1` or `v1beta1` shape; returns it as stored.
+   */
+  putDra(obj: DraObject): Record<string, unknown>;
+  /**
    * Creates or replaces a KEP-3698 object (`kind` PodNetwork or PodNetworkAttachment; the
    * server fills `apiVersion`, uid, generation, resourceVersion, creationTimestamp).
    * Returns a copy of the stored object.
@@ -251,6 +280,8 @@ export interface StartKubeApiOptions {
    * kube-apiserver ≥ 1.27 does about once a minute; default: never (only `nadBookmark()`).
    */
   watchBookmarkIntervalMs?: number;
+  /** Versions of `resource.k8s.io` served; default `["v1beta1"]` (v1.32 with the DRA gate). */
+  resourceVersions?: ("v1" | "v1beta1")[];
 }
 
 type Json = Record<string, unknown>;
@@ -258,6 +289,7 @@ type Json = Record<string, unknown>;
 const NAD_GROUP = "k8s.cni.cncf.io";
 const NAD_RESOURCE = "network-attachment-definitions";
 const MULTINET_GROUP = "multinetwork.manifold.dev";
+const RESOURCE_GROUP = "resource.k8s.io";
 const TOKEN_USER = "system:serviceaccount:kube-system:manifold";
 const ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789";
 
@@ -461,8 +493,17 @@ class StandIn implements KubeApiStandIn {
   #podCompactedRv = 0;
   #podWatchers = new Set<Watcher>();
   #bookmarkIntervalMs: number | undefined;
+  /** `resource.k8s.io` objects in `v1` shape by `<plural>/<namespace or "">/<name>`. */
+  #dra = new Map<string, Json>();
+  #resourceVersions: Set<string>;
 
-  constructor(certs: CertSet, clientCertAuth: boolean, bookmarkIntervalMs?: number) {
+  constructor(
+    certs: CertSet,
+    clientCertAuth: boolean,
+    bookmarkIntervalMs?: number,
+    resourceVersions: string[] = ["v1beta1"],
+  ) {
+    this.#resourceVersions = new Set(resourceVersions);
     this.#certs = certs;
     this.#clientCertAuth = clientCertAuth;
     this.#bookmarkIntervalMs = bookmarkIntervalMs;
@@ -603,6 +644,8 @@ class StandIn implements KubeApiStandIn {
       status: { phase: "Pending", qosClass: "BestEffort" },
     };
     if (pod.nodeName) (obj.spec as Json).nodeName = pod.nodeName;
+    Object.assign(obj.spec as Json, pod.spec ?? {});
+    Object.assign(obj.status as Json, pod.status ?? {});
     const k = key(pod.namespace, pod.name);
     const prev = this.#pods.get(k);
     this.#pods.set(k, obj);
@@ -734,6 +777,29 @@ class StandIn implements KubeApiStandIn {
   getNad(namespace: string, name: string): Json | undefined {
     const n = this.#nads.get(key(namespace, name));
     return n && structuredClone(n);
+  }
+
+  putDra(obj: DraObject): Json {
+    const plural = `${obj.kind.toLowerCase()}s`;
+    const meta = { ...obj.metadata };
+    const ns = obj.kind === "ResourceClaim" ? String(meta.namespace ?? "default") : "";
+    const k = `${plural}/${ns}/${meta.name}`;
+    const old = this.#dra.get(k)?.metadata as Json | undefined;
+    const v1 = draConvert(structuredClone(obj) as Json, "v1");
+    const stored: Json = {
+      ...v1,
+      metadata: {
+        ...meta,
+        ...(ns ? { namespace: ns } : {}),
+        uid: old?.uid ?? crypto.randomUUID(),
+        resourceVersion: String(++this.#rv),
+        ...(obj.kind === "ResourceClaim" ? {} : { generation: Number(old?.generation ?? 0) + 1 }),
+        creationTimestamp: old?.creationTimestamp ?? now(),
+      },
+    };
+    if (obj.kind === "ResourceClaim") stored.status ??= {};
+    this.#dra.set(k, stored);
+    return structuredClone(stored);
   }
 
   get resourceVersion(): number {
@@ -1244,12 +1310,96 @@ class StandIn implements KubeApiStandIn {
       if (!obj) throw notFound(resource, name, MULTINET_GROUP);
       return { status: 200, body: obj };
     }
+    if (parts[0] === "apis" && parts[1] === RESOURCE_GROUP && parts.length > 3) {
+      return this.#routeDra(method, parts, url, user);
+    }
     if (parts[0] === "api" || parts[0] === "apis") throw unknownResource();
     // Non-resource paths: the Go mux's plain-text answer.
     throw new HttpError(404, "404 page not found\n", {
       "content-type": "text/plain; charset=utf-8",
       "x-content-type-options": "nosniff",
     });
+  }
+
+  /** `resource.k8s.io/{v}`: GET one ResourceClaim, LIST ResourceSlices (see the module text). */
+  #routeDra(
+    method: string,
+    parts: string[],
+    url: URL,
+    user: { name: string; identity: string },
+  ): { status: number; body: Json } {
+    const version = parts[2];
+    if (!this.#resourceVersions.has(version)) throw unknownResource();
+    const rest = parts.slice(3);
+    const [ns, resource, name] = rest[0] === "namespaces"
+      ? [rest[1], rest[2], rest[3]]
+      : [undefined, rest[0], rest[1]];
+    const known = (resource === "resourceclaims" && ns !== undefined && rest.length <= 4) ||
+      (resource === "resourceslices" && ns === undefined && rest.length <= 2) ||
+      (resource === "deviceclasses" && ns === undefined && rest.length <= 2);
+    if (!known) throw unknownResource();
+    if (method !== "GET") throw methodNotAllowed();
+    const apiVersion = `${RESOURCE_GROUP}/${version}`;
+    this.#authorize(user, {
+      verb: name ? "get" : "list",
+      resource,
+      group: RESOURCE_GROUP,
+      namespace: ns,
+      name,
+    });
+    if (name !== undefined) {
+      const obj = this.#dra.get(`${resource}/${ns ?? ""}/${name}`);
+      if (!obj) throw notFound(resource, name, RESOURCE_GROUP);
+      return { status: 200, body: draConvert(structuredClone(obj), version) };
+    }
+    const fields: [string, string][] = [];
+    for (const term of (url.searchParams.get("fieldSelector") ?? "").split(",")) {
+      if (!term) continue;
+      const m = term.match(/^([^=!]+)==?(.*)$/);
+      const supported = resource === "resourceslices"
+        ? ["metadata.name", "spec.nodeName", "spec.driver"]
+        : ["metadata.name", "metadata.namespace"];
+      if (!m || !supported.includes(m[1])) {
+        const kind = resource === "resourceslices"
+          ? "ResourceSlice"
+          : resource === "resourceclaims"
+          ? "ResourceClaim"
+          : "DeviceClass";
+        throw new HttpError(
+          400,
+          statusBody(
+            400,
+            "BadRequest",
+            `field label not supported for ${apiVersion}, Kind=${kind}: ${m?.[1] ?? term}`,
+          ),
+        );
+      }
+      fields.push([m[1], m[2]]);
+    }
+    const field = (o: Json, path: string): string => {
+      const v = path.split(".").reduce<unknown>((x, k) => (x as Json | undefined)?.[k], o);
+      return typeof v === "string" ? v : "";
+    };
+    const items = [...this.#dra.entries()]
+      .filter(([k]) =>
+        k.startsWith(`${resource}/`) && (ns === undefined || k.startsWith(`${resource}/${ns}/`))
+      )
+      .sort(([a], [b]) => a < b ? -1 : 1)
+      .map(([, o]) => o)
+      .filter((o) => fields.every(([f, v]) => field(o, f) === v))
+      .map((o) => {
+        const { kind: _k, apiVersion: _a, ...item } = draConvert(structuredClone(o), version);
+        return item;
+      });
+    const kind = resource === "resourceslices"
+      ? "ResourceSliceList"
+      : resource === "resourceclaims"
+      ? "ResourceClaimList"
+      : "DeviceClassList";
+    return {
+      status: 200,
+      body: { kind, apiVersion, metadata: { resourceVersion: String(this.#rv) }, items },
+    };
   }
 
   #listPods(ns: string | undefined, url: URL): Json {
@@ -1524,6 +1674,41 @@ function podFieldSelector(text: string | null): (p: Json) => boolean {
 }
 
 /** Go's `strconv.ParseBool` true words, as apiserver parses `watch` and `allowWatchBookmarks`. */
+/**
+ * A `resource.k8s.io` object in the shape of `version`: ResourceSlice devices
+ * (`v1` `{name, attributes, …}` ↔ `v1beta1` `{name, basic: {attributes, …}}`) and ResourceClaim
+ * requests (`v1` `{name, exactly: {deviceClassName, …}}` ↔ `v1beta1` `{name, deviceClassName, …}`);
+ * `apiVersion` set to match. Other fields are the same in both versions.
+ */
+function draConvert(obj: Json, version: string): Json {
+  const from = String(obj.apiVersion ?? "").split("/")[1];
+  obj.apiVersion = `${RESOURCE_GROUP}/${version}`;
+  if (from === version) return obj;
+  const spec = obj.spec as Json | undefined;
+  if (obj.kind === "ResourceSlice" && Array.isArray(spec?.devices)) {
+    spec.devices = (spec.devices as Json[]).map((d) => {
+      if (version === "v1beta1") {
+        const { name, ...basic } = d;
+        return { name, basic };
+      }
+      const { name, basic } = d as { name: unknown; basic?: Json };
+      return { name, ...basic };
+    });
+  }
+  const devices = spec?.devices as Json | undefined;
+  if (obj.kind === "ResourceClaim" && Array.isArray(devices?.requests)) {
+    devices.requests = (devices.requests as Json[]).map((r) => {
+      if (version === "v1beta1") {
+        const { name, exactly, ...other } = r as { name: unknown; exactly?: Json };
+        return { name, ...exactly, ...other };
+      }
+      const { name, firstAvailable, ...exactly } = r;
+      return firstAvailable ? { name, firstAvailable } : { name, exactly };
+    });
+  }
+  return obj;
+}
+
 function isTrue(v: string | null): boolean {
   return v !== null && ["1", "t", "T", "true", "TRUE", "True"].includes(v);
 }
@@ -1555,6 +1740,7 @@ export async function startKubeApi(opts: StartKubeApiOptions = {}): Promise<Kube
     await defaultCertSet(),
     opts.clientCertAuth ?? true,
     opts.watchBookmarkIntervalMs,
+    opts.resourceVersions,
   );
   try {
     await s.start();

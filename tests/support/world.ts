@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { type KubeApiStandIn, startKubeApi } from "./kube_api.ts";
+import { type KubeApiStandIn, startKubeApi, type StartKubeApiOptions } from "./kube_api.ts";
 import { Scratch } from "./netns.ts";
 import { k8sArgs, type PluginCall, type PluginOutcome, runPlugin } from "./plugin.ts";
 
@@ -50,6 +50,8 @@ export interface NodeOptions {
   cniVersion?: string;
   /** The pod's `spec.nodeName` (the daemon's pod informer selects by it). */
   nodeName?: string;
+  /** Options of the API stand-in ({@link world} only). */
+  kubeApi?: StartKubeApiOptions;
 }
 
 /**
@@ -151,7 +153,7 @@ export async function node(scratch: Scratch, opts: NodeOptions = {}): Promise<No
 
 export async function world(opts: NodeOptions = {}): Promise<World> {
   const scratch = new Scratch();
-  const api = await startKubeApi();
+  const api = await startKubeApi(opts.kubeApi);
   try {
     const n = await node(scratch, opts);
     for (const [name, config] of Object.entries(n.nadConfigs)) {
