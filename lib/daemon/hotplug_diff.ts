@@ -8,7 +8,8 @@
  * ({@link pinSelection}), so removing one element never renames the others' interfaces. A
  * renamed interface is therefore a removal plus an addition. Changing `ips` or `mac` of an
  * element the pod has is refused (it would need a re-plug), as is a new element with
- * `default-route` (it would rewrite the sandbox's routes). The cluster default network (the
+ * `default-route` (it would rewrite the sandbox's routes) or of a device-backed network (a NAD
+ * with a `resourceName`: devices are allocated when the pod is created). The cluster default network (the
  * record's first attachment) and Multus `defaultNetworks` attachments are never removed.
  *
  * @module
@@ -120,6 +121,14 @@ export function diffAttachments(
           );
         }
       }
+      continue;
+    }
+    if (p.delegate.resourceName !== undefined) {
+      if (c) wanted.add(c);
+      diff.refused.push(
+        `${what}: a device-backed network (resourceName ${p.delegate.resourceName}) cannot be ` +
+          `hot-plugged (devices are allocated to the pod when it is created)`,
+      );
       continue;
     }
     if (p.selection["default-route"] !== undefined) {

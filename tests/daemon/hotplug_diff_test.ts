@@ -113,3 +113,13 @@ Deno.test("diffAttachments: default-route on a new element is refused", () => {
   assert.deepEqual(d.add, []);
   assert.match(d.refused[0], /default-route/);
 });
+
+Deno.test("diffAttachments: a device-backed network is refused", () => {
+  const p = planned("ns/sriov", "net1", {});
+  const d = diffAttachments([DEFAULT], [PLAN_DEFAULT, {
+    ...p,
+    delegate: { ...p.delegate, resourceName: "intel.com/sriov" },
+  }]);
+  assert.deepEqual(d.add, []);
+  assert.match(d.refused[0], /device-backed network \(resourceName intel.com\/sriov\)/);
+});
