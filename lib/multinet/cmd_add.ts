@@ -194,11 +194,10 @@ async function sendAddedEvents(
   mark("eventsSent");
 }
 
-/**
- * One ADD in progress: the cache record and each attachment's decoded result. A sandbox ADD
- * starts from an empty record; `manifold daemon`'s hot-plug (lib/daemon/hotplug_apply.ts)
- * continues a running pod's record (`from`) with its new attachments.
- */
+/** A running pod's record and its attachments' decoded results, for hot-plug to continue. */
+export type RunFrom = { record: CacheRecord; results: (DecodedResult | undefined)[] };
+
+/** One ADD in progress (or a hot-plug's, `from` a running pod): record and decoded results. */
 export class AddRun {
   /** The cache record, written before each delegate and at the end. */
   readonly record: CacheRecord;
@@ -209,19 +208,7 @@ export class AddRun {
   readonly #log: Logger;
   readonly #device: DeviceContext;
 
-  /**
-   * @param deps the command's dependencies
-   * @param pod the pod, when known
-   * @param log the command's logger
-   * @param from an existing record to continue and its attachments' decoded results
-   *   (index-aligned); default a new record for `deps.env`
-   */
-  constructor(
-    deps: ManifoldDeps,
-    pod: PodRef | undefined,
-    log: Logger,
-    from?: { record: CacheRecord; results: (DecodedResult | undefined)[] },
-  ) {
+  constructor(deps: ManifoldDeps, pod: PodRef | undefined, log: Logger, from?: RunFrom) {
     const { env, conf } = deps;
     this.#deps = deps;
     this.#pod = pod;
