@@ -83,6 +83,8 @@ class Controller implements HotPlug {
   #seen = new Map<string, { uid: string; text: string; ok: boolean; warned: Set<string> }>();
   /** Sandbox record by `ns/name`, from the last cache scan. */
   #index = new Map<string, CacheKey>();
+  /** When the last cache scan started (`Date.now()`); 0: never. */
+  #scannedAt = 0;
   /** Pods being changed now (never two passes for one pod at once). */
   #active = new Set<string>();
   /** The running workers. */
@@ -232,6 +234,12 @@ class Controller implements HotPlug {
     const k = `${namespace}/${name}`;
     const known = this.#index.get(k);
     if (known) return known;
+    // A pod without a sandbox here (host network, not started yet) must not cost a scan at
+    // each of its events: scan again only when the cache directory changed since the last
+    // scan (mtime, compared with a 1 s margin for its ms precision).
+    const mtime = (await Deno.stat(this.#cache.dir).catch(() => undefined))?.mtime?.getTime();
+    if (mtime === undefined || mtime < this.#scannedAt - 1000) return undefined;
+    this.#scannedAt = Date.now();
     const index = new Map<string, CacheKey>(); // filled, then swapped in (workers scan concurrently)
     for (const key of await this.#cache.list()) {
       let record: CacheRecord | undefined;
@@ -241,7 +249,7 @@ class Controller implements HotPlug {
       if (!record || record.deletedAt || !record.pod.name) continue;
       const rk = `${record.pod.namespace}/${record.pod.name}`;
       const held = this.#opts.pods.get(record.pod.namespace, record.pod.name);
-      // The newest record wins when a pod has several (a sandbox being replaced).
+      // A record of an older pod of the same name is not this pod's sandbox.
       if (held && record.pod.uid && held.metadata.uid && held.metadata.uid !== record.pod.uid) {
         continue;
       }
