@@ -22,7 +22,8 @@ import { detachAll } from "../multinet/detach.ts";
 import { podSelections } from "../multinet/networks.ts";
 import type { PodRef } from "../multinet/pod.ts";
 import { buildPodPlan } from "../multinet/pod_plan.ts";
-import { NETWORKS_ANNOTATION } from "../multinet/types.ts";
+import { serializeNetworkStatus } from "../multinet/status.ts";
+import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../multinet/types.ts";
 import { oneLine } from "../util/text.ts";
 import { diffAttachments, pinSelection, selectionText } from "./hotplug_diff.ts";
 
@@ -147,7 +148,15 @@ async function change(
   }
   const diff = diffAttachments(record.attachments, plan.attachments);
   for (const r of diff.refused) refuse(`${ctx(podRef)} ${r}`);
-  if (diff.add.length === 0 && diff.remove.length === 0) return outcome;
+  if (diff.add.length === 0 && diff.remove.length === 0) {
+    // Level-triggered status too: a PATCH that failed after the change is sent again.
+    const published = serializeNetworkStatus(record.networkStatus ?? []);
+    if (pod.annotations[NETWORK_STATUS_ANNOTATION] !== published) {
+      log.info("network-status differs from the cache; publishing it again", {});
+      await deps.status.publish(podRef, record.containerId, record.networkStatus ?? []);
+    }
+    return outcome;
+  }
   log.info("hot-plug", {
     add: diff.add.map((p) => `${p.delegate.statusName}@${p.ifName}`),
     remove: diff.remove.map((a) => `${a.statusName}@${a.ifName}`),

@@ -313,6 +313,35 @@ Deno.test("hot-plug: a slow change of one pod does not hold up another pod's", r
   }
 });
 
+Deno.test(
+  "hot-plug: a network-status PATCH that failed is sent at the next pass",
+  root,
+  async () => {
+    const w = await hotPlugWorld();
+    let d: DaemonProcess | undefined;
+    try {
+      expectOk(await w.call("ADD"), "sandbox ADD");
+      d = await startHotPlugDaemon(w);
+      w.api.fault({ method: "PATCH", path: /\/pods\/web-0\/status$/, status: 403 });
+      setNetworks(w, "bridge-net");
+      await until(async () => (await linkNames(w.podNetns)).includes("net1"), "net1 in the netns");
+      await until(
+        () => w.api.requests.some((r) => r.method === "PATCH" && r.status === 403),
+        "the refused PATCH",
+      );
+      assert.deepEqual(statusInterfaces(w), ["eth0"], "not published yet");
+      w.api.patchPod(NS, POD, { metadata: { labels: { touch: "1" } } }); // any change of the pod
+      await until(() => statusInterfaces(w).join() === "eth0,net1", "published at the next pass");
+      assert.equal((await w.leases()).length, 2, "attached once");
+      expectOk(await w.call("DEL"), "sandbox DEL");
+      assert.deepEqual(await w.leases(), []);
+    } finally {
+      await stop(d);
+      await done(w);
+    }
+  },
+);
+
 Deno.test("hot-plug: a daemon killed mid-change converges after its restart", root, async () => {
   const w = await hotPlugWorld();
   let d: DaemonProcess | undefined;
