@@ -40,7 +40,8 @@ Options:
   --socket PATH             socket (default: the config's daemonSocket, else ${DEFAULT_DAEMON_SOCKET})
   --kubeconfig PATH         kubeconfig (default: the config's, else in-cluster)
   --metrics-address H:P     serve /healthz, /readyz, /metrics there (default off)
-  --node-name NAME          this node (default $NODE_NAME)
+  --node-name NAME          this node (default $NODE_NAME): its pods are listed and watched,
+                            so ADD reads pods without a GET (and "hotPlug": true works)
   --request-timeout-ms MS   bound on one request; past it the binary gets code 11 (default ${DEFAULT_REQUEST_TIMEOUT_MS})
   --idle-timeout-ms MS      time a client has to send its request (default ${DEFAULT_IDLE_TIMEOUT_MS})
   --log-level LEVEL         debug, verbose (default), error, panic
@@ -120,6 +121,7 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
       kube,
       mirrorDir: conf.nadMirrorDir ?? DEFAULT_NAD_MIRROR_DIR,
       env: opts.nodeName ? { ...env, NODE_NAME: opts.nodeName } : env,
+      nodeName: opts.nodeName,
       requestTimeoutMs: opts.requestTimeoutMs,
       idleTimeoutMs: opts.idleTimeoutMs,
       observer,

@@ -23,6 +23,8 @@ import { manifoldHandlers, realDeps } from "../multinet/plugin.ts";
 import { ApiStatusSink, KubeEventSink } from "../multinet/sinks.ts";
 import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
+import { type PodInformer, startPodInformer } from "./pod_informer.ts";
+import { type HotPlug, startHotPlug } from "./hotplug.ts";
 import type { DaemonObserver } from "./observer.ts";
 import type { PolicyAgent } from "./policy_agent.ts";
 import { DaemonServer } from "./server.ts";
@@ -43,6 +45,8 @@ export interface DaemonOptions {
   mirrorDir: string;
   /** The daemon's environment (delegates inherit it under the forwarded CNI_* variables). */
   env: Record<string, string>;
+  /** This node (`--node-name`, `$NODE_NAME`): with an API, the pod informer's field selector. */
+  nodeName?: string;
   /** Bound on one request, ms (service.ts). */
   requestTimeoutMs?: number;
   /** Time a client has to send its request, ms (server.ts). */
@@ -69,7 +73,7 @@ export class ManifoldDaemon {
   #watching: Promise<void>;
   #writer: NadMirrorWriter | undefined;
   #kube: KubeClient | undefined;
-  #policy: PolicyAgent | undefined;
+  #parts: { pods?: PodInformer; hotPlug?: HotPlug; policy?: PolicyAgent };
 
   private constructor(
     server: DaemonServer,
@@ -78,7 +82,9 @@ export class ManifoldDaemon {
     watching: Promise<void>,
     writer: NadMirrorWriter | undefined,
     kube: KubeClient | undefined,
+    parts: { pods?: PodInformer; hotPlug?: HotPlug; policy?: PolicyAgent },
   ) {
+    this.#parts = parts;
     this.#kube = kube;
     this.#server = server;
     this.#store = store;
@@ -101,7 +107,10 @@ export class ManifoldDaemon {
     let writer: NadMirrorWriter | undefined;
     let watching = Promise.resolve();
     let api: (() => Promise<ApiDeps>) | undefined;
+    let pods: PodInformer | undefined;
     if (kube) {
+      const nodeName = opts.nodeName;
+      if (nodeName) pods = startPodInformer(kube, nodeName, { signal: stopWatch.signal, logger });
       writer = new NadMirrorWriter(opts.mirrorDir, { logger });
       store = new NadStore({ writer, logger });
       watching = watchNetworkAttachmentDefinitions(kube, store, {
@@ -110,7 +119,7 @@ export class ManifoldDaemon {
       }).catch((e) => logger.error("NAD watch ended", { error: String(e) }));
       const shared: ApiDeps = {
         nads: store.source(apiNadSource(kube)),
-        pods: apiPodSource(kube),
+        pods: pods ? pods.store.source(apiPodSource(kube)) : apiPodSource(kube),
         podNetworks: apiPodNetworkSource(kube),
         dra: apiDraSource(kube),
         status: new ApiStatusSink(kube),
@@ -125,7 +134,7 @@ export class ManifoldDaemon {
       policy = PolicyAgent.start({
         kube,
         cniDir: opts.conf.cniDir,
-        nodeName: opts.env.NODE_NAME || undefined,
+        nodeName: opts.nodeName || opts.env.NODE_NAME || undefined,
         events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
         observer,
         logger: logger.with({ component: "policy" }),
@@ -149,14 +158,20 @@ export class ManifoldDaemon {
       idleTimeoutMs: opts.idleTimeoutMs,
       logger,
     });
-    const daemon = new ManifoldDaemon(server, store, stopWatch, watching, writer, kube);
-    daemon.#policy = policy;
-    return daemon;
+    const hotPlug = opts.conf.hotPlug && pods && api
+      ? startHotPlug({ conf: opts.conf, pods: pods.store, api, env: opts.env, logger })
+      : undefined;
+    if (opts.conf.hotPlug && !hotPlug) logger.warn("hotPlug needs an API and --node-name", {});
+    return new ManifoldDaemon(server, store, stopWatch, watching, writer, kube, {
+      pods,
+      hotPlug,
+      policy,
+    });
   }
 
   /** MultiNetworkPolicy enforcement (`"multiNetworkPolicy": true` with an API), if on. */
   get policy(): PolicyAgent | undefined {
-    return this.#policy;
+    return this.#parts.policy;
   }
 
   /** Requests being served now. */
@@ -170,7 +185,10 @@ export class ManifoldDaemon {
     if (this.#store && !this.#store.synced) {
       reasons.push("the NAD list has not been received from the API yet");
     }
-    if (this.#policy) reasons.push(...this.#policy.notReady());
+    if (this.#parts.policy) reasons.push(...this.#parts.policy.notReady());
+    if (this.#parts.pods && !this.#parts.pods.store.synced) {
+      reasons.push("the list of this node's pods has not been received from the API yet");
+    }
     return { ok: reasons.length === 0, reasons };
   }
 
@@ -182,11 +200,13 @@ export class ManifoldDaemon {
    */
   async stop(): Promise<void> {
     await this.#server.close();
+    await this.#parts.hotPlug?.stop();
     this.#stopWatch.abort();
-    const policyStopped = this.#policy?.stop();
+    const policyStopped = this.#parts.policy?.stop();
     this.#kube?.close(); // ends the open watch stream at once (an abort alone waits for data)
     await this.#watching;
     await policyStopped;
+    await this.#parts.pods?.done;
     await this.#writer?.clear().catch(() => {});
   }
 }

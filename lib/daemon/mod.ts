@@ -1,14 +1,19 @@
 /**
  * The resident node agent (`manifold daemon`): the socket server, the request service, the
- * NAD store, the wire protocol and the forwarder the plugin binary uses.
+ * NAD store, the node's pod informer, hot-plug of running pods, the wire protocol and the
+ * forwarder the plugin binary uses.
  *
  * @module
  */
 
 export * from "./daemon.ts";
 export * from "./forward.ts";
+export * from "./hotplug.ts";
+export * from "./hotplug_apply.ts";
+export * from "./hotplug_diff.ts";
 export * from "./nad_store.ts";
 export * from "./observer.ts";
+export * from "./pod_informer.ts";
 export * from "./protocol.ts";
 export * from "./server.ts";
 export * from "./service.ts";

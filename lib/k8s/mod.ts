@@ -29,4 +29,5 @@ export {
   withExecCredential,
 } from "./exec_credential.ts";
 export * from "./multinetwork.ts";
+export * from "./pod_list_watch.ts";
 export * from "./resource.ts";

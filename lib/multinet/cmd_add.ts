@@ -143,7 +143,7 @@ async function readPodAnnotations(
     return fromRuntime;
   }
   if (!pod || !deps.pods) return {};
-  const info = await deps.pods.get(pod.namespace, pod.name);
+  const info = await deps.pods.get(pod.namespace, pod.name, pod.uid || undefined);
   if (!info) {
     throw new CniError(
       CniErrorCode.UnknownContainer,
@@ -194,8 +194,11 @@ async function sendAddedEvents(
   mark("eventsSent");
 }
 
-/** One ADD in progress: the cache record and each attachment's decoded result. */
-class AddRun {
+/** A running pod's record and its attachments' decoded results, for hot-plug to continue. */
+export type RunFrom = { record: CacheRecord; results: (DecodedResult | undefined)[] };
+
+/** One ADD in progress (or a hot-plug's, `from` a running pod): record and decoded results. */
+export class AddRun {
   /** The cache record, written before each delegate and at the end. */
   readonly record: CacheRecord;
   /** Each attachment's delegate result, decoded once, index-aligned with the record. */
@@ -205,13 +208,14 @@ class AddRun {
   readonly #log: Logger;
   readonly #device: DeviceContext;
 
-  constructor(deps: ManifoldDeps, pod: PodRef | undefined, log: Logger) {
+  constructor(deps: ManifoldDeps, pod: PodRef | undefined, log: Logger, from?: RunFrom) {
     const { env, conf } = deps;
     this.#deps = deps;
     this.#pod = pod;
     this.#log = log;
     const { namespace, name, uid } = planPodOf(pod, env.containerId);
-    this.record = {
+    this.results.push(...from?.results ?? []);
+    this.record = from?.record ?? {
       schemaVersion: CACHE_SCHEMA_VERSION,
       containerId: env.containerId,
       netns: env.netns,

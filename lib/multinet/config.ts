@@ -95,6 +95,12 @@ export interface ManifoldConf {
    */
   daemonFallback: boolean;
   /**
+   * Manifold: `manifold daemon` hot-plugs and hot-unplugs networks of running pods when their
+   * `k8s.v1.cni.cncf.io/networks` annotation changes (lib/daemon/hotplug.ts); default false.
+   * Read by the daemon only.
+   */
+  hotPlug: boolean;
+  /**
    * Manifold: which Kubernetes Events ADD sends: `"warnings"` (default: only problems —
    * `ErrorAddingNetwork`, `InterfaceMismatch`, device warnings — so a healthy ADD costs no
    * event request), `"all"` (also one `AddedInterface` per attachment, as Multus) or `"none"`.
@@ -199,6 +205,7 @@ function buildSchema() {
     daemonSocket: optStr,
     daemonFallback: z.boolean().optional(),
     chrootDir: optStr,
+    hotPlug: z.boolean().optional(),
     events: z.enum(["all", "warnings", "none"]).optional(),
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     podNetworkProvider: optStr,
@@ -336,6 +343,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     daemonSocket: c.daemonSocket || undefined,
     daemonFallback: c.daemonFallback ?? true,
     chrootDir: c.chrootDir || undefined,
+    hotPlug: c.hotPlug ?? false,
     events: c.events ?? "warnings",
     invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
     podNetworkProvider: c.podNetworkProvider || DEFAULT_PODNETWORK_PROVIDER,

@@ -38,10 +38,12 @@ export interface PodSource {
    * Reads one pod.
    * @param namespace the pod's namespace.
    * @param name the pod's name.
+   * @param uid the UID the caller expects (K8S_POD_UID), when known: a source answering from
+   *   a cache (the daemon's pod informer) asks the API when its copy has another UID.
    * @returns the pod, or undefined when it does not exist (HTTP 404).
    * @throws {CniError} code 11 when the API stays unreachable after retries.
    */
-  get(namespace: string, name: string): Promise<PodInfo | undefined>;
+  get(namespace: string, name: string, uid?: string): Promise<PodInfo | undefined>;
 }
 
 /** Publishes a pod's network-status (NPWG v1.3 §5): API patch or a file. */

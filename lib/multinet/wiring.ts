@@ -128,7 +128,9 @@ export async function buildDeps(
     nads: conf.nadMirrorDir
       ? mirrorFirst(conf.nadMirrorDir, connect, logger)
       : { get: async (namespace, name) => (await connect()).nads.get(namespace, name) },
-    pods: { get: async (namespace, name) => (await connect()).pods.get(namespace, name) },
+    pods: {
+      get: async (namespace, name, uid) => (await connect()).pods.get(namespace, name, uid),
+    },
     podNetworks: {
       podNetwork: async (name) => (await connect()).podNetworks.podNetwork(name),
       attachment: async (namespace, name) =>

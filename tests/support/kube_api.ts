@@ -5,7 +5,15 @@
  * the real server (captured in `/work/shared/reference/kube-api/*.http`):
  *
  * - `GET /version`
- * - `GET /api/v1/namespaces/{ns}/pods[?limit=&continue=]`, `GET /api/v1/namespaces/{ns}/pods/{name}[/status]`
+ * - `GET /api/v1/namespaces/{ns}/pods[?limit=&continue=]`, `GET /api/v1/namespaces/{ns}/pods/{name}[/status]`,
+ *   the cluster-wide `GET /api/v1/pods`; both lists take `fieldSelector` (`spec.nodeName=N`,
+ *   `metadata.name`, `metadata.namespace`, `status.phase`, … with `=`, `==`, `!=`; another field
+ *   → 400 `field label not supported: x`)
+ * - pod watches `GET /api/v1[/namespaces/{ns}]/pods?watch=1[&fieldSelector=…]`, served as the
+ *   NAD watches below; a filtered watch sees a pod entering its selector as ADDED and one
+ *   leaving it as DELETED (apiserver's cacher). Pod writes ({@link KubeApiStandIn.addPod},
+ *   `patchPod`, `deletePod`, a PATCH request) are sent to them; `deletePod(…, {graceful})`
+ *   sets `deletionTimestamp` (MODIFIED) as apiserver does before kubelet confirms.
  * - `PATCH …/pods/{name}[/status]`: only `application/merge-patch+json` (else 415), RFC 7386
  *   (`null` deletes), invalid JSON → 400, stale `metadata.resourceVersion` → 409, a write
  *   bumps `resourceVersion`; the status subresource ignores spec changes, the main
@@ -28,11 +36,11 @@
  *   the shapes follow apiserver's `cacher` and `metav1.WatchEvent`.) An HTTP `410 Gone`
  *   answer, as older apiservers and etcd-direct watches give, is injected with
  *   `fault({ path, status: 410 })`.
- * - cluster-wide list and watch of pods (`GET /api/v1/pods`), namespaces (`GET /api/v1/namespaces`)
+ * - cluster-wide list and watch of namespaces (`GET /api/v1/namespaces`)
  *   and MultiNetworkPolicies (`GET /apis/k8s.cni.cncf.io/v1beta1[/namespaces/{ns}]/multi-networkpolicies`),
  *   with `labelSelector`, `fieldSelector` (`metadata.name`, `metadata.namespace`, `spec.nodeName`,
  *   `status.phase`), `limit`/`continue`, and the same watch semantics as NADs
- *   (tests/support/kube_api_feeds.ts); pod writes (`addPod`, `setPodLabels`, PATCH, `deletePod`),
+ *   (tests/support/kube_api_feeds.ts); `setPodLabels` reaches the pod watches above,
  *   `putNamespace`, `putMultiNetworkPolicy` and `deleteMultiNetworkPolicy` reach the open watches
  * - `POST /api/v1/namespaces/{ns}/events` (`application/json`, `generateName` → name with
  *   5 random characters, 201)
@@ -80,7 +88,7 @@ export interface PodInit {
   annotations?: Record<string, string>;
   /** `metadata.labels`. */
   labels?: Record<string, string>;
-  /** `spec.nodeName`. */
+  /** `spec.nodeName`: the node the pod is bound to (field selector `spec.nodeName=…`). */
   nodeName?: string;
   /** Merged into the default `spec` (e.g. `nodeName`, `resourceClaims`). */
   spec?: Record<string, unknown>;
@@ -174,9 +182,28 @@ export interface KubeApiStandIn {
   dir: string;
   /** Writes a kubeconfig pointing at this stand-in (JSON unless `yaml: true`). */
   writeKubeconfig(path: string, opts?: KubeconfigWriteOptions): Promise<void>;
-  /** Creates or replaces a pod; returns a copy of the stored object. */
+  /**
+   * Creates or replaces a pod; returns a copy of the stored object. Sends ADDED (MODIFIED when
+   * replacing) to the open pod watches.
+   */
   addPod(pod: PodInit): Record<string, unknown>;
-  deletePod(namespace: string, name: string): void;
+  /**
+   * Deletes a pod. `graceful`: as kube-apiserver does for a pod with a grace period, only sets
+   * `metadata.deletionTimestamp` and `deletionGracePeriodSeconds` (MODIFIED; kubelet then tears
+   * the pod down); otherwise the pod is removed (DELETED, its object at the new resourceVersion).
+   */
+  deletePod(namespace: string, name: string, opts?: { graceful?: boolean }): void;
+  /**
+   * Applies an RFC 7386 merge patch to a pod as `PATCH …/pods/{name}` does (main resource:
+   * status is kept; identity fields are immutable); sends MODIFIED when the pod changed.
+   * Returns a copy of the stored object.
+   * @throws Error when the pod does not exist
+   */
+  patchPod(
+    namespace: string,
+    name: string,
+    patch: Record<string, unknown>,
+  ): Record<string, unknown>;
   /** A copy of the stored pod, or undefined. */
   getPod(namespace: string, name: string): Record<string, unknown> | undefined;
   /**
@@ -245,6 +272,12 @@ export interface KubeApiStandIn {
   compactPolicyHistory(): void;
   /** Ends the open pod, Namespace and MultiNetworkPolicy watches (`clean: false`: reset). */
   endPolicyWatches(opts?: { clean?: boolean }): void;
+  /** Forgets the pod event history (as {@link KubeApiStandIn.compactNadHistory} for NADs). */
+  compactPodHistory(): void;
+  /** Ends every open pod watch (as {@link KubeApiStandIn.endNadWatches}). */
+  endPodWatches(opts?: { clean?: boolean }): void;
+  /** Pod watches currently open. */
+  readonly podWatchCount: number;
   /** Replaces the set of accepted bearer tokens (others get 401). */
   setTokens(valid: string[]): void;
   /** Makes every resource request of this token (or client-certificate user) get 403. */
@@ -484,11 +517,14 @@ class StandIn implements KubeApiStandIn {
   #nadEvents: { rv: number; type: string; object: Json }[] = [];
   /** Watches from a resourceVersion below this get `410 Expired`. */
   #nadCompactedRv = 0;
-  #nadWatchers = new Set<NadWatcher>();
+  #nadWatchers = new Set<Watcher>();
+  /** Pod events with resourceVersion > `#podCompactedRv`, oldest first; `prev` = the pod before. */
+  #podEvents: { rv: number; type: string; object: Json; prev?: Json }[] = [];
+  #podCompactedRv = 0;
+  #podWatchers = new Set<Watcher>();
   #bookmarkIntervalMs: number | undefined;
   #mnps = new Map<string, Json>();
   #namespaces = new Map<string, Json>();
-  #podFeed = new WatchFeed("Pod", "v1");
   #mnpFeed = new WatchFeed("MultiNetworkPolicy", `${NAD_GROUP}/v1beta1`);
   #namespaceFeed = new WatchFeed("Namespace", "v1");
   /** `resource.k8s.io` objects in `v1` shape by `<plural>/<namespace or "">/<name>`. */
@@ -645,16 +681,39 @@ class StandIn implements KubeApiStandIn {
     if (pod.nodeName) (obj.spec as Json).nodeName = pod.nodeName;
     Object.assign(obj.spec as Json, pod.spec ?? {});
     Object.assign(obj.status as Json, pod.status ?? {});
-    const existed = this.#pods.has(key(pod.namespace, pod.name));
-    this.#pods.set(key(pod.namespace, pod.name), obj);
-    this.#podFeed.emit(existed ? "MODIFIED" : "ADDED", obj);
+    const k = key(pod.namespace, pod.name);
+    const prev = this.#pods.get(k);
+    this.#pods.set(k, obj);
+    this.#emitPod(prev ? "MODIFIED" : "ADDED", obj, prev);
     return structuredClone(obj);
   }
 
-  deletePod(namespace: string, name: string): void {
-    const old = this.#pods.get(key(namespace, name));
-    this.#pods.delete(key(namespace, name));
-    if (old) this.#podFeed.emit("DELETED", this.#bumped(old));
+  deletePod(namespace: string, name: string, opts: { graceful?: boolean } = {}): void {
+    const k = key(namespace, name);
+    const old = this.#pods.get(k);
+    if (!old) return;
+    if (opts.graceful) {
+      const next = structuredClone(old);
+      const m = next.metadata as Json;
+      if (m.deletionTimestamp) return;
+      m.deletionTimestamp = now();
+      m.deletionGracePeriodSeconds = (next.spec as Json).terminationGracePeriodSeconds ?? 30;
+      m.resourceVersion = String(++this.#rv);
+      this.#pods.set(k, next);
+      this.#emitPod("MODIFIED", next, old);
+      return;
+    }
+    this.#pods.delete(k);
+    const gone = structuredClone(old);
+    (gone.metadata as Json).resourceVersion = String(++this.#rv);
+    this.#emitPod("DELETED", gone, old);
+  }
+
+  patchPod(namespace: string, name: string, patch: Json): Json {
+    if (!this.#pods.has(key(namespace, name))) {
+      throw new Error(`pod ${key(namespace, name)} does not exist`);
+    }
+    return structuredClone(this.#applyPodPatch(namespace, name, undefined, patch));
   }
 
   getPod(namespace: string, name: string): Json | undefined {
@@ -799,56 +858,95 @@ class StandIn implements KubeApiStandIn {
     return this.#nadWatchers.size;
   }
 
+  compactPodHistory(): void {
+    this.#podCompactedRv = this.#rv;
+    this.#podEvents = [];
+  }
+
+  endPodWatches(opts: { clean?: boolean } = {}): void {
+    for (const w of [...this.#podWatchers]) this.#closeWatcher(w, opts.clean ?? true);
+  }
+
+  get podWatchCount(): number {
+    return this.#podWatchers.size;
+  }
+
+  /**
+   * Records a pod change in the watch history and sends it to the open pod watches, as the
+   * watch cache does for a filtered watch: an object entering the filter is ADDED, one
+   * leaving it DELETED, one outside it before and after is not sent.
+   */
+  #emitPod(type: string, object: Json, prev: Json | undefined): void {
+    const rv = Number((object.metadata as Json).resourceVersion);
+    const ev = { rv, type, object: structuredClone(object), prev: prev && structuredClone(prev) };
+    this.#podEvents.push(ev);
+    for (const w of this.#podWatchers) {
+      const t = filteredType(w.match, ev);
+      if (t) this.#writeEvent(w, t, ev.object);
+    }
+  }
+
   /** Records a NAD change in the watch history and sends it to the matching open watches. */
   #emitNad(type: string, object: Json): void {
     const rv = Number((object.metadata as Json).resourceVersion);
     const ev = { rv, type, object: structuredClone(object) };
     this.#nadEvents.push(ev);
-    const ns = (object.metadata as Json).namespace;
     for (const w of this.#nadWatchers) {
-      if (w.namespace === undefined || w.namespace === ns) this.#writeEvent(w, type, ev.object);
+      if (w.match(object)) this.#writeEvent(w, type, ev.object);
     }
   }
 
-  #writeEvent(w: NadWatcher, type: string, object: Json): void {
+  #writeEvent(w: Watcher, type: string, object: Json): void {
     if (w.res.destroyed || w.res.writableEnded) return;
     w.res.write(JSON.stringify({ type, object }) + "\n");
   }
 
-  #sendBookmark(w: NadWatcher): void {
+  #sendBookmark(w: Watcher): void {
     this.#writeEvent(w, "BOOKMARK", {
-      kind: "NetworkAttachmentDefinition",
-      apiVersion: `${NAD_GROUP}/v1`,
+      kind: w.kind === "pods" ? "Pod" : "NetworkAttachmentDefinition",
+      apiVersion: w.kind === "pods" ? "v1" : `${NAD_GROUP}/v1`,
       metadata: { resourceVersion: String(this.#rv) },
     });
   }
 
-  #closeWatcher(w: NadWatcher, clean: boolean): void {
-    if (!this.#nadWatchers.delete(w)) return;
+  #closeWatcher(w: Watcher, clean: boolean): void {
+    const set = w.kind === "pods" ? this.#podWatchers : this.#nadWatchers;
+    if (!set.delete(w)) return;
     for (const t of w.timers) clearTimeout(t);
     if (clean) w.res.end();
     else w.res.socket?.destroy();
   }
 
   /**
-   * Serves `GET …/network-attachment-definitions?watch=…` like the watch cache (see the
-   * module doc); throws an {@link HttpError} for requests refused before the stream starts.
+   * Serves `GET …/network-attachment-definitions?watch=…` and `GET …/pods?watch=…` (with
+   * `fieldSelector`) like the watch cache (see the module doc); throws an {@link HttpError}
+   * for requests refused before the stream starts.
    */
-  #watchNads(
+  #watch(
+    kind: "nads" | "pods",
     url: URL,
     user: { name: string; identity: string },
     res: ServerResponse,
     seen: SeenRequest,
   ): void {
     const parts = url.pathname.split("/").filter((p) => p !== "").map(decodeURIComponent);
-    let rest = parts.slice(3);
+    let rest = parts.slice(kind === "pods" ? 2 : 3);
     let namespace: string | undefined;
     if (rest[0] === "namespaces") {
       namespace = rest[1];
       rest = rest.slice(2);
     }
-    if (rest.length !== 1 || rest[0] !== NAD_RESOURCE) throw unknownResource();
-    this.#authorize(user, { verb: "watch", resource: NAD_RESOURCE, group: NAD_GROUP, namespace });
+    const resource = kind === "pods" ? "pods" : NAD_RESOURCE;
+    if (rest.length !== 1 || rest[0] !== resource) throw unknownResource();
+    this.#authorize(user, {
+      verb: "watch",
+      resource,
+      group: kind === "pods" ? "" : NAD_GROUP,
+      namespace,
+    });
+    const fields = kind === "pods"
+      ? podFieldSelector(url.searchParams.get("fieldSelector"))
+      : () => true;
     const rvParam = url.searchParams.get("resourceVersion") ?? "";
     if (rvParam !== "" && !/^\d+$/.test(rvParam)) {
       throw new HttpError(
@@ -861,8 +959,10 @@ class StandIn implements KubeApiStandIn {
       );
     }
     const timeoutSeconds = Number(url.searchParams.get("timeoutSeconds") ?? "0");
-    const w: NadWatcher = {
-      namespace,
+    const w: Watcher = {
+      kind,
+      match: (o) =>
+        (namespace === undefined || (o.metadata as Json).namespace === namespace) && fields(o),
       res,
       bookmarks: isTrue(url.searchParams.get("allowWatchBookmarks")),
       timers: [],
@@ -874,24 +974,21 @@ class StandIn implements KubeApiStandIn {
       "content-type": "application/json",
     });
     res.flushHeaders();
-    const matches = (o: Json) =>
-      namespace === undefined || (o.metadata as Json).namespace === namespace;
+    const store = kind === "pods" ? this.#pods : this.#nads;
+    const history = kind === "pods" ? this.#podEvents : this.#nadEvents;
+    const compactedRv = kind === "pods" ? this.#podCompactedRv : this.#nadCompactedRv;
     if (rvParam === "" || rvParam === "0") {
       // "Start at most recent / any": the current objects as synthetic ADDED events.
-      for (const [k, o] of [...this.#nads.entries()].sort(([a], [b]) => a < b ? -1 : 1)) {
-        if (matches(o)) this.#writeEvent(w, "ADDED", this.#nads.get(k)!);
+      for (const [k, o] of [...store.entries()].sort(([a], [b]) => a < b ? -1 : 1)) {
+        if (w.match(o)) this.#writeEvent(w, "ADDED", store.get(k)!);
       }
     } else {
       const rv = Number(rvParam);
-      if (rv < this.#nadCompactedRv) {
+      if (rv < compactedRv) {
         this.#writeEvent(
           w,
           "ERROR",
-          statusBody(
-            410,
-            "Expired",
-            `too old resource version: ${rv} (${this.#nadCompactedRv})`,
-          ),
+          statusBody(410, "Expired", `too old resource version: ${rv} (${compactedRv})`),
         );
         res.end();
         return;
@@ -908,11 +1005,13 @@ class StandIn implements KubeApiStandIn {
         res.end();
         return;
       }
-      for (const ev of this.#nadEvents) {
-        if (ev.rv > rv && matches(ev.object)) this.#writeEvent(w, ev.type, ev.object);
+      for (const ev of history) {
+        if (ev.rv <= rv) continue;
+        const t = filteredType(w.match, ev);
+        if (t) this.#writeEvent(w, t, ev.object);
       }
     }
-    this.#nadWatchers.add(w);
+    (kind === "pods" ? this.#podWatchers : this.#nadWatchers).add(w);
     res.on("close", () => this.#closeWatcher(w, false));
     if (timeoutSeconds > 0) {
       w.timers.push(setTimeout(() => {
@@ -976,25 +1075,26 @@ class StandIn implements KubeApiStandIn {
   setPodLabels(namespace: string, name: string, labels: Record<string, string>): void {
     const pod = this.#pods.get(key(namespace, name));
     if (!pod) throw new Error(`pod ${namespace}/${name} does not exist`);
+    const prev = structuredClone(pod);
     const meta = pod.metadata as Json;
     if (Object.keys(labels).length) meta.labels = { ...labels };
     else delete meta.labels;
     meta.resourceVersion = String(++this.#rv);
-    this.#podFeed.emit("MODIFIED", pod);
+    this.#emitPod("MODIFIED", pod, prev);
   }
 
   get policyWatchCount(): number {
-    return this.#podFeed.watchCount + this.#mnpFeed.watchCount + this.#namespaceFeed.watchCount;
+    return this.#podWatchers.size + this.#mnpFeed.watchCount + this.#namespaceFeed.watchCount;
   }
 
   compactPolicyHistory(): void {
-    for (const f of [this.#podFeed, this.#mnpFeed, this.#namespaceFeed]) f.compact(this.#rv);
+    for (const f of [this.#mnpFeed, this.#namespaceFeed]) f.compact(this.#rv);
+    this.compactPodHistory();
   }
 
   endPolicyWatches(opts: { clean?: boolean } = {}): void {
-    for (const f of [this.#podFeed, this.#mnpFeed, this.#namespaceFeed]) {
-      f.endAll(opts.clean ?? true);
-    }
+    for (const f of [this.#mnpFeed, this.#namespaceFeed]) f.endAll(opts.clean ?? true);
+    this.endPodWatches(opts);
   }
 
   /** A copy of `obj` at a new resourceVersion (what a DELETED event carries). */
@@ -1005,7 +1105,7 @@ class StandIn implements KubeApiStandIn {
   }
 
   /**
-   * Cluster-wide list and watch of pods (`/api/v1/pods`), namespaces (`/api/v1/namespaces`)
+   * Cluster-wide list and watch of namespaces (`/api/v1/namespaces`)
    * and MultiNetworkPolicies (`/apis/k8s.cni.cncf.io/v1beta1[/namespaces/{ns}]/multi-networkpolicies`),
    * with `labelSelector`/`fieldSelector`; false when the path is none of these.
    */
@@ -1019,10 +1119,7 @@ class StandIn implements KubeApiStandIn {
     let target: { feed: WatchFeed; store: Map<string, Json>; resource: string; group: string };
     let namespace: string | undefined;
     let list: { kind: string; apiVersion: string; keepKind: boolean };
-    if (parts.length === 3 && parts[0] === "api" && parts[1] === "v1" && parts[2] === "pods") {
-      target = { feed: this.#podFeed, store: this.#pods, resource: "pods", group: "" };
-      list = { kind: "PodList", apiVersion: "v1", keepKind: false };
-    } else if (parts.length === 3 && parts[0] === "api" && parts[2] === "namespaces") {
+    if (parts.length === 3 && parts[0] === "api" && parts[2] === "namespaces") {
       if (parts[1] !== "v1") return false;
       target = {
         feed: this.#namespaceFeed,
@@ -1111,7 +1208,8 @@ class StandIn implements KubeApiStandIn {
     if (this.#stopped) return;
     this.#stopped = true;
     this.endNadWatches({ clean: false });
-    for (const f of [this.#podFeed, this.#mnpFeed, this.#namespaceFeed]) f.endAll(false);
+    for (const f of [this.#mnpFeed, this.#namespaceFeed]) f.endAll(false);
+    this.endPodWatches({ clean: false });
     for (const t of this.#timers) {
       clearTimeout(t.id);
       t.resolve();
@@ -1215,7 +1313,14 @@ class StandIn implements KubeApiStandIn {
         method === "GET" && isTrue(url.searchParams.get("watch")) &&
         url.pathname.startsWith(`/apis/${NAD_GROUP}/v1/`)
       ) {
-        this.#watchNads(url, user, res, seen);
+        this.#watch("nads", url, user, res, seen);
+        return;
+      }
+      if (
+        method === "GET" && isTrue(url.searchParams.get("watch")) &&
+        /^\/api\/v1\/(namespaces\/[^/]+\/)?pods$/.test(url.pathname)
+      ) {
+        this.#watch("pods", url, user, res, seen);
         return;
       }
       const out = this.#route(method, url, user, req, body);
@@ -1285,6 +1390,12 @@ class StandIn implements KubeApiStandIn {
           platform: "linux/amd64",
         },
       };
+    }
+    // /api/v1/pods: every namespace's pods (list only)
+    if (p === "/api/v1/pods") {
+      if (method !== "GET") throw methodNotAllowed();
+      this.#authorize(user, { verb: "list", resource: "pods", group: "" });
+      return { status: 200, body: this.#listPods(undefined, url) };
     }
     // /api/v1/namespaces/{ns}/{resource}[/{name}[/{sub}]]
     if (parts[0] === "api" && parts[1] === "v1" && parts[2] === "namespaces" && parts.length >= 5) {
@@ -1490,9 +1601,10 @@ class StandIn implements KubeApiStandIn {
     };
   }
 
-  #listPods(ns: string, url: URL): Json {
+  #listPods(ns: string | undefined, url: URL): Json {
+    const fields = podFieldSelector(url.searchParams.get("fieldSelector"));
     const all = [...this.#pods.entries()]
-      .filter(([k]) => k.startsWith(`${ns}/`))
+      .filter(([k, v]) => (ns === undefined || k.startsWith(`${ns}/`)) && fields(v))
       .sort(([a], [b]) => a < b ? -1 : 1);
     let start = 0;
     const cont = url.searchParams.get("continue");
@@ -1539,7 +1651,12 @@ class StandIn implements KubeApiStandIn {
     if (err) {
       throw new HttpError(400, statusBody(400, "BadRequest", `error decoding patch: ${err}`));
     }
-    const patch = JSON.parse(body) as unknown;
+    return this.#applyPodPatch(ns, name, sub, JSON.parse(body) as unknown);
+  }
+
+  /** A merge patch on the stored pod (main resource or `status`); MODIFIED when it changed. */
+  #applyPodPatch(ns: string, name: string, sub: string | undefined, patch: unknown): Json {
+    const pod = this.#pods.get(key(ns, name))!;
     const meta = pod.metadata as Json;
     const conflict = () =>
       new HttpError(
@@ -1589,7 +1706,7 @@ class StandIn implements KubeApiStandIn {
     if (JSON.stringify(merged) !== JSON.stringify(pod)) {
       m.resourceVersion = String(++this.#rv);
       this.#pods.set(key(ns, name), merged);
-      this.#podFeed.emit("MODIFIED", merged);
+      this.#emitPod("MODIFIED", merged, pod);
     }
     return this.#pods.get(key(ns, name))!;
   }
@@ -1693,15 +1810,66 @@ class StandIn implements KubeApiStandIn {
   }
 }
 
-/** One open NAD watch. */
-interface NadWatcher {
-  /** Only this namespace's NADs; all when undefined. */
-  namespace?: string;
+/** One open NAD or pod watch. */
+interface Watcher {
+  kind: "nads" | "pods";
+  /** Whether an object is in this watch (its namespace, its field selector). */
+  match: (o: Json) => boolean;
   res: ServerResponse;
   /** `allowWatchBookmarks=true` was asked. */
   bookmarks: boolean;
   /** Deadline timeout and bookmark interval (cleared with `clearTimeout`). */
   timers: ReturnType<typeof setTimeout>[];
+}
+
+/**
+ * The type a filtered watch sees for a change (apiserver's cacher): in the filter before and
+ * after → the event's own type; only after → ADDED; only before → DELETED; never → none.
+ */
+function filteredType(
+  match: (o: Json) => boolean,
+  ev: { type: string; object: Json; prev?: Json },
+): string | undefined {
+  const now = ev.type !== "DELETED" && match(ev.object);
+  const before = ev.type === "DELETED" ? match(ev.prev ?? ev.object) : !!ev.prev && match(ev.prev);
+  if (now && before) return ev.type;
+  if (now) return "ADDED";
+  if (before) return "DELETED";
+  return undefined;
+}
+
+/** The pod fields kube-apiserver's field selector supports (`pkg/registry/core/pod` `ToSelectableFields`). */
+const POD_FIELDS: Record<string, (p: Json) => string> = {
+  "metadata.name": (p) => String((p.metadata as Json).name ?? ""),
+  "metadata.namespace": (p) => String((p.metadata as Json).namespace ?? ""),
+  "spec.nodeName": (p) => String((p.spec as Json | undefined)?.nodeName ?? ""),
+  "spec.restartPolicy": (p) => String((p.spec as Json | undefined)?.restartPolicy ?? ""),
+  "spec.schedulerName": (p) => String((p.spec as Json | undefined)?.schedulerName ?? ""),
+  "spec.serviceAccountName": (p) => String((p.spec as Json | undefined)?.serviceAccountName ?? ""),
+  "status.phase": (p) => String((p.status as Json | undefined)?.phase ?? ""),
+};
+
+/**
+ * Parses a pod `fieldSelector` (`a=b,c!=d`; `=` and `==` alike) into a predicate.
+ * @throws {HttpError} 400 `field label not supported: x` for another field, as apiserver does
+ */
+function podFieldSelector(text: string | null): (p: Json) => boolean {
+  if (!text) return () => true;
+  const terms = text.split(",").map((t) => {
+    const m = /^([^!=]+)(==|=|!=)(.*)$/.exec(t.trim());
+    if (!m) {
+      throw new HttpError(
+        400,
+        statusBody(400, "BadRequest", `invalid field selector: ${JSON.stringify(t)}`),
+      );
+    }
+    const field = POD_FIELDS[m[1]];
+    if (!field) {
+      throw new HttpError(400, statusBody(400, "BadRequest", `field label not supported: ${m[1]}`));
+    }
+    return { field, not: m[2] === "!=", value: m[3] };
+  });
+  return (p) => terms.every((t) => (t.field(p) === t.value) !== t.not);
 }
 
 /** Go's `strconv.ParseBool` true words, as apiserver parses `watch` and `allowWatchBookmarks`. */

@@ -537,3 +537,59 @@ Deno.test("stand-in: writeKubeconfig writes JSON or YAML for each auth", async (
     assert.equal(atob(inline.clusters[0].cluster["certificate-authority-data"]), api.caCertPem);
   });
 });
+
+Deno.test("stand-in: pod lists and watches by fieldSelector, as the watch cache filters", async () => {
+  await withApi(async (api, http) => {
+    api.addPod({ namespace: "a", name: "p1", nodeName: "n1" });
+    api.addPod({ namespace: "b", name: "p2", nodeName: "n2" });
+    const names = (r: { json: unknown }) =>
+      (r.json as { items: { metadata: { name: string } }[] }).items.map((i) => i.metadata.name);
+    const list = await call(api, http, "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1");
+    assert.equal(list.status, 200);
+    assert.equal((list.json as { kind: string }).kind, "PodList");
+    assert.deepEqual(names(list), ["p1"]);
+    assert.deepEqual(names(await call(api, http, "/api/v1/pods?fieldSelector=spec.nodeName%3D")), [
+      "api-sample",
+    ]);
+    assert.deepEqual(
+      names(await call(api, http, "/api/v1/namespaces/b/pods?fieldSelector=spec.nodeName!%3Dn1")),
+      ["p2"],
+    );
+    const bad = await call(api, http, "/api/v1/pods?fieldSelector=spec.nope%3Dx");
+    assert.equal(bad.status, 400);
+    assert.equal((bad.json as { message: string }).message, "field label not supported: spec.nope");
+
+    const rv = (list.json as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
+    const res = await fetch(
+      `${api.url}/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dn1&resourceVersion=${rv}`,
+      { client: http, headers: { authorization: `Bearer ${api.token}` } },
+    );
+    assert.equal(res.status, 200);
+    api.patchPod("b", "p2", { metadata: { labels: { x: "1" } } }); // other node: not sent
+    api.patchPod("a", "p1", { metadata: { annotations: { k: "v" } } }); // MODIFIED
+    api.addPod({ namespace: "b", name: "p3" });
+    api.patchPod("b", "p3", { spec: { nodeName: "n1" } }); // bound here: ADDED
+    api.deletePod("a", "p1", { graceful: true }); // deletionTimestamp: MODIFIED
+    api.deletePod("a", "p1"); // DELETED
+    const want = 4;
+    const lines: { type: string; object: { metadata: Record<string, unknown> } }[] = [];
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    while (lines.length < want) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      for (let nl; (nl = buf.indexOf("\n")) >= 0; buf = buf.slice(nl + 1)) {
+        lines.push(JSON.parse(buf.slice(0, nl)));
+      }
+    }
+    await reader.cancel();
+    assert.deepEqual(lines.map((l) => `${l.type} ${l.object.metadata.name}`), [
+      "MODIFIED p1",
+      "ADDED p3",
+      "MODIFIED p1",
+      "DELETED p1",
+    ]);
+    assert.ok(lines[2].object.metadata.deletionTimestamp, "graceful delete sets deletionTimestamp");
+  });
+});

@@ -48,6 +48,8 @@ export interface NodeOptions {
   annotations?: Record<string, string>;
   conf?: Record<string, unknown>;
   cniVersion?: string;
+  /** The pod's `spec.nodeName` (the daemon's pod informer selects by it). */
+  nodeName?: string;
   /** Options of the API stand-in ({@link world} only). */
   kubeApi?: StartKubeApiOptions;
 }
@@ -157,7 +159,13 @@ export async function world(opts: NodeOptions = {}): Promise<World> {
     for (const [name, config] of Object.entries(n.nadConfigs)) {
       api.addNad({ namespace: NS, name, config });
     }
-    api.addPod({ namespace: NS, name: POD, uid: UID, annotations: opts.annotations ?? {} });
+    api.addPod({
+      namespace: NS,
+      name: POD,
+      uid: UID,
+      annotations: opts.annotations ?? {},
+      nodeName: opts.nodeName,
+    });
     await Deno.writeTextFile(`${n.dirs.kube}/token`, api.token);
     await api.writeKubeconfig(n.kubeconfig, {
       auth: "tokenFile",

@@ -1,0 +1,279 @@
+/**
+ * Hot-plug / hot-unplug of networks on running pods (issue 14 §1), in `manifold daemon`,
+ * on with `"hotPlug": true` in the plugin config it reads. The node's pod informer
+ * (pod_informer.ts) says which pods changed; a pod counts as running here when the cache holds
+ * a sandbox record for it. Each such pod is brought in line with its
+ * `k8s.v1.cni.cncf.io/networks` annotation by hotplug_apply.ts (a few pods at once, each pod's
+ * changes one at a time).
+ *
+ * Level-triggered: every pod the informer reports (also at start, from the first list, so a
+ * daemon restarted mid-change converges) and, every {@link HOTPLUG_RESYNC_MS}, every pod of
+ * the node is compared with its cache; a missed watch event only delays the change. A pod being
+ * deleted (`metadata.deletionTimestamp`) is left alone, as is one using the KEP-3698
+ * annotation (its attachments come from PodNetwork objects). Warnings are sent once per
+ * annotation value, not at every resync.
+ *
+ * @module
+ */
+
+import { formatCniArgs, parseCniEnv } from "../cni/env.ts";
+import type { Pod } from "../k8s/mod.ts";
+import type { Logger } from "../log/mod.ts";
+import { AttachmentCache, type CacheKey, type CacheRecord } from "../multinet/cache.ts";
+import type { ManifoldConf } from "../multinet/config.ts";
+import { NETWORKS_ANNOTATION, PODNETWORKS_ANNOTATION } from "../multinet/types.ts";
+import { type ApiDeps, buildDeps } from "../multinet/wiring.ts";
+import { errorText } from "../util/text.ts";
+import { type HotPlugOutcome, hotPlugPod, runtimeArgsOf } from "./hotplug_apply.ts";
+import type { PodStore } from "./pod_informer.ts";
+
+/**
+ * Pods changed at once (each pod's own change is one at a time, its attachments in order, NPWG
+ * v1.3 §7.3): a slow delegate of one pod does not hold up the others.
+ */
+export const HOTPLUG_CONCURRENCY = 4;
+
+/** Period of the full comparison of every pod of the node with its cache, ms. */
+export const HOTPLUG_RESYNC_MS = 60_000;
+
+/** Options of {@link startHotPlug}. */
+export interface HotPlugOptions {
+  /** The daemon's plugin configuration (`hotPlug: true`). */
+  conf: ManifoldConf;
+  /** The node's pods. */
+  pods: PodStore;
+  /** The API-backed sources the daemon shares (NADs from memory, status PATCH, events). */
+  api: () => Promise<ApiDeps>;
+  /** The daemon's environment (delegates inherit it; `CNI_PATH` is searched after `binDir`). */
+  env: Record<string, string>;
+  /** The daemon's log. */
+  logger: Logger;
+  /** Resync period, ms; default {@link HOTPLUG_RESYNC_MS}. */
+  resyncMs?: number;
+  /** Told of every pass that did something (tests, metrics). */
+  onOutcome?: (pod: string, outcome: HotPlugOutcome) => void;
+}
+
+/** A running hot-plug controller. */
+export interface HotPlug {
+  /** Stops taking work and waits for the pass in progress. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the hot-plug controller (module doc).
+ * @param opts configuration, pod store, API sources, environment, logger
+ * @returns the controller
+ */
+export function startHotPlug(opts: HotPlugOptions): HotPlug {
+  return new Controller(opts);
+}
+
+class Controller implements HotPlug {
+  #opts: HotPlugOptions;
+  #cache: AttachmentCache;
+  #log: Logger;
+  /** Pods to look at (`ns/name`), in order; `true` = even when their annotation is as applied. */
+  #queue = new Map<string, boolean>();
+  /**
+   * Per pod (`ns/name`): its UID, the selection annotation last looked at, whether it was
+   * brought in line (or refused: `ok`; a failed change is retried at the pod's next event and
+   * at the resync) and the warnings already sent for it. Forgotten when the pod leaves.
+   */
+  #seen = new Map<string, { uid: string; text: string; ok: boolean; warned: Set<string> }>();
+  /** Sandbox record by `ns/name`, from the last cache scan. */
+  #index = new Map<string, CacheKey>();
+  /** When the last cache scan started (`Date.now()`); 0: never. */
+  #scannedAt = 0;
+  /** Pods being changed now (never two passes for one pod at once). */
+  #active = new Set<string>();
+  /** The running workers. */
+  #workers = new Set<Promise<void>>();
+  #stopped = false;
+  #timer: ReturnType<typeof setInterval>;
+  #unsubscribe: () => void;
+
+  constructor(opts: HotPlugOptions) {
+    this.#opts = opts;
+    this.#cache = new AttachmentCache(opts.conf.cniDir);
+    this.#log = opts.logger.with({ component: "hotplug" });
+    this.#unsubscribe = opts.pods.onChange((c) => {
+      if (c.pod) this.#enqueue(`${c.namespace}/${c.name}`, false);
+      else this.#forget(c.namespace, c.name);
+    });
+    for (const p of opts.pods.pods()) this.#enqueue(podKey(p), true);
+    this.#timer = setInterval(() => {
+      for (const p of opts.pods.pods()) this.#enqueue(podKey(p), true);
+    }, opts.resyncMs ?? HOTPLUG_RESYNC_MS);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#timer);
+    this.#unsubscribe();
+    this.#queue.clear();
+    await Promise.all(this.#workers);
+  }
+
+  #enqueue(key: string, force: boolean): void {
+    if (this.#stopped) return;
+    this.#queue.set(key, force || (this.#queue.get(key) ?? false));
+    this.#spawn();
+  }
+
+  /** Starts workers (at most {@link HOTPLUG_CONCURRENCY}) while there is work for them. */
+  #spawn(): void {
+    while (
+      !this.#stopped && this.#workers.size < HOTPLUG_CONCURRENCY && this.#next() !== undefined
+    ) {
+      const worker: Promise<void> = this.#work().finally(() => {
+        this.#workers.delete(worker);
+        this.#spawn();
+      });
+      this.#workers.add(worker);
+    }
+  }
+
+  /** The first queued pod not being changed now. */
+  #next(): string | undefined {
+    for (const key of this.#queue.keys()) if (!this.#active.has(key)) return key;
+    return undefined;
+  }
+
+  #forget(namespace: string, name: string): void {
+    this.#index.delete(`${namespace}/${name}`);
+    this.#seen.delete(`${namespace}/${name}`);
+  }
+
+  async #work(): Promise<void> {
+    for (let key = this.#next(); key !== undefined && !this.#stopped; key = this.#next()) {
+      const force = this.#queue.get(key)!;
+      this.#queue.delete(key);
+      this.#active.add(key);
+      try {
+        const slash = key.indexOf("/");
+        const pod = this.#opts.pods.get(key.slice(0, slash), key.slice(slash + 1));
+        if (pod) await this.#reconcile(pod, force);
+      } catch (e) {
+        this.#log.error("hot-plug pass failed", { pod: key, error: errorText(e) });
+      } finally {
+        this.#active.delete(key);
+      }
+    }
+  }
+
+  async #reconcile(pod: Pod, force: boolean): Promise<void> {
+    const meta = pod.metadata;
+    const uid = meta.uid ?? "";
+    const annotations = meta.annotations ?? {};
+    const text = annotations[NETWORKS_ANNOTATION] ?? "";
+    const raw = pod.raw.metadata as Record<string, unknown> | undefined;
+    if (raw?.deletionTimestamp) return; // being deleted: left alone
+    if (annotations[PODNETWORKS_ANNOTATION]) return; // KEP-3698 pods: not hot-plugged
+    const k = `${meta.namespace}/${meta.name}`;
+    let seen = this.#seen.get(k);
+    if (!force && seen?.uid === uid && seen.text === text && seen.ok) return;
+    const key = await this.#sandboxOf(meta.namespace, meta.name);
+    if (!key) return; // not running on this node (yet): its ADD reads the annotation itself
+    const started = performance.now();
+    const outcome = await hotPlugPod({
+      conf: this.#opts.conf,
+      cache: this.#cache,
+      key,
+      pod: { namespace: meta.namespace, name: meta.name, uid, annotations },
+      makeDeps: (record) => this.#deps(record),
+      logger: this.#log,
+    });
+    if (outcome.kind === "gone") {
+      this.#index.delete(k);
+      return;
+    }
+    if (seen?.uid !== uid || seen.text !== text) {
+      seen = { uid, text, ok: false, warned: new Set() };
+      this.#seen.set(k, seen);
+    }
+    seen.ok = outcome.kind !== "failed";
+    await this.#send(meta.namespace, meta.name, uid, outcome, seen.warned);
+    if (outcome.kind !== "unchanged") {
+      this.#log.info("hot-plug done", {
+        pod: `${meta.namespace}/${meta.name}`,
+        kind: outcome.kind,
+        added: outcome.added,
+        removed: outcome.removed,
+        ms: Math.round(performance.now() - started),
+      });
+    }
+    this.#opts.onOutcome?.(`${meta.namespace}/${meta.name}`, outcome);
+  }
+
+  /** Sends the pass's events; a Warning already sent for this annotation value is not repeated. */
+  async #send(
+    namespace: string,
+    name: string,
+    uid: string,
+    outcome: HotPlugOutcome,
+    warned: Set<string>,
+  ) {
+    if (outcome.events.length === 0) return;
+    const { events } = await this.#opts.api();
+    const ref = { namespace, name, uid, infraContainerId: "" };
+    for (const ev of outcome.events) {
+      if (ev.type === "Warning") {
+        this.#log.warn(ev.message, { reason: ev.reason, pod: `${namespace}/${name}` });
+        const id = `${ev.reason}\0${ev.message}`;
+        if (warned.has(id)) continue;
+        warned.add(id);
+      }
+      events.emit(ref, ev);
+    }
+    await events.flush();
+  }
+
+  /** The pod's sandbox record key: from the index, else from a scan of the cache. */
+  async #sandboxOf(namespace: string, name: string): Promise<CacheKey | undefined> {
+    const k = `${namespace}/${name}`;
+    const known = this.#index.get(k);
+    if (known) return known;
+    // A pod without a sandbox here (host network, not started yet) must not cost a scan at
+    // each of its events: scan again only when the cache directory changed since the last
+    // scan (mtime, compared with a 1 s margin for its ms precision).
+    const mtime = (await Deno.stat(this.#cache.dir).catch(() => undefined))?.mtime?.getTime();
+    if (mtime === undefined || mtime < this.#scannedAt - 1000) return undefined;
+    this.#scannedAt = Date.now();
+    const index = new Map<string, CacheKey>(); // filled, then swapped in (workers scan concurrently)
+    for (const key of await this.#cache.list()) {
+      let record: CacheRecord | undefined;
+      try {
+        record = await this.#cache.read(key.containerId, key.ifName);
+      } catch { /* damaged: not a running sandbox */ }
+      if (!record || record.deletedAt || !record.pod.name) continue;
+      const rk = `${record.pod.namespace}/${record.pod.name}`;
+      const held = this.#opts.pods.get(record.pod.namespace, record.pod.name);
+      // A record of an older pod of the same name is not this pod's sandbox.
+      if (held && record.pod.uid && held.metadata.uid && held.metadata.uid !== record.pod.uid) {
+        continue;
+      }
+      index.set(rk, key);
+    }
+    this.#index = index;
+    return index.get(k);
+  }
+
+  /** The dependencies of a change: a CNI environment as the sandbox's ADD had it. */
+  async #deps(record: CacheRecord) {
+    const { conf, env, api } = this.#opts;
+    const cniEnv = parseCniEnv({
+      CNI_COMMAND: "ADD",
+      CNI_CONTAINERID: record.containerId,
+      CNI_NETNS: record.netns,
+      CNI_IFNAME: record.ifName,
+      CNI_ARGS: formatCniArgs(runtimeArgsOf(record)),
+      CNI_PATH: env.CNI_PATH ?? "",
+    });
+    return await buildDeps(conf, cniEnv, this.#log, { processEnv: env, api });
+  }
+}
+
+function podKey(p: Pod): string {
+  return `${p.metadata.namespace}/${p.metadata.name}`;
+}

@@ -1,0 +1,265 @@
+/**
+ * Hot-plug of one running pod (issue 14 §1): under the container's lock, re-read its cache
+ * record, plan its current selection with the same code as a sandbox ADD
+ * (`buildPodPlan`: same validation, same capability MUSTs), diff (hotplug_diff.ts), DEL the
+ * removed attachments (`detachAll`), ADD the new ones (`AddRun.attach`: intent record first,
+ * so a crash mid-change is found again), verify against the kernel, cache, PATCH
+ * network-status. A failed ADD rolls back every attachment this change added (`detachAll`),
+ * leaving the pod as it was. Events are returned, not sent (the caller sends them once).
+ *
+ * @module
+ */
+
+import { toCniError } from "../cni/errors.ts";
+import { type DecodedResult, decodeResult } from "../cni/result.ts";
+import type { Logger } from "../log/mod.ts";
+import type { AttachmentCache, CacheKey, CacheRecord } from "../multinet/cache.ts";
+import { AddRun } from "../multinet/cmd_add.ts";
+import type { ManifoldConf } from "../multinet/config.ts";
+import { lockContainer } from "../multinet/container_lock.ts";
+import type { ManifoldDeps } from "../multinet/deps.ts";
+import { detachAll } from "../multinet/detach.ts";
+import { podSelections } from "../multinet/networks.ts";
+import type { PodRef } from "../multinet/pod.ts";
+import { buildPodPlan } from "../multinet/pod_plan.ts";
+import { serializeNetworkStatus } from "../multinet/status.ts";
+import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../multinet/types.ts";
+import { oneLine } from "../util/text.ts";
+import { diffAttachments, pinSelection, selectionText } from "./hotplug_diff.ts";
+
+/** One Kubernetes Event for the pod. */
+export interface HotPlugEvent {
+  /** `AddedInterface`, `RemovedInterface`, `HotPlugRefused`, `HotPlugFailed`, `HotUnplugFailed`. */
+  reason: string;
+  /** The event's message. */
+  message: string;
+  /** `Normal` or `Warning`. */
+  type: "Normal" | "Warning";
+}
+
+/** What one hot-plug pass did. */
+export interface HotPlugOutcome {
+  /**
+   * `"gone"`: no running sandbox (no record, a tombstone, another UID, the netns gone);
+   * `"unchanged"`: nothing to do (refusals aside); `"changed"`: something was added or removed;
+   * `"failed"`: a change failed (and was rolled back).
+   */
+  kind: "gone" | "unchanged" | "changed" | "failed";
+  /** The events to send for the pod. */
+  events: HotPlugEvent[];
+  /** Interfaces added, e.g. `["net2"]`. */
+  added: string[];
+  /** Interfaces removed. */
+  removed: string[];
+}
+
+/** Inputs of {@link hotPlugPod}. */
+export interface HotPlugPodInput {
+  /** The daemon's plugin configuration. */
+  conf: ManifoldConf;
+  /** The attachment cache (`conf.cniDir`). */
+  cache: AttachmentCache;
+  /** The sandbox's record key. */
+  key: CacheKey;
+  /** The pod as the informer holds it. */
+  pod: { namespace: string; name: string; uid: string; annotations: Record<string, string> };
+  /** Builds the dependencies of a change to this record (CNI environment from the record). */
+  makeDeps(record: CacheRecord): Promise<ManifoldDeps>;
+  /** The daemon's log. */
+  logger: Logger;
+}
+
+/**
+ * Brings one running pod's attachments in line with its selection annotation (module doc).
+ * @param input configuration, cache, record key, pod, dependency factory, logger
+ * @returns what was done and the events to send; never throws for a delegate or plan failure
+ * @throws {CniError} 5 when the container's lock cannot be taken; cache I/O errors
+ */
+export async function hotPlugPod(input: HotPlugPodInput): Promise<HotPlugOutcome> {
+  const { cache, key, pod } = input;
+  const outcome: HotPlugOutcome = { kind: "gone", events: [], added: [], removed: [] };
+  const lock = await lockContainer(input.conf.cniDir, key.containerId);
+  try {
+    const record = await cache.read(key.containerId, key.ifName).catch(() => undefined);
+    if (!record || record.deletedAt) {
+      await lock.remove(); // a DEL finished: its lock file must not come back
+      return outcome;
+    }
+    if (!record.networkStatus || (record.pod.uid && pod.uid && record.pod.uid !== pod.uid)) {
+      return outcome;
+    }
+    if (!record.netns || !await Deno.stat(record.netns).then(() => true, () => false)) {
+      return outcome; // the sandbox is being torn down
+    }
+    return await change(input, record, outcome);
+  } finally {
+    lock.release();
+  }
+}
+
+async function change(
+  input: HotPlugPodInput,
+  record: CacheRecord,
+  outcome: HotPlugOutcome,
+): Promise<HotPlugOutcome> {
+  const { pod } = input;
+  outcome.kind = "unchanged";
+  const deps = await input.makeDeps(record);
+  const log = input.logger.with({
+    cmd: "hotplug",
+    containerId: record.containerId,
+    pod: `${pod.namespace}/${pod.name}`,
+  });
+  const podRef = podRefOf(record);
+  const refuse = (message: string) =>
+    outcome.events.push({ reason: "HotPlugRefused", message, type: "Warning" });
+  let annotations = pod.annotations;
+  try {
+    const elements = podSelections(podRef, annotations);
+    if (elements.length > 0) {
+      const pinned = pinSelection(elements, record.attachments);
+      annotations = { ...annotations, [NETWORKS_ANNOTATION]: selectionText(pinned) };
+    }
+  } catch (e) {
+    refuse(`${NETWORKS_ANNOTATION} is invalid, networks left as they are: ${msg(e)}`);
+    return outcome;
+  }
+  let plan;
+  try {
+    plan = await buildPodPlan({
+      conf: input.conf,
+      pod: podRef,
+      containerId: record.containerId,
+      ifName: record.ifName,
+      runtimeArgs: runtimeArgsOf(record),
+      annotations,
+      nads: deps.nads,
+      podNetworks: deps.podNetworks,
+    });
+  } catch (e) {
+    refuse(`networks left as they are: ${msg(e)}`);
+    return outcome;
+  }
+  if (plan.ignoredSelection) {
+    refuse(
+      `${NETWORKS_ANNOTATION} is invalid, networks left as they are: ${msg(plan.ignoredSelection)}`,
+    );
+    return outcome;
+  }
+  const diff = diffAttachments(record.attachments, plan.attachments);
+  for (const r of diff.refused) refuse(`${ctx(podRef)} ${r}`);
+  if (diff.add.length === 0 && diff.remove.length === 0) {
+    // Level-triggered status too: a PATCH that failed after the change is sent again.
+    const published = serializeNetworkStatus(record.networkStatus ?? []);
+    if (pod.annotations[NETWORK_STATUS_ANNOTATION] !== published) {
+      log.info("network-status differs from the cache; publishing it again", {});
+      await deps.status.publish(podRef, record.containerId, record.networkStatus ?? []);
+    }
+    return outcome;
+  }
+  log.info("hot-plug", {
+    add: diff.add.map((p) => `${p.delegate.statusName}@${p.ifName}`),
+    remove: diff.remove.map((a) => `${a.statusName}@${a.ifName}`),
+  });
+
+  // Removals first: a renamed interface frees its name for the addition.
+  const failed = diff.remove.length === 0
+    ? []
+    : await detachAll(deps, diff.remove, { netns: record.netns, pod: podRef });
+  const survivors = record.attachments.flatMap((a) => {
+    if (!diff.remove.includes(a)) return [a];
+    const f = failed.find((f) => f.attachment.ifName === a.ifName);
+    if (f) {
+      outcome.events.push({ reason: "HotUnplugFailed", message: f.error.message, type: "Warning" });
+      return [f.attachment];
+    }
+    outcome.removed.push(a.ifName);
+    outcome.events.push({
+      reason: "RemovedInterface",
+      message: `Remove ${a.ifName} from ${a.statusName}`,
+      type: "Normal",
+    });
+    return [];
+  });
+
+  const run = new AddRun(deps, podRef, log, {
+    record: { ...record, attachments: survivors },
+    results: survivors.map(decodedOrUndefined),
+  });
+  const base = survivors.length;
+  try {
+    for (const p of diff.add) await run.attach(p);
+  } catch (e) {
+    const err = toCniError(e);
+    log.error("hot-plug ADD failed, rolling back", { error: err.message });
+    const made = run.record.attachments.slice(base);
+    const left = made.length === 0
+      ? []
+      : await detachAll(deps, made, { netns: record.netns, pod: podRef });
+    run.record.attachments.splice(base, made.length, ...left.map((f) => f.attachment));
+    run.results.splice(base, run.results.length - base, ...left.map(() => undefined));
+    outcome.kind = "failed";
+    outcome.events.push({
+      reason: "HotPlugFailed",
+      message: `${err.message}; the pod's networks were left as they were`,
+      type: "Warning",
+    });
+  }
+  outcome.added = run.record.attachments.slice(base).filter((a) => a.state === "added")
+    .map((a) => a.ifName);
+  if (outcome.added.length === 0 && outcome.removed.length === 0) {
+    await deps.cache.write(run.record); // intents rolled back; the status is unchanged
+    return outcome;
+  }
+  const statuses = await run.verify(undefined);
+  await run.cacheFinal(statuses);
+  await deps.status.publish(podRef, record.containerId, statuses);
+  for (const s of statuses) {
+    if (s.interface && outcome.added.includes(s.interface)) {
+      outcome.events.push({
+        reason: "AddedInterface",
+        message: `Add ${s.interface} [${(s.ips ?? []).join(",")}] from ${s.name}`,
+        type: "Normal",
+      });
+    }
+  }
+  if (outcome.kind !== "failed") outcome.kind = "changed";
+  return outcome;
+}
+
+/** The pod of a record, its infra container from the default attachment's CNI_ARGS. */
+function podRefOf(record: CacheRecord): PodRef {
+  const args = record.attachments[0]?.cniArgs ?? [];
+  return {
+    ...record.pod,
+    infraContainerId: args.find(([k]) => k === "K8S_POD_INFRA_CONTAINER_ID")?.[1] ||
+      record.containerId,
+  };
+}
+
+/**
+ * The runtime's CNI_ARGS as the sandbox ADD had them: the default attachment's pairs (the
+ * planner's pod pairs merged with the runtime's), without the default network's own
+ * `MAC`/`IP` (they came from its selection).
+ */
+export function runtimeArgsOf(record: CacheRecord): [string, string][] {
+  const args = record.attachments[0]?.cniArgs ?? [];
+  return args.filter(([k]) => k !== "MAC" && k !== "IP");
+}
+
+function decodedOrUndefined(a: { result?: unknown }): DecodedResult | undefined {
+  if (a.result === undefined) return undefined;
+  try {
+    return decodeResult(a.result);
+  } catch {
+    return undefined;
+  }
+}
+
+function ctx(pod: PodRef): string {
+  return `[${pod.namespace}/${pod.name}]`;
+}
+
+function msg(e: unknown): string {
+  return oneLine(toCniError(e).message);
+}
