@@ -78,7 +78,7 @@ import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { stringify as toYaml } from "yaml";
 import { type CertSet, defaultCertSet } from "./certs.ts";
-import { listAnswer, WatchFeed } from "./kube_api_feeds.ts";
+import { listAnswer, selectorFilter, WatchFeed } from "./kube_api_feeds.ts";
 
 /** A pod to create with {@link KubeApiStandIn.addPod}. */
 export interface PodInit {
@@ -944,9 +944,11 @@ class StandIn implements KubeApiStandIn {
       group: kind === "pods" ? "" : NAD_GROUP,
       namespace,
     });
-    const fields = kind === "pods"
+    const podFields = kind === "pods"
       ? podFieldSelector(url.searchParams.get("fieldSelector"))
-      : () => true;
+      : undefined;
+    const podLabels = kind === "pods" ? podLabelSelector(url) : undefined;
+    const fields = podFields && podLabels ? (o: Json) => podFields(o) && podLabels(o) : () => true;
     const rvParam = url.searchParams.get("resourceVersion") ?? "";
     if (rvParam !== "" && !/^\d+$/.test(rvParam)) {
       throw new HttpError(
@@ -1603,8 +1605,9 @@ class StandIn implements KubeApiStandIn {
 
   #listPods(ns: string | undefined, url: URL): Json {
     const fields = podFieldSelector(url.searchParams.get("fieldSelector"));
+    const labels = podLabelSelector(url);
     const all = [...this.#pods.entries()]
-      .filter(([k, v]) => (ns === undefined || k.startsWith(`${ns}/`)) && fields(v))
+      .filter(([k, v]) => (ns === undefined || k.startsWith(`${ns}/`)) && fields(v) && labels(v))
       .sort(([a], [b]) => a < b ? -1 : 1);
     let start = 0;
     const cont = url.searchParams.get("continue");
@@ -1948,4 +1951,12 @@ export async function startKubeApi(opts: StartKubeApiOptions = {}): Promise<Kube
     throw err;
   }
   return s;
+}
+
+/** The `labelSelector` of a pod list or watch as a predicate (fields: {@link podFieldSelector}). */
+function podLabelSelector(url: URL): (o: Json) => boolean {
+  const only = new URL(url.origin + url.pathname);
+  const labels = url.searchParams.get("labelSelector");
+  if (labels) only.searchParams.set("labelSelector", labels);
+  return selectorFilter(only);
 }
