@@ -158,8 +158,16 @@ export class ManifoldDaemon {
       idleTimeoutMs: opts.idleTimeoutMs,
       logger,
     });
-    const hotPlug = opts.conf.hotPlug && pods && api
-      ? startHotPlug({ conf: opts.conf, pods: pods.store, api, env: opts.env, logger })
+    const hotPlug = opts.conf.hotPlug && kube && pods && api
+      ? startHotPlug({
+        conf: opts.conf,
+        pods: pods.store,
+        api,
+        events: new KubeEventSink(kube, logger), // hot-plug's own policy (hotplug.ts)
+        observer: opts.observer,
+        env: opts.env,
+        logger,
+      })
       : undefined;
     if (opts.conf.hotPlug && !hotPlug) logger.warn("hotPlug needs an API and --node-name", {});
     return new ManifoldDaemon(server, store, stopWatch, watching, writer, kube, {

@@ -13,6 +13,12 @@
  * annotation (its attachments come from PodNetwork objects). Warnings are sent once per
  * annotation value, not at every resync.
  *
+ * Events: `AddedInterface` / `RemovedInterface` and the Warnings are posted unless the
+ * `events` setting is `"none"` — also with its default `"warnings"`, which silences a sandbox
+ * ADD's `AddedInterface`: a running pod's networking changing is rare and the operator's only
+ * sign of it (issue 14 §1). Metrics go to the daemon's observer (`hotPlugChange`,
+ * `hotPlugDuration`).
+ *
  * @module
  */
 
@@ -21,10 +27,12 @@ import type { Pod } from "../k8s/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache, type CacheKey, type CacheRecord } from "../multinet/cache.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
+import type { EventSink } from "../multinet/deps.ts";
 import { NETWORKS_ANNOTATION, PODNETWORKS_ANNOTATION } from "../multinet/types.ts";
 import { type ApiDeps, buildDeps } from "../multinet/wiring.ts";
 import { errorText } from "../util/text.ts";
 import { type HotPlugOutcome, hotPlugPod, runtimeArgsOf } from "./hotplug_apply.ts";
+import type { DaemonObserver } from "./observer.ts";
 import type { PodStore } from "./pod_informer.ts";
 
 /**
@@ -42,8 +50,15 @@ export interface HotPlugOptions {
   conf: ManifoldConf;
   /** The node's pods. */
   pods: PodStore;
-  /** The API-backed sources the daemon shares (NADs from memory, status PATCH, events). */
+  /** The API-backed sources the daemon shares (NADs from memory, status PATCH). */
   api: () => Promise<ApiDeps>;
+  /**
+   * Where events go, unfiltered (e.g. a `KubeEventSink`): hot-plug applies its own policy
+   * (module doc), not the `events` filter of `api().events`.
+   */
+  events: EventSink;
+  /** Receives hot-plug's metrics; default none. */
+  observer?: DaemonObserver;
   /** The daemon's environment (delegates inherit it; `CNI_PATH` is searched after `binDir`). */
   env: Record<string, string>;
   /** The daemon's log. */
@@ -193,6 +208,7 @@ class Controller implements HotPlug {
       this.#seen.set(k, seen);
     }
     seen.ok = outcome.kind !== "failed";
+    this.#measure(outcome, (performance.now() - started) / 1000);
     await this.#send(meta.namespace, meta.name, uid, outcome, seen.warned);
     if (outcome.kind !== "unchanged") {
       this.#log.info("hot-plug done", {
@@ -206,7 +222,20 @@ class Controller implements HotPlug {
     this.#opts.onOutcome?.(`${meta.namespace}/${meta.name}`, outcome);
   }
 
-  /** Sends the pass's events; a Warning already sent for this annotation value is not repeated. */
+  /** Tells the observer what the pass did (refusals: in {@link Controller.#send}). */
+  #measure(outcome: HotPlugOutcome, seconds: number): void {
+    const observer = this.#opts.observer;
+    if (!observer) return;
+    for (const c of outcome.changes) observer.hotPlugChange?.(c.op, c.result);
+    if (outcome.changes.length === 0) return; // refusals only, or nothing to do
+    const failed = outcome.kind === "failed" || outcome.changes.some((c) => c.result === "error");
+    observer.hotPlugDuration?.(seconds, failed ? "error" : "success");
+  }
+
+  /**
+   * Sends the pass's events (none with `"events": "none"`); a Warning already sent for this
+   * annotation value is not repeated, nor counted again when it is a refusal.
+   */
   async #send(
     namespace: string,
     name: string,
@@ -214,18 +243,19 @@ class Controller implements HotPlug {
     outcome: HotPlugOutcome,
     warned: Set<string>,
   ) {
-    if (outcome.events.length === 0) return;
-    const { events } = await this.#opts.api();
+    const fresh = outcome.events.filter((ev) => {
+      if (ev.type !== "Warning") return true;
+      this.#log.warn(ev.message, { reason: ev.reason, pod: `${namespace}/${name}` });
+      const id = `${ev.reason}\0${ev.message}`;
+      if (warned.has(id)) return false;
+      warned.add(id);
+      if (ev.refused) this.#opts.observer?.hotPlugChange?.(ev.refused, "refused");
+      return true;
+    });
+    if (fresh.length === 0 || this.#opts.conf.events === "none") return;
+    const { events } = this.#opts;
     const ref = { namespace, name, uid, infraContainerId: "" };
-    for (const ev of outcome.events) {
-      if (ev.type === "Warning") {
-        this.#log.warn(ev.message, { reason: ev.reason, pod: `${namespace}/${name}` });
-        const id = `${ev.reason}\0${ev.message}`;
-        if (warned.has(id)) continue;
-        warned.add(id);
-      }
-      events.emit(ref, ev);
-    }
+    for (const { reason, message, type } of fresh) events.emit(ref, { reason, message, type });
     await events.flush();
   }
 

@@ -35,6 +35,20 @@ export interface HotPlugEvent {
   message: string;
   /** `Normal` or `Warning`. */
   type: "Normal" | "Warning";
+  /**
+   * For `HotPlugRefused`: what was refused, `"add"` (a new element) or `"change"` (keys of an
+   * attached element, or a selection that cannot be planned at all); counted once per
+   * annotation value in `manifold_hotplug_changes_total{result="refused"}`.
+   */
+  refused?: "add" | "change";
+}
+
+/** One element added or removed by a pass, or not (metrics: `manifold_hotplug_changes_total`). */
+export interface HotPlugChange {
+  /** `"add"` or `"remove"`. */
+  op: "add" | "remove";
+  /** `"success"`, or `"error"` when its delegate (or a rolled-back sibling's) failed. */
+  result: "success" | "error";
 }
 
 /** What one hot-plug pass did. */
@@ -51,6 +65,8 @@ export interface HotPlugOutcome {
   added: string[];
   /** Interfaces removed. */
   removed: string[];
+  /** Every element this pass tried to add or remove, with its result (refusals are events). */
+  changes: HotPlugChange[];
 }
 
 /** Inputs of {@link hotPlugPod}. */
@@ -77,7 +93,13 @@ export interface HotPlugPodInput {
  */
 export async function hotPlugPod(input: HotPlugPodInput): Promise<HotPlugOutcome> {
   const { cache, key, pod } = input;
-  const outcome: HotPlugOutcome = { kind: "gone", events: [], added: [], removed: [] };
+  const outcome: HotPlugOutcome = {
+    kind: "gone",
+    events: [],
+    added: [],
+    removed: [],
+    changes: [],
+  };
   const lock = await lockContainer(input.conf.cniDir, key.containerId);
   try {
     const record = await cache.read(key.containerId, key.ifName).catch(() => undefined);
@@ -111,8 +133,8 @@ async function change(
     pod: `${pod.namespace}/${pod.name}`,
   });
   const podRef = podRefOf(record);
-  const refuse = (message: string) =>
-    outcome.events.push({ reason: "HotPlugRefused", message, type: "Warning" });
+  const refuse = (message: string, op: "add" | "change" = "change") =>
+    outcome.events.push({ reason: "HotPlugRefused", message, type: "Warning", refused: op });
   let annotations = pod.annotations;
   try {
     const elements = podSelections(podRef, annotations);
@@ -147,7 +169,7 @@ async function change(
     return outcome;
   }
   const diff = diffAttachments(record.attachments, plan.attachments);
-  for (const r of diff.refused) refuse(`${ctx(podRef)} ${r}`);
+  for (const r of diff.refused) refuse(`${ctx(podRef)} ${r.message}`, r.op);
   if (diff.add.length === 0 && diff.remove.length === 0) {
     // Level-triggered status too: a PATCH that failed after the change is sent again.
     const published = serializeNetworkStatus(record.networkStatus ?? []);
@@ -171,9 +193,11 @@ async function change(
     const f = failed.find((f) => f.attachment.ifName === a.ifName);
     if (f) {
       outcome.events.push({ reason: "HotUnplugFailed", message: f.error.message, type: "Warning" });
+      outcome.changes.push({ op: "remove", result: "error" });
       return [f.attachment];
     }
     outcome.removed.push(a.ifName);
+    outcome.changes.push({ op: "remove", result: "success" });
     outcome.events.push({
       reason: "RemovedInterface",
       message: `Remove ${a.ifName} from ${a.statusName}`,
@@ -207,6 +231,10 @@ async function change(
   }
   outcome.added = run.record.attachments.slice(base).filter((a) => a.state === "added")
     .map((a) => a.ifName);
+  for (const p of diff.add) {
+    const ok = outcome.kind !== "failed" || outcome.added.includes(p.ifName);
+    outcome.changes.push({ op: "add", result: ok ? "success" : "error" });
+  }
   if (outcome.added.length === 0 && outcome.removed.length === 0) {
     await deps.cache.write(run.record); // intents rolled back; the status is unchanged
     return outcome;

@@ -6,17 +6,47 @@
  * element naming an `interface` is the cached attachment of that network on that interface;
  * an element without one keeps the interface its network already has in the pod
  * ({@link pinSelection}), so removing one element never renames the others' interfaces. A
- * renamed interface is therefore a removal plus an addition. Changing `ips` or `mac` of an
- * element the pod has is refused (it would need a re-plug), as is a new element with
- * `default-route` (it would rewrite the sandbox's routes) or of a device-backed network (a NAD
- * with a `resourceName`: devices are allocated when the pod is created). The cluster default network (the
+ * renamed interface is therefore a removal plus an addition. Changing any other key of an
+ * element the pod has ({@link ATTACHED_KEYS}: `ips`, `mac`, `infiniband-guid`, `portMappings`,
+ * `bandwidth`, `default-route`, `cni-args`, `ipam-claim-reference`) is refused, naming the keys:
+ * each is consumed by the delegate's ADD only, and CNI has no operation that changes an
+ * attachment in place (CNI SPEC "Operations": ADD, DEL, CHECK, GC, STATUS, VERSION), so applying
+ * one means a DEL and an ADD, i.e. a re-plug with a new lease and a link down/up, which the
+ * annotation writer must ask for. A new element with `default-route` (it would rewrite the
+ * sandbox's routes) or of a device-backed network (a NAD with a `resourceName`: devices are
+ * allocated when the pod is created) is refused too. The cluster default network (the
  * record's first attachment) and Multus `defaultNetworks` attachments are never removed.
  *
  * @module
  */
 
 import type { CachedAttachment } from "../multinet/cache.ts";
+import { SELECTION_CAPABILITIES } from "../multinet/plan.ts";
 import type { AttachmentPlan, NetworkSelectionElement } from "../multinet/types.ts";
+
+/**
+ * The keys of a selection element that cannot change while its network is attached (NPWG
+ * v1.3 §4.1.2.1.3, .4, .6–.11); a change is refused (module doc). `interface`, `name` and
+ * `namespace` are the element's identity: changing them is a removal plus an addition.
+ */
+export const ATTACHED_KEYS = [
+  "ips",
+  "mac",
+  "infiniband-guid",
+  "portMappings",
+  "bandwidth",
+  "default-route",
+  "cni-args",
+  "ipam-claim-reference",
+] as const satisfies readonly (keyof NetworkSelectionElement)[];
+
+/** One refused change: what kind (for metrics) and the sentence of its Warning event. */
+export interface HotPlugRefusal {
+  /** `"add"`: a new element; `"change"`: keys of an attached element. */
+  op: "add" | "change";
+  /** One sentence, e.g. `network ns/a interface net1: changing "ips" of an attached …`. */
+  message: string;
+}
 
 /** What hot-plug does to one pod. */
 export interface HotPlugDiff {
@@ -24,8 +54,8 @@ export interface HotPlugDiff {
   add: AttachmentPlan[];
   /** Cached attachments to DEL. */
   remove: CachedAttachment[];
-  /** Changes refused, one sentence each (a Warning event each); nothing is done for them. */
-  refused: string[];
+  /** Changes refused (a Warning event each); nothing is done for them. */
+  refused: HotPlugRefusal[];
 }
 
 /**
@@ -87,7 +117,9 @@ export function selectionText(elements: NetworkSelectionElement[]): string {
  *
  * @param cached the record's attachments, in ADD order (`[0]` the cluster default network)
  * @param plan the pod's plan for the pinned selection (`[0]` the cluster default network)
- * @returns what to add, what to remove, what is refused (see the module doc); an attachment
+ * @returns what to add, what to remove, what is refused (see the module doc: a changed key of
+ *   an attached element is found in the cached capabilityArgs, `defaultRoute` and the
+ *   `args.cni` every plugin of the cached conflist has); an attachment
  *   whose ADD never completed (state `"adding"`, e.g. the daemon died mid-change) is removed
  *   and, when still selected, added again
  * @example
@@ -113,29 +145,31 @@ export function diffAttachments(
     }
     if (c && c.state === "added") {
       wanted.add(c);
-      for (const key of ["ips", "mac"] as const) {
-        if (JSON.stringify(c.capabilityArgs[key]) !== JSON.stringify(p.capabilityArgs[key])) {
-          diff.refused.push(
-            `${what}: changing "${key}" of an attached network needs a re-plug and was refused; ` +
-              `remove the element, then add it again`,
-          );
-        }
+      const keys = changedKeys(c, p);
+      if (keys.length > 0) {
+        diff.refused.push({
+          op: "change",
+          message: `${what}: changing ${keys.map((k) => `"${k}"`).join(", ")} of an attached ` +
+            `network needs a re-plug and was refused; remove the element, then add it again`,
+        });
       }
       continue;
     }
     if (p.delegate.resourceName !== undefined) {
       if (c) wanted.add(c);
-      diff.refused.push(
-        `${what}: a device-backed network (resourceName ${p.delegate.resourceName}) cannot be ` +
-          `hot-plugged (devices are allocated to the pod when it is created)`,
-      );
+      diff.refused.push({
+        op: "add",
+        message: `${what}: a device-backed network (resourceName ${p.delegate.resourceName}) ` +
+          `cannot be hot-plugged (devices are allocated to the pod when it is created)`,
+      });
       continue;
     }
     if (p.selection["default-route"] !== undefined) {
       if (c) wanted.add(c);
-      diff.refused.push(
-        `${what}: "default-route" cannot be hot-plugged (it changes the sandbox's routes)`,
-      );
+      diff.refused.push({
+        op: "add",
+        message: `${what}: "default-route" cannot be hot-plugged (it changes the sandbox's routes)`,
+      });
       continue;
     }
     diff.add.push(p);
@@ -145,4 +179,64 @@ export function diffAttachments(
     if (!wanted.has(c)) diff.remove.push(c);
   }
   return diff;
+}
+
+/**
+ * The {@link ATTACHED_KEYS} whose value in the plan differs from what the attachment was made
+ * with: capability keys from the cached `capabilityArgs`, `default-route` from the cached
+ * `defaultRoute`, `cni-args` / `ipam-claim-reference` from the `args.cni` entries every plugin
+ * of the conflist carries (the planner merges them into every plugin; so an edit of the NAD's
+ * own `args.cni` common to all its plugins reads as a `cni-args` change too).
+ */
+function changedKeys(c: CachedAttachment, p: AttachmentPlan): string[] {
+  const out: string[] = [];
+  for (const { key, capability } of SELECTION_CAPABILITIES) {
+    if (!sameJson(c.capabilityArgs[capability], p.capabilityArgs[capability])) out.push(key);
+  }
+  if (!sameJson(c.defaultRoute, p.selection?.["default-route"])) out.push("default-route");
+  const before = commonCniArgs(c.conflist);
+  const after = commonCniArgs(p.delegate.conflist);
+  let cniArgs = false;
+  for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    if (sameJson(before[k], after[k])) continue;
+    if (k === "ipam-claim-reference") out.push(k);
+    else cniArgs = true;
+  }
+  if (cniArgs) out.push("cni-args");
+  return ATTACHED_KEYS.filter((k) => out.includes(k));
+}
+
+/** The `args.cni` entries (key → value) that every plugin of a conflist carries, equal. */
+function commonCniArgs(conflist: Record<string, unknown>): Record<string, unknown> {
+  const plugins = Array.isArray(conflist.plugins) ? conflist.plugins : [];
+  const cniOf = (p: unknown): Record<string, unknown> => {
+    const args = isObject(p) ? p.args : undefined;
+    const cni = isObject(args) ? args.cni : undefined;
+    return isObject(cni) ? cni : {};
+  };
+  if (plugins.length === 0) return {};
+  const [first, ...rest] = plugins.map(cniOf);
+  return Object.fromEntries(
+    Object.entries(first).filter(([k, v]) => rest.every((o) => k in o && sameJson(o[k], v))),
+  );
+}
+
+/** Deep equality of JSON values, object key order ignored; `undefined` equals only itself. */
+function sameJson(a: unknown, b: unknown): boolean {
+  return canonical(a) === canonical(b);
+}
+
+function canonical(v: unknown): string {
+  if (v === undefined) return "undefined";
+  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
+  if (isObject(v)) {
+    return `{${
+      Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(",")
+    }}`;
+  }
+  return JSON.stringify(v);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -12,6 +12,9 @@
  * - `manifold_attachments` gauge: live attachments in the cache;
  * - `manifold_policy_sync_duration_seconds` histogram and `manifold_policy_apply_failures_total`
  *   counter: MultiNetworkPolicy syncs (`"multiNetworkPolicy": true`);
+ * - `manifold_hotplug_changes_total{op,result}` counter and
+ *   `manifold_hotplug_change_duration_seconds{result}` histogram: hot-plug (`"hotPlug": true`),
+ *   op `add` | `remove` | `change`, result `success` | `error` | `refused`;
  * - `manifold_fallback_total` counter: in-process fallbacks of the forwarder, the line count
  *   of the fallbacks file at scrape time;
  * - prom-client's default process metrics without a prefix (`process_cpu_seconds_total`,
@@ -226,6 +229,20 @@ export function createDaemonMetrics(
       "Pods whose MultiNetworkPolicy rules could not be applied as computed (closed or failed).",
     registers,
   });
+  const hotPlugChanges = new Counter({
+    name: "manifold_hotplug_changes_total",
+    help: "Hot-plug changes of running pods' networks, by op (add, remove; change: a refused " +
+      "change of an attached element) and result (success, error, refused).",
+    labelNames: ["op", "result"] as const,
+    registers,
+  });
+  const hotPlugSeconds = new Histogram({
+    name: "manifold_hotplug_change_duration_seconds",
+    help: "Wall time of a hot-plug change of one pod (lock to network-status PATCH), in seconds.",
+    labelNames: ["result"] as const,
+    buckets: [...DURATION_BUCKETS],
+    registers,
+  });
   const fallbacks = opts.fallbackFile === undefined
     ? undefined
     : new LineCounter(opts.fallbackFile);
@@ -273,6 +290,12 @@ export function createDaemonMetrics(
     policySync(seconds, failures) {
       policySyncSeconds.observe(seconds);
       if (failures > 0) policyFailures.inc(failures);
+    },
+    hotPlugChange(op, result) {
+      hotPlugChanges.inc({ op, result });
+    },
+    hotPlugDuration(seconds, result) {
+      hotPlugSeconds.observe({ result }, seconds);
     },
   };
   return {

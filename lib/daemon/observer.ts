@@ -25,6 +25,22 @@ export interface DaemonObserver {
    * scan, engine, every batch); failures = pods whose rules could not be applied as computed.
    */
   policySync?(seconds: number, failures: number): void;
+  /**
+   * Hot-plug (`"hotPlug": true`): one selection element of a running pod added or removed
+   * (result `"success"` or `"error"`), or a change refused (`"refused"`: op `"add"` for a new
+   * element, `"change"` for keys of an attached element or a selection that cannot be
+   * planned; once per annotation value).
+   */
+  hotPlugChange?(
+    op: "add" | "remove" | "change",
+    result: "success" | "error" | "refused",
+  ): void;
+  /**
+   * One hot-plug change of a pod that ran delegates: seconds = wall time from taking the
+   * container's lock to the network-status PATCH; result `"error"` when an ADD failed (and was
+   * rolled back) or a DEL failed.
+   */
+  hotPlugDuration?(seconds: number, result: "success" | "error"): void;
 }
 /** An observer that records nothing. */
 export const NO_OBSERVER: DaemonObserver = {

@@ -4,7 +4,9 @@
  * (lib/policy/types.ts) validates their content; here only identity and `resourceVersion`.
  *
  * - `/apis/k8s.cni.cncf.io/v1beta1/multi-networkpolicies`
- * - `/api/v1/pods` (peers may run on any node; their addresses come from network-status)
+ * - `/api/v1/pods` (peers may run on any node; their addresses come from network-status),
+ *   each pod cut down to what the engine reads ({@link trimPod}) as it arrives, so a list of
+ *   every pod of the cluster never holds whole pods
  * - `/api/v1/namespaces` (labels, for `namespaceSelector`)
  *
  * @module
@@ -12,6 +14,7 @@
 
 import { z } from "zod";
 import { KubeError, type ListWatchResource } from "../k8s/mod.ts";
+import { NETWORK_STATUS_ANNOTATION } from "../multinet/types.ts";
 
 /** A Kubernetes object as received: identity checked, content left to the engine. */
 export interface KubeObject {
@@ -29,7 +32,56 @@ const objectSchema = z.looseObject({
   }),
 });
 
-function resource(path: string, namespaced: boolean): ListWatchResource<KubeObject> {
+/**
+ * The fields of a Pod the policy engine reads (lib/policy/types.ts `parsePod`), everything
+ * else dropped: `metadata` `name`, `namespace`, `uid`, `resourceVersion`, `labels`,
+ * `deletionTimestamp` and, of the annotations, only `k8s.v1.cni.cncf.io/network-status`;
+ * `spec.nodeName`; `spec.containers[].ports` (named ports); `status.phase`. Values are kept
+ * as received (not validated here: the engine does); a `spec.containers` that is not a list is
+ * kept whole so the engine still refuses it. A real pod (≈ 4–5 KiB of JSON: env, volumes,
+ * probes, conditions, `last-applied-configuration`) keeps a few hundred bytes.
+ *
+ * @param o a pod whose identity {@link POD_LIST_WATCH} checked
+ * @returns a new object; `o` is not changed
+ * @example
+ * ```ts
+ * trimPod({ metadata: { name: "p", namespace: "a", annotations: { x: "y" } }, spec: { nodeName: "n" } });
+ * // { metadata: { name: "p", namespace: "a" }, spec: { nodeName: "n" } }
+ * ```
+ */
+export function trimPod(o: KubeObject): KubeObject {
+  const m = o.metadata as KubeObject["metadata"] & Record<string, unknown>;
+  const metadata: Record<string, unknown> = { name: m.name, namespace: m.namespace };
+  for (const k of ["uid", "resourceVersion", "labels", "deletionTimestamp"]) {
+    if (m[k] !== undefined) metadata[k] = m[k];
+  }
+  const status = isRecord(m.annotations) ? m.annotations[NETWORK_STATUS_ANNOTATION] : undefined;
+  if (status !== undefined) metadata.annotations = { [NETWORK_STATUS_ANNOTATION]: status };
+  const out: KubeObject = { metadata: metadata as KubeObject["metadata"] };
+  if (isRecord(o.spec)) {
+    const spec: Record<string, unknown> = {};
+    if (o.spec.nodeName !== undefined) spec.nodeName = o.spec.nodeName;
+    const containers = o.spec.containers;
+    if (Array.isArray(containers)) {
+      spec.containers = containers.map((c) =>
+        isRecord(c) && c.ports !== undefined ? { ports: c.ports } : {}
+      );
+    } else if (containers !== undefined) spec.containers = containers;
+    out.spec = spec;
+  }
+  if (isRecord(o.status) && o.status.phase !== undefined) out.status = { phase: o.status.phase };
+  return out;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function resource(
+  path: string,
+  namespaced: boolean,
+  trim: (o: KubeObject) => KubeObject = (o) => o,
+): ListWatchResource<KubeObject> {
   return {
     path,
     parse(raw: unknown): KubeObject {
@@ -39,7 +91,7 @@ function resource(path: string, namespaced: boolean): ListWatchResource<KubeObje
           details: r.success ? "metadata.namespace is missing" : z.prettifyError(r.error),
         });
       }
-      return r.data as KubeObject;
+      return trim(r.data as KubeObject);
     },
     resourceVersion: (o) => o.metadata.resourceVersion,
   };
@@ -50,8 +102,12 @@ export const MNP_LIST_WATCH: ListWatchResource<KubeObject> = resource(
   "/apis/k8s.cni.cncf.io/v1beta1/multi-networkpolicies",
   true,
 );
-/** Pods of all namespaces. */
-export const POD_LIST_WATCH: ListWatchResource<KubeObject> = resource("/api/v1/pods", true);
+/** Pods of all namespaces, each cut down by {@link trimPod}. */
+export const POD_LIST_WATCH: ListWatchResource<KubeObject> = resource(
+  "/api/v1/pods",
+  true,
+  trimPod,
+);
 /** Namespaces. */
 export const NAMESPACE_LIST_WATCH: ListWatchResource<KubeObject> = resource(
   "/api/v1/namespaces",

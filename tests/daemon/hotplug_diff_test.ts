@@ -91,9 +91,57 @@ Deno.test("diffAttachments: renamed interface = remove + add; changed ips/mac re
     [PLAN_DEFAULT, planned("ns/m", "net1", {}, { ips: ["10.0.0.6/24"], mac: "02:00:00:00:00:01" })],
   );
   assert.deepEqual([changed.add, changed.remove], [[], []]);
-  assert.equal(changed.refused.length, 2);
-  assert.match(changed.refused[0], /changing "ips"/);
-  assert.match(changed.refused[1], /changing "mac"/);
+  assert.equal(changed.refused.length, 1);
+  assert.equal(changed.refused[0].op, "change");
+  assert.match(changed.refused[0].message, /changing "ips", "mac" of an attached network/);
+});
+
+Deno.test("diffAttachments: every other key of an attached element is compared", () => {
+  const conf = (cni?: Record<string, unknown>) => ({
+    plugins: [{ type: "macvlan" }, { type: "tuning" }].map((p) =>
+      cni ? { ...p, args: { cni } } : p
+    ),
+  });
+  const attached = cached("ns/m", "net1", {
+    capabilityArgs: { bandwidth: { ingressRate: 1000, ingressBurst: 10 } },
+    conflist: conf({ role: "a" }),
+  });
+  const plan = (
+    sel: Partial<NetworkSelectionElement>,
+    caps: Record<string, unknown>,
+    cni?: Record<string, unknown>,
+  ) => {
+    const p = planned("ns/m", "net1", sel, caps);
+    return { ...p, delegate: { ...p.delegate, conflist: conf(cni) } };
+  };
+  const refused = (p: AttachmentPlan, a = attached) =>
+    diffAttachments([DEFAULT, a], [PLAN_DEFAULT, p]).refused.map((r) => r.message);
+  // Unchanged (key order of an object does not matter): nothing refused.
+  assert.deepEqual(
+    refused(plan({}, { bandwidth: { ingressBurst: 10, ingressRate: 1000 } }, { role: "a" })),
+    [],
+  );
+  const one = refused(plan(
+    { "default-route": ["10.9.0.1"] },
+    {
+      bandwidth: { ingressRate: 2000, ingressBurst: 10 },
+      portMappings: [{ hostPort: 80, containerPort: 80, protocol: "tcp" }],
+      infinibandGUID: "c2:11:22:33:44:55:66:77",
+    },
+    { role: "b", "ipam-claim-reference": "claim-1" },
+  ));
+  assert.equal(one.length, 1, "one Warning naming every key");
+  assert.match(
+    one[0],
+    /^network ns\/m interface net1: changing "infiniband-guid", "portMappings", "bandwidth", "default-route", "cni-args", "ipam-claim-reference" of an attached network needs a re-plug/,
+  );
+  // A cni-args key removed is a change too; a removed default-route as well.
+  assert.match(refused(plan({}, attached.capabilityArgs))[0], /changing "cni-args"/);
+  const routed = cached("ns/m", "net1", { ...attached, defaultRoute: [] });
+  assert.match(
+    refused(plan({}, attached.capabilityArgs, { role: "a" }), routed)[0],
+    /changing "default-route"/,
+  );
 });
 
 Deno.test("diffAttachments: an attachment whose ADD never completed is re-plugged", () => {
@@ -111,7 +159,8 @@ Deno.test("diffAttachments: default-route on a new element is refused", () => {
     [PLAN_DEFAULT, planned("ns/a", "net1", { "default-route": ["10.0.0.1"] })],
   );
   assert.deepEqual(d.add, []);
-  assert.match(d.refused[0], /default-route/);
+  assert.equal(d.refused[0].op, "add");
+  assert.match(d.refused[0].message, /default-route/);
 });
 
 Deno.test("diffAttachments: a device-backed network is refused", () => {
@@ -121,5 +170,5 @@ Deno.test("diffAttachments: a device-backed network is refused", () => {
     delegate: { ...p.delegate, resourceName: "intel.com/sriov" },
   }]);
   assert.deepEqual(d.add, []);
-  assert.match(d.refused[0], /device-backed network \(resourceName intel.com\/sriov\)/);
+  assert.match(d.refused[0].message, /device-backed network \(resourceName intel.com\/sriov\)/);
 });

@@ -7,95 +7,24 @@
  */
 
 import assert from "node:assert/strict";
-import { done, expectOk, NS, POD, podStatus, type World, world } from "../support/world.ts";
-import { ipJson, isRoot, linkNames } from "../support/netns.ts";
-import { type DaemonProcess, startDaemon } from "../support/daemon.ts";
+import { done, expectOk, NS, POD, podStatus } from "../support/world.ts";
+import { isRoot, linkNames } from "../support/netns.ts";
+import type { DaemonProcess } from "../support/daemon.ts";
+import {
+  addresses,
+  events,
+  hotPlugWorld,
+  NETS,
+  NODE,
+  setNetworks,
+  startHotPlugDaemon,
+  statusInterfaces,
+  stop,
+} from "../support/hotplug_world.ts";
 import { k8sArgs } from "../support/plugin.ts";
 import { until } from "../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
-const NETS = "k8s.v1.cni.cncf.io/networks";
-const NODE = "node-a";
-
-/** A chained plugin (in binDir) whose ADD fails and whose DEL succeeds. */
-async function failingPlugin(w: World): Promise<void> {
-  await Deno.writeTextFile(
-    `${w.dirs.bin}/failing-plugin`,
-    `#!/bin/sh\ncat >/dev/null\nif [ "$CNI_COMMAND" = ADD ]; then\n` +
-      `  echo '{"cniVersion":"1.0.0","code":11,"msg":"failing-plugin refuses ADD"}'\n  exit 1\nfi\n`,
-    { mode: 0o755 },
-  );
-}
-
-async function hotPlugWorld(networks?: string): Promise<World> {
-  const w = await world({
-    nodeName: NODE,
-    annotations: networks ? { [NETS]: networks } : {},
-    conf: { hotPlug: true, events: "all" },
-  });
-  w.api.addNad({
-    namespace: NS,
-    name: "bad-net", // the chain's second plugin fails its ADD, after the bridge's succeeded
-    config: JSON.stringify({
-      cniVersion: "1.0.0",
-      name: "bad-net",
-      plugins: [
-        {
-          type: "bridge",
-          bridge: w.br.sec,
-          ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.3.0/24" },
-        },
-        { type: "failing-plugin" },
-      ],
-    }),
-  });
-  await failingPlugin(w);
-  return w;
-}
-
-async function startHotPlugDaemon(w: World, env: Record<string, string> = {}) {
-  const d = await startDaemon(await w.scratch.dir(), w.conf, {
-    flags: ["--node-name", NODE],
-    env: { CNI_PATH: "/usr/lib/cni", ...env },
-  });
-  await until(
-    () => w.api.requests.some((r) => r.path === "/api/v1/pods" && r.query.includes("watch")),
-    "the pod watch",
-  );
-  return d;
-}
-
-async function stop(d: DaemonProcess | undefined): Promise<string> {
-  if (!d) return "";
-  d.kill("SIGKILL");
-  const { stderr } = await d.exited();
-  if (Deno.env.get("HOTPLUG_TEST_DEBUG")) console.error(stderr);
-  return stderr;
-}
-
-function setNetworks(w: World, networks: string | null) {
-  w.api.patchPod(NS, POD, { metadata: { annotations: { [NETS]: networks } } });
-}
-
-function events(w: World, reason: string): string[] {
-  return w.api.events.filter((e) => e.reason === reason).map((e) => String(e.message));
-}
-
-function statusInterfaces(w: World): string[] {
-  return podStatus(w).map((s) => String(s.interface));
-}
-
-async function addresses(w: World, ifName: string): Promise<string[]> {
-  const [link] = await ipJson<{ addr_info: { local: string; prefixlen: number }[] }[]>(
-    w.podNetns,
-    "-4",
-    "addr",
-    "show",
-    "dev",
-    ifName,
-  );
-  return link.addr_info.map((a) => `${a.local}/${a.prefixlen}`);
-}
 
 Deno.test("hot-plug: add a NAD to a running pod, then remove it", root, async () => {
   const w = await hotPlugWorld();
