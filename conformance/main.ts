@@ -4,12 +4,17 @@
  * ```sh
  * deno task conformance --plugin PATH --type NAME [--kube-apiserver PATH] [--junit FILE]
  *   [--conf-template FILE] [--claims isolation] [--filter TEXT]
+ *   [--daemon-command "CMD {{socket}} {{conf}} {{kubeconfig}} …" [--daemon-log FILE]]
  * ```
  *
  * Starts etcd + kube-apiserver (tests/support/kube_apiserver.ts), runs every check
  * (conformance/checks_*.ts) against the plugin through the CNI interface and the Kubernetes API
  * only, prints the table, writes JUnit XML when asked, and exits 0 only when every MUST passes
  * (2 on a usage error, 1 otherwise). Needs root (netns) and `etcd` on PATH.
+ *
+ * With `--daemon-command` the plugin's node daemon is started first (conformance/daemon.ts)
+ * and the config names its socket: every check then runs through the daemon. A daemon that
+ * does not exit 0 on SIGTERM fails the run.
  *
  * @module
  */
@@ -20,7 +25,8 @@ import { NAD_CHECKS } from "./checks_nad.ts";
 import { RUNTIME_CHECKS } from "./checks_runtime.ts";
 import { SELECTION_CHECKS } from "./checks_selection.ts";
 import { STATUS_CHECKS } from "./checks_status.ts";
-import { Suite } from "./harness.ts";
+import type { DaemonExit } from "./daemon.ts";
+import { Suite, type SuiteOptions } from "./harness.ts";
 import { junit, table } from "./report.ts";
 
 /** Every check, in report order. */
@@ -32,7 +38,8 @@ export const CHECKS: Check[] = [
 ];
 
 const USAGE = "usage: deno task conformance --plugin PATH --type NAME [--kube-apiserver PATH] " +
-  "[--junit FILE] [--conf-template FILE] [--claims isolation[,…]] [--filter TEXT]";
+  "[--junit FILE] [--conf-template FILE] [--claims isolation[,…]] [--filter TEXT] " +
+  '[--daemon-command "CMD …{{socket}}…{{conf}}…{{kubeconfig}}…" [--daemon-log FILE]]';
 
 /** Options of {@link runConformance}. */
 export interface ConformanceOptions {
@@ -45,12 +52,25 @@ export interface ConformanceOptions {
   filter?: string;
   /** Called after each check (progress). */
   onOutcome?: (o: Outcome) => void;
+  /** Daemon mode: the node daemon's command line (see {@link SuiteOptions.daemonCommand}). */
+  daemonCommand?: string;
+  /** Daemon mode: where its output goes (default: removed with the suite). */
+  daemonLog?: string;
 }
 
-/** Runs the suite; returns the outcomes and the wall time, ms. */
-export async function runConformance(
-  opts: ConformanceOptions,
-): Promise<{ outcomes: Outcome[]; ms: number }> {
+/** What {@link runConformance} found. */
+export interface ConformanceRun {
+  outcomes: Outcome[];
+  /** Wall time, ms, the API server's and the daemon's start and stop included. */
+  ms: number;
+  /** Plugin calls made, by CNI command. */
+  calls: Record<string, number>;
+  /** Daemon mode: how the daemon ended after SIGTERM. */
+  daemonExit?: DaemonExit;
+}
+
+/** Runs the suite; returns the outcomes, the wall time and, in daemon mode, the daemon's end. */
+export async function runConformance(opts: ConformanceOptions): Promise<ConformanceRun> {
   const t0 = performance.now();
   const suite = await Suite.start(opts);
   const outcomes: Outcome[] = [];
@@ -64,7 +84,12 @@ export async function runConformance(
   } finally {
     await suite.stop();
   }
-  return { outcomes, ms: Math.round(performance.now() - t0) };
+  return {
+    outcomes,
+    ms: Math.round(performance.now() - t0),
+    calls: suite.calls,
+    daemonExit: suite.daemonExit,
+  };
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -80,6 +105,8 @@ async function main(argv: string[]): Promise<number> {
         "conf-template": { type: "string" },
         claims: { type: "string", multiple: true },
         filter: { type: "string" },
+        "daemon-command": { type: "string" },
+        "daemon-log": { type: "string" },
         help: { type: "boolean" },
       },
     }));
@@ -100,7 +127,11 @@ async function main(argv: string[]): Promise<number> {
     console.error("no kube-apiserver: give --kube-apiserver PATH or set MANIFOLD_KUBE_APISERVER");
     return 2;
   }
-  const { outcomes, ms } = await runConformance({
+  if (values["daemon-log"] && !values["daemon-command"]) {
+    console.error(`--daemon-log needs --daemon-command\n${USAGE}`);
+    return 2;
+  }
+  const { outcomes, ms, daemonExit } = await runConformance({
     plugin: values.plugin,
     type: values.type,
     kubeApiServer,
@@ -109,6 +140,8 @@ async function main(argv: string[]): Promise<number> {
       : undefined,
     claims: (values.claims ?? []).flatMap((c) => c.split(",")).map((c) => c.trim()),
     filter: values.filter,
+    daemonCommand: values["daemon-command"],
+    daemonLog: values["daemon-log"],
     onOutcome: (o) => console.error(`${o.verdict.padEnd(4)} ${o.check.section} ${o.check.name}`),
   });
   console.log(table(outcomes));
@@ -116,7 +149,16 @@ async function main(argv: string[]): Promise<number> {
   if (values.junit) {
     await Deno.writeTextFile(values.junit, junit(outcomes, `npwg-conformance ${values.type}`, ms));
   }
-  return outcomes.some((o) => o.check.level === "MUST" && o.verdict === "FAIL") ? 1 : 0;
+  const daemonFailed = daemonExit !== undefined && daemonExit.code !== 0;
+  if (daemonExit) {
+    console.log(
+      `daemon: exit ${daemonExit.code}${daemonExit.signal ? ` (${daemonExit.signal})` : ""}` +
+        (daemonExit.killed ? ", SIGKILLed: SIGTERM did not stop it" : " after SIGTERM"),
+    );
+  }
+  return daemonFailed || outcomes.some((o) => o.check.level === "MUST" && o.verdict === "FAIL")
+    ? 1
+    : 0;
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));
