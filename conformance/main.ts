@@ -26,7 +26,7 @@ import { RUNTIME_CHECKS } from "./checks_runtime.ts";
 import { SELECTION_CHECKS } from "./checks_selection.ts";
 import { STATUS_CHECKS } from "./checks_status.ts";
 import type { DaemonExit } from "./daemon.ts";
-import { Suite, type SuiteOptions } from "./harness.ts";
+import { Suite } from "./harness.ts";
 import { junit, table } from "./report.ts";
 
 /** Every check, in report order. */
@@ -52,7 +52,7 @@ export interface ConformanceOptions {
   filter?: string;
   /** Called after each check (progress). */
   onOutcome?: (o: Outcome) => void;
-  /** Daemon mode: the node daemon's command line (see {@link SuiteOptions.daemonCommand}). */
+  /** Daemon mode: the node daemon's command line (see `SuiteOptions.daemonCommand`). */
   daemonCommand?: string;
   /** Daemon mode: where its output goes (default: removed with the suite). */
   daemonLog?: string;

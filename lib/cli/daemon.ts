@@ -150,10 +150,16 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
 /**
  * Reads the runtime's plugin config: a conf, or a conflist whose Manifold entry (the one with
  * `daemonSocket`, else type `manifold`) gets the list's `name` and `cniVersion`.
- * @throws {CniError} 7 for an invalid configuration; Deno errors when unreadable
+ * @throws {CniError} 7 for an invalid configuration; Error naming the path when unreadable
+ *   or not JSON
  */
 async function readPluginConf(path: string): Promise<ManifoldConf> {
-  const raw = JSON.parse(await Deno.readTextFile(path));
+  let raw;
+  try {
+    raw = JSON.parse(await Deno.readTextFile(path));
+  } catch (e) {
+    throw new Error(`--conf ${path}: ${errorText(e)}`); // Deno's I/O errors name no path
+  }
   if (!Array.isArray(raw?.plugins)) return parseManifoldConf(raw);
   const plugins = raw.plugins as Record<string, unknown>[];
   const entry = plugins.find((p) => typeof p?.daemonSocket === "string") ??
