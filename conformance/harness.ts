@@ -119,6 +119,8 @@ export class Suite {
   daemonSocket = "";
   /** Plugin calls made so far, by CNI command (e.g. `{ ADD: 80, DEL: 95 }`). */
   readonly calls: Record<string, number> = {};
+  /** Wall time spent in plugin calls so far, ms (each from spawn to exit). */
+  callMs = 0;
   #daemon: NodeDaemon | undefined;
   #daemonExit: DaemonExit | undefined;
   #subnet = 0;
@@ -347,9 +349,12 @@ export class PodRun {
   }
 
   /** Calls the plugin as a runtime does for this pod; `extra` overrides any field. */
-  call(command: PluginCall["command"], extra: Partial<PluginCall> = {}): Promise<PluginOutcome> {
+  async call(
+    command: PluginCall["command"],
+    extra: Partial<PluginCall> = {},
+  ): Promise<PluginOutcome> {
     this.suite.calls[command] = (this.suite.calls[command] ?? 0) + 1;
-    return runPlugin({
+    const out = await runPlugin({
       plugin: this.suite.opts.plugin,
       command,
       config: this.conf,
@@ -360,6 +365,8 @@ export class PodRun {
       path: `${this.suite.dirs.bin}:/usr/lib/cni`,
       ...extra,
     });
+    this.suite.callMs += out.ms;
+    return out;
   }
 
   /** What the recorder saw for this pod's container ID, in call order. */

@@ -65,6 +65,8 @@ export interface ConformanceRun {
   ms: number;
   /** Plugin calls made, by CNI command. */
   calls: Record<string, number>;
+  /** Wall time inside plugin calls (spawn to exit), ms. */
+  callMs: number;
   /** Daemon mode: how the daemon ended after SIGTERM. */
   daemonExit?: DaemonExit;
 }
@@ -88,6 +90,7 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
     outcomes,
     ms: Math.round(performance.now() - t0),
     calls: suite.calls,
+    callMs: Math.round(suite.callMs),
     daemonExit: suite.daemonExit,
   };
 }
@@ -131,7 +134,7 @@ async function main(argv: string[]): Promise<number> {
     console.error(`--daemon-log needs --daemon-command\n${USAGE}`);
     return 2;
   }
-  const { outcomes, ms, daemonExit } = await runConformance({
+  const { outcomes, ms, calls, callMs, daemonExit } = await runConformance({
     plugin: values.plugin,
     type: values.type,
     kubeApiServer,
@@ -145,7 +148,11 @@ async function main(argv: string[]): Promise<number> {
     onOutcome: (o) => console.error(`${o.verdict.padEnd(4)} ${o.check.section} ${o.check.name}`),
   });
   console.log(table(outcomes));
-  console.log(`time: ${(ms / 1000).toFixed(1)} s`);
+  const n = Object.values(calls).reduce((a, b) => a + b, 0);
+  console.log(
+    `time: ${(ms / 1000).toFixed(1)} s (${n} plugin calls: ${(callMs / 1000).toFixed(1)} s, ` +
+      `${(callMs / Math.max(n, 1)).toFixed(0)} ms each on average)`,
+  );
   if (values.junit) {
     await Deno.writeTextFile(values.junit, junit(outcomes, `npwg-conformance ${values.type}`, ms));
   }
