@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { CHECKS, runConformance } from "../../conformance/main.ts";
 import { fillCommand } from "../../conformance/daemon.ts";
+import { DEFAULT_TEMPLATE } from "../../conformance/harness.ts";
 import { realApiIgnored } from "../support/kube_apiserver.ts";
 import { MANIFOLD } from "../support/plugin.ts";
 
@@ -20,6 +21,18 @@ const common = { ignore, sanitizeOps: false, sanitizeResources: false };
 /** Manifold's daemon, as README's "Conformance" gives it. */
 const DAEMON = `${MANIFOLD} daemon --conf {{conf}} --socket {{socket}} ` +
   "--kubeconfig {{kubeconfig}} --node-name {{nodeName}}";
+
+/** Manifold's daemon log (JSON lines): every line, and the `served` lines counted by command. */
+async function daemonLog(path: string) {
+  const lines = (await Deno.readTextFile(path)).split("\n").filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const served: Record<string, number> = {};
+  for (const l of lines.filter((l) => l.msg === "served")) {
+    const c = String(l.command);
+    served[c] = (served[c] ?? 0) + 1;
+  }
+  return { lines, served };
+}
 
 Deno.test("daemon command: words split like a shell's, placeholders filled per word", () => {
   const v = { socket: "/run/a b/d.sock", conf: "/c.json" };
@@ -55,13 +68,7 @@ Deno.test({
       assert.equal(run.outcomes.length, CHECKS.length);
       assert.deepEqual(run.daemonExit, { code: 0, signal: null, killed: false });
 
-      const lines = (await Deno.readTextFile(log)).split("\n").filter((l) => l.startsWith("{"))
-        .map((l) => JSON.parse(l) as Record<string, unknown>);
-      const served: Record<string, number> = {};
-      for (const l of lines.filter((l) => l.msg === "served")) {
-        const c = String(l.command);
-        served[c] = (served[c] ?? 0) + 1;
-      }
+      const { lines, served } = await daemonLog(log);
       // VERSION is answered by the binary itself (its config names no daemon).
       const { VERSION: _, ...forwarded } = run.calls;
       assert.ok((forwarded.ADD ?? 0) >= CHECKS.length - 2, JSON.stringify(run.calls));
@@ -72,6 +79,30 @@ Deno.test({
         "the daemon logged no error",
       );
       console.log(`daemon mode: ${run.ms} ms, calls ${JSON.stringify(run.calls)}`);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "the served count sees requests that bypass the daemon (a template naming no socket)",
+  ...common,
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      const log = `${dir}/daemon.log`;
+      const run = await runConformance({
+        plugin: MANIFOLD,
+        type: "manifold",
+        template: DEFAULT_TEMPLATE, // no daemonSocket: the binary runs every request itself
+        filter: "§6.2",
+        daemonCommand: DAEMON,
+        daemonLog: log,
+      });
+      assert.deepEqual(run.outcomes.map((o) => o.verdict), ["PASS"]);
+      assert.ok((run.calls.ADD ?? 0) >= 1, JSON.stringify(run.calls));
+      assert.deepEqual((await daemonLog(log)).served, {});
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
