@@ -187,6 +187,7 @@ export class Suite {
 
   async #startDaemon(command: string): Promise<void> {
     this.daemonSocket = `${this.dirs.daemon}/run/daemon.sock`;
+    await Deno.mkdir(`${this.dirs.daemon}/run`, { mode: 0o700 });
     const conf = `${this.dirs.daemon}/conf.json`;
     await Deno.writeTextFile(conf, JSON.stringify(this.config(), null, 2));
     const argv = fillCommand(command, {

@@ -134,19 +134,26 @@ async function main(argv: string[]): Promise<number> {
     console.error(`--daemon-log needs --daemon-command\n${USAGE}`);
     return 2;
   }
-  const { outcomes, ms, calls, callMs, daemonExit } = await runConformance({
-    plugin: values.plugin,
-    type: values.type,
-    kubeApiServer,
-    template: values["conf-template"]
-      ? await Deno.readTextFile(values["conf-template"])
-      : undefined,
-    claims: (values.claims ?? []).flatMap((c) => c.split(",")).map((c) => c.trim()),
-    filter: values.filter,
-    daemonCommand: values["daemon-command"],
-    daemonLog: values["daemon-log"],
-    onOutcome: (o) => console.error(`${o.verdict.padEnd(4)} ${o.check.section} ${o.check.name}`),
-  });
+  let run: ConformanceRun;
+  try {
+    run = await runConformance({
+      plugin: values.plugin,
+      type: values.type,
+      kubeApiServer,
+      template: values["conf-template"]
+        ? await Deno.readTextFile(values["conf-template"])
+        : undefined,
+      claims: (values.claims ?? []).flatMap((c) => c.split(",")).map((c) => c.trim()),
+      filter: values.filter,
+      daemonCommand: values["daemon-command"],
+      daemonLog: values["daemon-log"],
+      onOutcome: (o) => console.error(`${o.verdict.padEnd(4)} ${o.check.section} ${o.check.name}`),
+    });
+  } catch (e) {
+    console.error(`conformance: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+  const { outcomes, ms, calls, callMs, daemonExit } = run;
   console.log(table(outcomes));
   const n = Object.values(calls).reduce((a, b) => a + b, 0);
   console.log(

@@ -12,11 +12,12 @@ import assert from "node:assert/strict";
 import { CHECKS, runConformance } from "../../conformance/main.ts";
 import { fillCommand } from "../../conformance/daemon.ts";
 import { DEFAULT_TEMPLATE } from "../../conformance/harness.ts";
-import { realApiIgnored } from "../support/kube_apiserver.ts";
+import { kubeApiServerBinary, realApiIgnored } from "../support/kube_apiserver.ts";
 import { MANIFOLD } from "../support/plugin.ts";
 
 const ignore = realApiIgnored() || Deno.uid() !== 0;
 const common = { ignore, sanitizeOps: false, sanitizeResources: false };
+const MAIN = new URL("../../conformance/main.ts", import.meta.url).pathname;
 
 /** Manifold's daemon, as README's "Conformance" gives it. */
 const DAEMON = `${MANIFOLD} daemon --conf {{conf}} --socket {{socket}} ` +
@@ -121,5 +122,47 @@ Deno.test({
       }),
       /the daemon exited \(code 1\) before its socket answered; its output ends:\n.*--conf \/.*\/missing: Not a directory/s,
     );
+  },
+});
+
+Deno.test({
+  name: "CLI: a daemon that does not exit 0 on SIGTERM fails the run; --daemon-log needs a command",
+  ...common,
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      // Listens like a daemon, but exits 3 on SIGTERM; VERSION (not forwarded) passes anyway.
+      await Deno.writeTextFile(
+        `${dir}/fake.ts`,
+        `const l = Deno.listen({ transport: "unix", path: Deno.args[0] });
+        Deno.addSignalListener("SIGTERM", () => Deno.exit(3));
+        for await (const c of l) c.close();`,
+      );
+      const cli = (args: string[]) =>
+        new Deno.Command(Deno.execPath(), {
+          args: ["run", "-A", MAIN, "--kube-apiserver", kubeApiServerBinary()!, ...args],
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+      const common = ["--plugin", MANIFOLD, "--type", "manifold", "--filter", "VERSION answers"];
+      const log = `${dir}/daemon.log`;
+      const bad = await cli([
+        ...common,
+        "--daemon-command",
+        `${Deno.execPath()} run -A ${dir}/fake.ts {{socket}}`,
+        "--daemon-log",
+        log,
+      ]);
+      const out = new TextDecoder().decode(bad.stdout);
+      assert.match(out, /1 checks: 1 PASS/);
+      assert.match(out, /daemon: exit 3 after SIGTERM/);
+      assert.equal(bad.code, 1, out);
+      assert.equal(await Deno.readTextFile(log), "");
+      const usage = await cli([...common, "--daemon-log", log]);
+      assert.equal(usage.code, 2);
+      assert.match(new TextDecoder().decode(usage.stderr), /--daemon-log needs --daemon-command/);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   },
 });
