@@ -122,6 +122,7 @@ export class Suite {
   /** Wall time spent in plugin calls so far, ms (each from spawn to exit). */
   callMs = 0;
   #daemon: NodeDaemon | undefined;
+  #daemonStart: (() => Promise<NodeDaemon>) | undefined;
   #daemonExit: DaemonExit | undefined;
   #subnet = 0;
 
@@ -196,10 +197,34 @@ export class Suite {
       socketDir: `${this.dirs.daemon}/run`,
       conf,
     });
-    this.#daemon = await NodeDaemon.start(argv, {
-      socket: this.daemonSocket,
-      log: this.opts.daemonLog ?? `${this.dirs.daemon}/daemon.log`,
-    });
+    this.#daemonStart = () =>
+      NodeDaemon.start(argv, {
+        socket: this.daemonSocket,
+        log: this.opts.daemonLog ?? `${this.dirs.daemon}/daemon.log`,
+      });
+    this.#daemon = await this.#daemonStart();
+  }
+
+  /** True in daemon mode (`daemonCommand`). */
+  get daemonMode(): boolean {
+    return this.opts.daemonCommand !== undefined;
+  }
+
+  /**
+   * Daemon mode: stops the daemon with SIGTERM and starts it again with the same command (a
+   * node daemon's rolling update), waiting for its socket.
+   * @throws Error when not in daemon mode, when the daemon did not exit 0, or did not come back
+   */
+  async restartDaemon(): Promise<void> {
+    if (!this.#daemon || !this.#daemonStart) throw new Error("no daemon (not in daemon mode)");
+    const exit = await this.#daemon.stop();
+    this.#daemon = undefined;
+    if (exit.code !== 0 || exit.killed) {
+      throw new Error(
+        `the daemon exited ${exit.code}${exit.killed ? " (SIGKILLed)" : ""} on SIGTERM`,
+      );
+    }
+    this.#daemon = await this.#daemonStart();
   }
 
   /**

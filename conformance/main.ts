@@ -21,6 +21,7 @@
 
 import { parseArgs } from "node:util";
 import { type Check, type Outcome, runCheck } from "./check.ts";
+import { DAEMON_CHECKS } from "./checks_daemon.ts";
 import { NAD_CHECKS } from "./checks_nad.ts";
 import { RUNTIME_CHECKS } from "./checks_runtime.ts";
 import { SELECTION_CHECKS } from "./checks_selection.ts";
@@ -35,6 +36,7 @@ export const CHECKS: Check[] = [
   ...SELECTION_CHECKS,
   ...STATUS_CHECKS,
   ...RUNTIME_CHECKS,
+  ...DAEMON_CHECKS,
 ];
 
 const USAGE = "usage: deno task conformance --plugin PATH --type NAME [--kube-apiserver PATH] " +

@@ -1,7 +1,8 @@
 /**
  * The conformance suite in daemon mode (`--daemon-command`): the whole suite against Manifold
  * through a real `manifold daemon` — issue 12's "one implementation, two entry points" held to
- * the same 53 checks as the in-process path — and proof that the daemon served every request
+ * the same checks as the in-process path, plus the daemon-mode one (a restart between ADD
+ * and DEL) — and proof that the daemon served every request
  * (its log has one `served` line per call the checks made, by command; the config says
  * `"daemonFallback": false`, so nothing can silently run in-process). Also the harness's own
  * behaviour: command-line splitting with placeholders, a daemon that dies before its socket
@@ -107,6 +108,22 @@ Deno.test({
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
+  },
+});
+
+Deno.test({
+  name: "a daemon that forgets its attachments when restarted fails the restart check",
+  ...common,
+  async fn() {
+    const { outcomes } = await runConformance({
+      plugin: MANIFOLD,
+      type: "manifold",
+      filter: "daemon restarted",
+      // The same daemon, but its attachment cache (cniDir) is wiped whenever it starts.
+      daemonCommand: `sh -c 'rm -rf {{cniDir}}/* && exec ${DAEMON}'`,
+    });
+    assert.deepEqual(outcomes.map((o) => o.verdict), ["FAIL"]);
+    assert.match(outcomes[0].reason, /CHECK after the daemon restarted failed/);
   },
 });
 
