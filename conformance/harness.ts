@@ -7,6 +7,11 @@
  *
  * Knows nothing of any plugin's internals: only the CNI interface and the Kubernetes API.
  *
+ * Daemon mode (`daemonCommand`, conformance/daemon.ts): a plugin with a resident node daemon
+ * (Manifold's `manifold daemon`, Multus thick's `multus-daemon`) gets that daemon started
+ * before the first check and stopped with SIGTERM after the last; the config names its socket
+ * so every call goes through it.
+ *
  * @module
  */
 
@@ -21,6 +26,7 @@ import {
   runPlugin,
 } from "../tests/support/plugin.ts";
 import type { Recording } from "./recorder.ts";
+import { type DaemonExit, fillCommand, NodeDaemon } from "./daemon.ts";
 
 /** The recording delegate's CNI type. */
 export const RECORDER = "conformance-recorder";
@@ -28,6 +34,8 @@ export const RECORDER = "conformance-recorder";
 export const DEFAULT_NET = "conformance-default";
 /** The pod every check creates, in the check's own namespace. */
 export const POD = "conf-pod";
+/** The node every check's pod is bound to (`spec.nodeName`; `{{nodeName}}`). */
+export const NODE = "conformance-node";
 
 const CRD = new URL("../deploy/00-crd.yaml", import.meta.url).pathname;
 const RECORDER_TS = new URL("./recorder.ts", import.meta.url).pathname;
@@ -35,7 +43,7 @@ const RECORDER_TS = new URL("./recorder.ts", import.meta.url).pathname;
 /**
  * The default config template: the keys Multus and Manifold share. `{{key}}` is replaced by
  * the suite's value (JSON-escaped): type, cniVersion, kubeconfig, clusterNetwork, cniDir,
- * binDir, confDir.
+ * binDir, confDir, nodeName, and in daemon mode daemonSocket and daemonSocketDir.
  */
 export const DEFAULT_TEMPLATE = `{
   "cniVersion": "{{cniVersion}}",
@@ -49,6 +57,16 @@ export const DEFAULT_TEMPLATE = `{
   "capabilities": { "portMappings": true, "bandwidth": true }
 }`;
 
+/**
+ * The default template in daemon mode: {@link DEFAULT_TEMPLATE} plus the daemon's socket and
+ * `"daemonFallback": false`, so a request the daemon did not serve fails instead of silently
+ * running in-process (Manifold's keys; another plugin gives its own with `--conf-template`).
+ */
+export const DAEMON_TEMPLATE = DEFAULT_TEMPLATE.replace(
+  /\n\}$/,
+  `,\n  "daemonSocket": "{{daemonSocket}}",\n  "daemonFallback": false\n}`,
+);
+
 /** Options of {@link Suite.start}. */
 export interface SuiteOptions {
   plugin: string;
@@ -59,6 +77,16 @@ export interface SuiteOptions {
   template?: string;
   /** What the plugin claims beyond the MUSTs (e.g. `isolation`). */
   claims?: string[];
+  /**
+   * Daemon mode: the node daemon's command line, started before the first check (words split
+   * like a shell's, no shell; placeholders `{{socket}}`, `{{socketDir}}`, `{{conf}}` (the
+   * plugin config as a file), `{{kubeconfig}}`, `{{nodeName}}`, `{{binDir}}`, `{{cniDir}}`,
+   * `{{confDir}}`), ready once its socket accepts a connection, stopped with SIGTERM after the
+   * last check.
+   */
+  daemonCommand?: string;
+  /** Where the daemon's stdout and stderr go; default a file removed with the suite. */
+  daemonLog?: string;
 }
 
 /** A NAD of a {@link PodRun}: `spec.config` (object or raw text), or none (on-disk lookup). */
@@ -85,8 +113,17 @@ export class Suite {
   api!: KubeApiServer;
   base = "";
   master = "";
-  dirs = { bin: "", conf: "", net: "", cni: "", ipam: "", rec: "", kube: "" };
+  dirs = { bin: "", conf: "", net: "", cni: "", ipam: "", rec: "", kube: "", daemon: "" };
   kubeconfig = "";
+  /** The daemon's socket path (daemon mode). */
+  daemonSocket = "";
+  /** Plugin calls made so far, by CNI command (e.g. `{ ADD: 80, DEL: 95 }`). */
+  readonly calls: Record<string, number> = {};
+  /** Wall time spent in plugin calls so far, ms (each from spawn to exit). */
+  callMs = 0;
+  #daemon: NodeDaemon | undefined;
+  #daemonStart: (() => Promise<NodeDaemon>) | undefined;
+  #daemonExit: DaemonExit | undefined;
   #subnet = 0;
 
   private constructor(readonly opts: SuiteOptions) {}
@@ -146,6 +183,55 @@ export class Suite {
         }],
       }),
     );
+    if (this.opts.daemonCommand) await this.#startDaemon(this.opts.daemonCommand);
+  }
+
+  async #startDaemon(command: string): Promise<void> {
+    this.daemonSocket = `${this.dirs.daemon}/run/daemon.sock`;
+    await Deno.mkdir(`${this.dirs.daemon}/run`, { mode: 0o700 });
+    const conf = `${this.dirs.daemon}/conf.json`;
+    await Deno.writeTextFile(conf, JSON.stringify(this.config(), null, 2));
+    const argv = fillCommand(command, {
+      ...this.#values(),
+      socket: this.daemonSocket,
+      socketDir: `${this.dirs.daemon}/run`,
+      conf,
+    });
+    this.#daemonStart = () =>
+      NodeDaemon.start(argv, {
+        socket: this.daemonSocket,
+        log: this.opts.daemonLog ?? `${this.dirs.daemon}/daemon.log`,
+      });
+    this.#daemon = await this.#daemonStart();
+  }
+
+  /** True in daemon mode (`daemonCommand`). */
+  get daemonMode(): boolean {
+    return this.opts.daemonCommand !== undefined;
+  }
+
+  /**
+   * Daemon mode: stops the daemon with SIGTERM and starts it again with the same command (a
+   * node daemon's rolling update), waiting for its socket.
+   * @throws Error when not in daemon mode, when the daemon did not exit 0, or did not come back
+   */
+  async restartDaemon(): Promise<void> {
+    if (!this.#daemon || !this.#daemonStart) throw new Error("no daemon (not in daemon mode)");
+    const exit = await this.#daemon.stop();
+    this.#daemon = undefined;
+    if (exit.code !== 0 || exit.killed) {
+      throw new Error(
+        `the daemon exited ${exit.code}${exit.killed ? " (SIGKILLed)" : ""} on SIGTERM`,
+      );
+    }
+    this.#daemon = await this.#daemonStart();
+  }
+
+  /**
+   * How the daemon ended (daemon mode, after {@link stop}); undefined before, or without one.
+   */
+  get daemonExit(): DaemonExit | undefined {
+    return this.#daemonExit;
   }
 
   /** True when the plugin claims `what` (`--claims`). */
@@ -155,7 +241,19 @@ export class Suite {
 
   /** The plugin's config from the template. */
   config(cniVersion = "1.0.0"): Record<string, unknown> {
-    const values: Record<string, string> = {
+    const values = this.#values(cniVersion);
+    const template = this.opts.template ??
+      (this.opts.daemonCommand ? DAEMON_TEMPLATE : DEFAULT_TEMPLATE);
+    const text = template.replace(
+      /\{\{(\w+)\}\}/g,
+      (m, k: string) => k in values ? JSON.stringify(values[k]).slice(1, -1) : m,
+    );
+    return JSON.parse(text);
+  }
+
+  /** The placeholder values of templates and the daemon command. */
+  #values(cniVersion = "1.0.0"): Record<string, string> {
+    return {
       type: this.opts.type,
       cniVersion,
       kubeconfig: this.kubeconfig,
@@ -163,12 +261,14 @@ export class Suite {
       cniDir: this.dirs.cni,
       binDir: this.dirs.bin,
       confDir: this.dirs.conf,
+      nodeName: NODE,
+      ...this.daemonSocket
+        ? {
+          daemonSocket: this.daemonSocket,
+          daemonSocketDir: this.daemonSocket.slice(0, this.daemonSocket.lastIndexOf("/")),
+        }
+        : {},
     };
-    const text = (this.opts.template ?? DEFAULT_TEMPLATE).replace(
-      /\{\{(\w+)\}\}/g,
-      (m, k: string) => k in values ? JSON.stringify(values[k]).slice(1, -1) : m,
-    );
-    return JSON.parse(text);
   }
 
   /**
@@ -204,8 +304,9 @@ export class Suite {
     return run;
   }
 
-  /** Stops the server and removes everything; never throws. */
+  /** Stops the daemon (SIGTERM) and the server, removes everything; never throws. */
   async stop(): Promise<void> {
+    if (this.#daemon) this.#daemonExit = await this.#daemon.stop();
     await this.api?.stop().catch(() => {});
     await this.scratch.cleanup();
   }
@@ -251,7 +352,7 @@ export class PodRun {
     }
     const a = this.opts.annotations;
     const annotations = typeof a === "function" ? a(this) : a;
-    const pod = await admin.createPod(this.ns, POD, { annotations });
+    const pod = await admin.createPod(this.ns, POD, { annotations, nodeName: NODE });
     this.uid = pod.metadata.uid as string;
     const r = await new Deno.Command("ip", { args: ["netns", "add", this.netnsName] }).output();
     if (r.code !== 0) throw new Error(`ip netns add: ${new TextDecoder().decode(r.stderr)}`);
@@ -274,8 +375,12 @@ export class PodRun {
   }
 
   /** Calls the plugin as a runtime does for this pod; `extra` overrides any field. */
-  call(command: PluginCall["command"], extra: Partial<PluginCall> = {}): Promise<PluginOutcome> {
-    return runPlugin({
+  async call(
+    command: PluginCall["command"],
+    extra: Partial<PluginCall> = {},
+  ): Promise<PluginOutcome> {
+    this.suite.calls[command] = (this.suite.calls[command] ?? 0) + 1;
+    const out = await runPlugin({
       plugin: this.suite.opts.plugin,
       command,
       config: this.conf,
@@ -286,6 +391,8 @@ export class PodRun {
       path: `${this.suite.dirs.bin}:/usr/lib/cni`,
       ...extra,
     });
+    this.suite.callMs += out.ms;
+    return out;
   }
 
   /** What the recorder saw for this pod's container ID, in call order. */

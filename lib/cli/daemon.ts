@@ -16,7 +16,6 @@ import { inClusterConnection, KubeClient, loadKubeconfig } from "../k8s/mod.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
 import { type ManifoldConf, parseManifoldConf } from "../multinet/config.ts";
 import { assertChrootDir } from "../multinet/chroot.ts";
-import { DEFAULT_NAD_MIRROR_DIR } from "../multinet/nad_mirror.ts";
 import { ManifoldDaemon } from "../daemon/daemon.ts";
 import { NO_OBSERVER } from "../daemon/observer.ts";
 import { DEFAULT_REQUEST_TIMEOUT_MS } from "../daemon/service.ts";
@@ -31,7 +30,8 @@ export const DAEMON_USAGE = `Usage: manifold daemon --conf PATH [options]
 
 Serves the CNI requests the manifold binary forwards (config key daemonSocket) over a unix
 socket, with one warm API connection and NADs kept in memory by a list+watch (also written
-to the on-disk mirror nadMirrorDir that in-process fallbacks read). With
+to the on-disk mirror nadMirrorDir, when the config names one, that in-process fallbacks
+read). With
 "multiNetworkPolicy": true in the config it also enforces MultiNetworkPolicies (nftables in
 the pods' network namespaces) on this node's pods (--node-name).
 
@@ -119,7 +119,7 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
       conf,
       socketPath,
       kube,
-      mirrorDir: conf.nadMirrorDir ?? DEFAULT_NAD_MIRROR_DIR,
+      mirrorDir: conf.nadMirrorDir, // none without: no one would read it
       env: opts.nodeName ? { ...env, NODE_NAME: opts.nodeName } : env,
       nodeName: opts.nodeName,
       requestTimeoutMs: opts.requestTimeoutMs,
@@ -150,10 +150,16 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
 /**
  * Reads the runtime's plugin config: a conf, or a conflist whose Manifold entry (the one with
  * `daemonSocket`, else type `manifold`) gets the list's `name` and `cniVersion`.
- * @throws {CniError} 7 for an invalid configuration; Deno errors when unreadable
+ * @throws {CniError} 7 for an invalid configuration; Error naming the path when unreadable
+ *   or not JSON
  */
 async function readPluginConf(path: string): Promise<ManifoldConf> {
-  const raw = JSON.parse(await Deno.readTextFile(path));
+  let raw;
+  try {
+    raw = JSON.parse(await Deno.readTextFile(path));
+  } catch (e) {
+    throw new Error(`--conf ${path}: ${errorText(e)}`); // Deno's I/O errors name no path
+  }
   if (!Array.isArray(raw?.plugins)) return parseManifoldConf(raw);
   const plugins = raw.plugins as Record<string, unknown>[];
   const entry = plugins.find((p) => typeof p?.daemonSocket === "string") ??

@@ -41,8 +41,11 @@ export interface DaemonOptions {
    * closed by {@link ManifoldDaemon.stop}.
    */
   kube?: KubeClient;
-  /** Where the on-disk NAD mirror is written (in-process fallbacks read it). */
-  mirrorDir: string;
+  /**
+   * Where the on-disk NAD mirror is written (the config's `nadMirrorDir`: in-process fallbacks
+   * read it only then); none when undefined.
+   */
+  mirrorDir?: string;
   /** The daemon's environment (delegates inherit it under the forwarded CNI_* variables). */
   env: Record<string, string>;
   /** This node (`--node-name`, `$NODE_NAME`): with an API, the pod informer's field selector. */
@@ -111,7 +114,7 @@ export class ManifoldDaemon {
     if (kube) {
       const nodeName = opts.nodeName;
       if (nodeName) pods = startPodInformer(kube, nodeName, { signal: stopWatch.signal, logger });
-      writer = new NadMirrorWriter(opts.mirrorDir, { logger });
+      writer = opts.mirrorDir ? new NadMirrorWriter(opts.mirrorDir, { logger }) : undefined;
       store = new NadStore({ writer, logger });
       watching = watchNetworkAttachmentDefinitions(kube, store, {
         signal: stopWatch.signal,
