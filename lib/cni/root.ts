@@ -10,11 +10,16 @@
 /** Symbolic links followed before giving up (Linux `MAXSYMLINKS`). */
 const MAX_LINKS = 40;
 
+/** `readlink` of a procfs magic link naming a kernel object: `net:[4026531840]`, `anon_inode:…`. */
+const MAGIC_LINK = /^(?:[a-z_]+:\[\d+\]|anon_inode:.*)$/;
+
 /**
  * Where `path`, as seen by a process chrooted into `root`, is in this process's view:
  * `root` + the path with every symbolic link followed inside `root` (an absolute target
  * restarts at `root`, `..` never climbs above it). Components that do not exist are kept as
- * written. `root` `"/"` or `""` returns `path` unchanged.
+ * written, as are the components after a procfs magic link (`/proc/<pid>/ns/net`, whose
+ * `readlink` is `net:[inode]`: the kernel resolves it to the namespace). `root` `"/"` or `""`
+ * returns `path` unchanged.
  *
  * @param root the chroot directory in this process's view, e.g. `"/hostroot"`.
  * @param path an absolute path inside the root, e.g. `"/var/run/netns/cni-1"`.
@@ -59,6 +64,12 @@ export async function pathInRoot(root: string, path: string): Promise<string> {
     if (target === undefined) {
       resolved.push(c);
       continue;
+    }
+    if (MAGIC_LINK.test(target)) {
+      // A procfs magic link (`/proc/<pid>/ns/net` → `net:[4026531840]`): its text is no path;
+      // the kernel opens the object itself, which cannot lead out of the root.
+      resolved.push(c, ...pending.filter((p) => p !== "."));
+      break;
     }
     if (++links > MAX_LINKS) throw new Error(`too many levels of symbolic links in ${path}`);
     if (target.startsWith("/")) resolved.length = 0;
