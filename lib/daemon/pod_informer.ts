@@ -15,6 +15,7 @@
 import type { KubeClient, ListWatchHandler, Pod, WatchChange } from "../k8s/mod.ts";
 import { watchNodePods } from "../k8s/mod.ts";
 import type { Logger } from "../log/mod.ts";
+import { podInfoOf } from "../multinet/api_sources.ts";
 import type { PodSource } from "../multinet/deps.ts";
 
 /** What a listener of {@link PodStore.onChange} is told: the pod's key and its new state. */
@@ -118,7 +119,7 @@ export class PodStore implements ListWatchHandler<Pod> {
       get: async (namespace, name, uid) => {
         const pod = this.#byKey.get(key(namespace, name));
         if (pod && (!uid || !pod.metadata.uid || pod.metadata.uid === uid)) {
-          return { uid: pod.metadata.uid ?? "", annotations: pod.metadata.annotations ?? {} };
+          return podInfoOf(pod); // with the Pod itself when it has DRA claims
         }
         return await fallback.get(namespace, name, uid);
       },

@@ -7,6 +7,7 @@
  */
 
 import type { KubeClient } from "../k8s/client.ts";
+import type { Pod } from "../k8s/types.ts";
 import { isNotFound } from "../k8s/errors.ts";
 import type { PodNetworkSource } from "./pod_networks.ts";
 import type { PodInfo, PodSource } from "./deps.ts";
@@ -46,20 +47,29 @@ export function apiPodSource(kube: KubeClient): PodSource {
   return {
     async get(namespace, name) {
       try {
-        const pod = await kube.getPod(namespace, name);
-        const info: PodInfo = {
-          uid: pod.metadata.uid ?? "",
-          annotations: pod.metadata.annotations ?? {},
-        };
-        const claims = (pod.raw.spec as { resourceClaims?: unknown } | undefined)?.resourceClaims;
-        if (Array.isArray(claims) && claims.length > 0) info.withResourceClaims = pod.raw;
-        return info;
+        return podInfoOf(await kube.getPod(namespace, name));
       } catch (e) {
         if (isNotFound(e)) return undefined;
         throw await cniError(e);
       }
     },
   };
+}
+
+/**
+ * What the multi-network logic reads of a Pod: UID, annotations and, when it has
+ * `spec.resourceClaims`, the Pod object itself (DRA, lib/devices/dra.ts).
+ * @param pod a Pod as the API returned it (a GET, or a list/watch of the daemon's informer)
+ * @returns its {@link PodInfo}
+ */
+export function podInfoOf(pod: Pod): PodInfo {
+  const info: PodInfo = {
+    uid: pod.metadata.uid ?? "",
+    annotations: pod.metadata.annotations ?? {},
+  };
+  const claims = (pod.raw.spec as { resourceClaims?: unknown } | undefined)?.resourceClaims;
+  if (Array.isArray(claims) && claims.length > 0) info.withResourceClaims = pod.raw;
+  return info;
 }
 
 /**

@@ -21,6 +21,7 @@ import type { DraObject } from "../support/kube_api.ts";
 import { done, expectOk, NS, POD, podStatus, type World, world } from "../support/world.ts";
 import { recordedCalls, writeRecordingDelegate } from "../support/recording_delegate.ts";
 import { startDaemon } from "../support/daemon.ts";
+import { until } from "../support/wait.ts";
 import {
   type PodResourcesServer,
   startPodResourcesServer,
@@ -473,6 +474,47 @@ Deno.test({
           (await recordedCalls(log, "ADD")).map((r) => r.config.deviceID),
           ["0000:18:02.5", "0000:18:02.5"],
         );
+      } finally {
+        d.kill("SIGKILL");
+        await d.exited();
+      }
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "DRA through manifold daemon --node-name: the pod read from the node's informer keeps its claims",
+  ...root,
+  async fn() {
+    await scenario({
+      networks: ["vf-net"],
+      claims: [{ name: "nic", resourceClaimName: "nic-claim" }],
+    }, async (w, log) => {
+      w.api.putDra(slice("v1", [{ name: "vf-5", attributes: vf("0000:18:02.5") }]));
+      w.api.putDra(claim("v1", "nic-claim", ["vf-5"]));
+      const d = await startDaemon(await w.scratch.dir(), w.conf, { flags: ["--node-name", NODE] });
+      try {
+        await until(
+          () => w.api.requests.some((r) => r.path === "/api/v1/pods" && r.query.includes("watch")),
+          "the daemon's pod watch",
+        );
+        const seen = w.api.requests.length;
+        const add = await w.call("ADD", { config: d.conf });
+        expectOk(add, "daemon ADD");
+        assert.deepEqual(
+          w.api.requests.slice(seen).filter((r) =>
+            r.path === `/api/v1/namespaces/${NS}/pods/${POD}`
+          )
+            .filter((r) => r.method === "GET"),
+          [],
+          "the pod came from the informer (no GET)",
+        );
+        assert.deepEqual(
+          (await recordedCalls(log, "ADD")).map((r) => r.config.deviceID),
+          ["0000:18:02.5"],
+        );
+        expectOk(await w.call("DEL", { config: d.conf }), "daemon DEL");
       } finally {
         d.kill("SIGKILL");
         await d.exited();
