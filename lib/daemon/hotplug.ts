@@ -59,7 +59,10 @@ export interface HotPlugOptions {
   events: EventSink;
   /** Receives hot-plug's metrics; default none. */
   observer?: DaemonObserver;
-  /** The daemon's environment (delegates inherit it; `CNI_PATH` is searched after `binDir`). */
+  /**
+   * The daemon's environment (delegates inherit it; `CNI_PATH` is searched after `binDir`, and
+   * is `binDir` when unset).
+   */
   env: Record<string, string>;
   /** The daemon's log. */
   logger: Logger;
@@ -298,7 +301,9 @@ class Controller implements HotPlug {
       CNI_NETNS: record.netns,
       CNI_IFNAME: record.ifName,
       CNI_ARGS: formatCniArgs(runtimeArgsOf(record)),
-      CNI_PATH: env.CNI_PATH ?? "",
+      // The runtime's CNI_PATH came with the sandbox's request, not kept; the daemon's own is
+      // often unset (deploy/): delegates are then found in binDir, searched first anyway.
+      CNI_PATH: env.CNI_PATH || conf.binDir,
     });
     return await buildDeps(conf, cniEnv, this.#log, { processEnv: env, api });
   }
