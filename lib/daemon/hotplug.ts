@@ -103,6 +103,9 @@ class Controller implements HotPlug {
   #index = new Map<string, CacheKey>();
   /** When the last cache scan started (`Date.now()`); 0: never. */
   #scannedAt = 0;
+  /** Cache scans started, and the number of the one {@link Controller.#index} comes from. */
+  #scans = 0;
+  #indexScan = 0;
   /** Pods being changed now (never two passes for one pod at once). */
   #active = new Set<string>();
   /** The running workers. */
@@ -273,6 +276,7 @@ class Controller implements HotPlug {
     const mtime = (await Deno.stat(this.#cache.dir).catch(() => undefined))?.mtime?.getTime();
     if (mtime === undefined || mtime < this.#scannedAt - 1000) return undefined;
     this.#scannedAt = Date.now();
+    const scan = ++this.#scans;
     const index = new Map<string, CacheKey>(); // filled, then swapped in (workers scan concurrently)
     for (const key of await this.#cache.list()) {
       let record: CacheRecord | undefined;
@@ -288,7 +292,12 @@ class Controller implements HotPlug {
       }
       index.set(rk, key);
     }
-    this.#index = index;
+    // Only over an older scan's: a slow scan that listed before a newer one must not hide what
+    // that one found (the mtime gate above would then never scan for it again).
+    if (scan > this.#indexScan) {
+      this.#index = index;
+      this.#indexScan = scan;
+    }
     return index.get(k);
   }
 
