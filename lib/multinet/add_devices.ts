@@ -136,7 +136,8 @@ export async function planDevices(
   const backed = attachments.filter((a) => a.delegate.resourceName);
   const { deps, pod } = ctx;
   if (backed.length === 0 || !deps.dra || !pod?.name) return;
-  const info = podInfo ?? await deps.pods?.get(pod.namespace, pod.name);
+  // With the UID: the daemon's informer may still hold an older pod of the same name.
+  const info = podInfo ?? await deps.pods?.get(pod.namespace, pod.name, pod.uid || undefined);
   if (!info?.withResourceClaims) return;
   const dra = await import("../devices/dra.ts");
   const claims = dra.podClaimsOf(info.withResourceClaims);
