@@ -155,12 +155,20 @@ export class ManifoldDaemon {
       observer,
       logger,
     });
-    const server = await DaemonServer.listen({
-      socketPath: opts.socketPath,
-      serve,
-      idleTimeoutMs: opts.idleTimeoutMs,
-      logger,
-    });
+    let server: DaemonServer;
+    try {
+      server = await DaemonServer.listen({
+        socketPath: opts.socketPath,
+        serve,
+        idleTimeoutMs: opts.idleTimeoutMs,
+        logger,
+      });
+    } catch (e) {
+      // Nothing started above may outlive the failure (the caller keeps the API client).
+      stopWatch.abort();
+      await Promise.all([watching, policy?.stop(), pods?.done]);
+      throw e;
+    }
     const hotPlug = opts.conf.hotPlug && kube && pods && api
       ? startHotPlug({
         conf: opts.conf,
