@@ -17,7 +17,8 @@ import { createLogger, type Logger } from "../log/mod.ts";
 import { type ManifoldConf, parseManifoldConf } from "../multinet/config.ts";
 import { DEFAULT_NAD_MIRROR_DIR } from "../multinet/nad_mirror.ts";
 import { ManifoldDaemon } from "../daemon/daemon.ts";
-import { NO_OBSERVER } from "../daemon/observer.ts";
+import { type DaemonObserver, NO_OBSERVER } from "../daemon/observer.ts";
+import { fallbackFile } from "../daemon/forward.ts";
 import { DEFAULT_REQUEST_TIMEOUT_MS } from "../daemon/service.ts";
 import { DEFAULT_IDLE_TIMEOUT_MS } from "../daemon/server.ts";
 import { errorText } from "../util/text.ts";
@@ -97,7 +98,6 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
   let http: { close(): Promise<void> } | undefined;
   try {
     const conf = await readPluginConf(opts.conf);
-    kube = await apiClient(opts.kubeconfig ?? conf.kubeconfig, env, conf, logger);
     const socketPath = opts.socket ?? conf.daemonSocket ?? DEFAULT_DAEMON_SOCKET;
     let observer = NO_OBSERVER;
     let started: ManifoldDaemon | undefined;
@@ -106,10 +106,12 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
       const h = await startDaemonHttp({
         address: opts.metricsAddress,
         ready: () => started?.ready() ?? { ok: false, reasons: ["starting"] },
+        fallbackFile: fallbackFile(socketPath),
       });
       observer = h.observer;
       http = h;
     }
+    kube = await apiClient(opts.kubeconfig ?? conf.kubeconfig, env, conf, logger, observer);
     daemon = started = await ManifoldDaemon.start({
       conf,
       socketPath,
@@ -162,6 +164,7 @@ async function apiClient(
   env: Record<string, string>,
   conf: ManifoldConf,
   logger: Logger,
+  observer: DaemonObserver,
 ): Promise<KubeClient | undefined> {
   if (conf.nadDir) return undefined;
   const connection = kubeconfig ? await loadKubeconfig(kubeconfig) : inClusterConnection(env);
@@ -171,6 +174,7 @@ async function apiClient(
     timeoutMs: conf.apiTimeoutMs,
     logger,
     userAgent: "manifold-daemon",
+    onRequest: observer === NO_OBSERVER ? undefined : (m, s) => observer.apiRequest(m, s),
   });
 }
 

@@ -18,6 +18,8 @@ import { manifoldHandlers, realDeps } from "../multinet/plugin.ts";
 import { ApiStatusSink, KubeEventSink } from "../multinet/sinks.ts";
 import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
+import { AttachmentCache } from "../multinet/cache.ts";
+import { AttachmentTally } from "./attachments.ts";
 import type { DaemonObserver } from "./observer.ts";
 import { DaemonServer } from "./server.ts";
 import { cniService } from "./service.ts";
@@ -120,6 +122,7 @@ export class ManifoldDaemon {
       requestTimeoutMs: opts.requestTimeoutMs,
       observer: opts.observer,
       logger,
+      attachments: tally(opts),
     });
     const server = await DaemonServer.listen({
       socketPath: opts.socketPath,
@@ -157,4 +160,15 @@ export class ManifoldDaemon {
     await this.#watching;
     await this.#writer?.clear().catch(() => {});
   }
+}
+
+/** The `manifold_attachments` count of the daemon's cache (`cniDir` of `--conf`), scanned now. */
+function tally(opts: DaemonOptions): AttachmentTally {
+  const t = new AttachmentTally(
+    new AttachmentCache(opts.conf.cniDir),
+    (n) => opts.observer.attachments(n),
+    opts.logger,
+  );
+  void t.scan();
+  return t;
 }

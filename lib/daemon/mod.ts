@@ -5,6 +5,7 @@
  * @module
  */
 
+export * from "./attachments.ts";
 export * from "./daemon.ts";
 export * from "./forward.ts";
 export * from "./nad_store.ts";

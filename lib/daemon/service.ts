@@ -15,6 +15,7 @@ import { dispatch, type SkelHandlers } from "../cni/skel.ts";
 import { cniErrorJson, type DaemonAnswer } from "./protocol.ts";
 import type { DaemonObserver } from "./observer.ts";
 import type { Logger } from "../log/mod.ts";
+import type { AttachmentTally } from "./attachments.ts";
 
 /** Default bound on one request in the daemon, ms (2 min, kubelet's CNI call deadline). */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
@@ -35,6 +36,11 @@ export interface CniServiceOptions {
   observer: DaemonObserver;
   /** Logs requests that outlive their timeout. */
   logger?: Logger;
+  /**
+   * Told about every ADD and DEL (the request's record is re-read) and GC (all are), after the
+   * answer is ready and without delaying it; feeds the observer's `attachments`.
+   */
+  attachments?: AttachmentTally;
 }
 
 /** One decoded request. */
@@ -95,6 +101,9 @@ export function cniService(opts: CniServiceOptions): (req: CniRequest) => Promis
     clearTimeout(timer);
     const ms = performance.now() - started;
     opts.observer.cniRequest(command, answer.code === 0 ? "success" : "error", ms / 1000);
+    if (command === "ADD" || command === "DEL") {
+      void opts.attachments?.refresh(env.CNI_CONTAINERID ?? "", env.CNI_IFNAME ?? "");
+    } else if (command === "GC") void opts.attachments?.scan();
     opts.logger?.info("served", {
       command,
       containerId: env.CNI_CONTAINERID,
