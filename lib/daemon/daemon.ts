@@ -18,6 +18,7 @@ import { manifoldHandlers, realDeps } from "../multinet/plugin.ts";
 import { ApiStatusSink, KubeEventSink } from "../multinet/sinks.ts";
 import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
+import { daemonReclaimer, type IdleReclaimer } from "./memory.ts";
 import { AttachmentCache } from "../multinet/cache.ts";
 import { AttachmentTally } from "./attachments.ts";
 import type { DaemonObserver } from "./observer.ts";
@@ -65,6 +66,7 @@ export class ManifoldDaemon {
   #watching: Promise<void>;
   #writer: NadMirrorWriter | undefined;
   #kube: KubeClient | undefined;
+  #reclaimer: IdleReclaimer | undefined;
 
   private constructor(
     server: DaemonServer,
@@ -124,13 +126,17 @@ export class ManifoldDaemon {
       logger,
       attachments: tally(opts),
     });
+    const reclaimer = daemonReclaimer();
     const server = await DaemonServer.listen({
       socketPath: opts.socketPath,
       serve,
       idleTimeoutMs: opts.idleTimeoutMs,
       logger,
+      onSettled: (n) => reclaimer.settled(n),
     });
-    return new ManifoldDaemon(server, store, stopWatch, watching, writer, kube);
+    const daemon = new ManifoldDaemon(server, store, stopWatch, watching, writer, kube);
+    daemon.#reclaimer = reclaimer;
+    return daemon;
   }
 
   /** Requests being served now. */
@@ -155,6 +161,7 @@ export class ManifoldDaemon {
    */
   async stop(): Promise<void> {
     await this.#server.close();
+    this.#reclaimer?.close();
     this.#stopWatch.abort();
     this.#kube?.close(); // ends the open watch stream at once (an abort alone waits for data)
     await this.#watching;
