@@ -39,8 +39,9 @@ export function freePort(): number {
 }
 
 /**
- * The daemon's memory as its `/metrics` reports it (V8 heap used/total, external memory) and
- * its RSS from /proc, one line, MiB.
+ * The daemon's memory, one line, MiB: RSS from /proc and its parts — anonymous (the process's
+ * own) and file-backed (mostly the Deno executable's pages, shared with every other Deno
+ * process of the node) — and V8 heap used/total and external memory from `/metrics`.
  */
 export async function daemonMemory(pid: number, metricsPort: number): Promise<string> {
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
@@ -48,7 +49,13 @@ export async function daemonMemory(pid: number, metricsPort: number): Promise<st
     const m = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
     return m ? (Number(m[1]) / 2 ** 20).toFixed(1) : "?";
   };
-  return `RSS ${rssMiB(pid).toFixed(1)} MiB (V8 heap used ${get("nodejs_heap_size_used_bytes")}` +
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  const kib = (name: string) => {
+    const m = new RegExp(`^${name}:\\s+(\\d+)`, "m").exec(status);
+    return m ? (Number(m[1]) / 1024).toFixed(1) : "?";
+  };
+  return `RSS ${rssMiB(pid).toFixed(1)} MiB (anon ${kib("RssAnon")}, file ${kib("RssFile")}; ` +
+    `V8 heap used ${get("nodejs_heap_size_used_bytes")}` +
     ` / total ${get("nodejs_heap_size_total_bytes")}, external ${
       get("nodejs_external_memory_bytes")
     })`;

@@ -20,6 +20,12 @@ import type { AttachmentTally } from "./attachments.ts";
 /** Default bound on one request in the daemon, ms (2 min, kubelet's CNI call deadline). */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
 
+/**
+ * The daemon's own V8 flags (set for `manifold daemon` by scripts/manifold and the DaemonSet):
+ * left out of the requests' environment, so delegates do not inherit them.
+ */
+export const DAEMON_ONLY_ENV = "DENO_V8_FLAGS";
+
 /** Options of {@link cniService}. */
 export interface CniServiceOptions {
   /** The daemon's own environment, under the forwarded variables. */
@@ -60,7 +66,8 @@ export function cniService(opts: CniServiceOptions): (req: CniRequest) => Promis
   const timeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(opts.baseEnv)) {
-    if (!k.startsWith("CNI_") && !k.startsWith("MANIFOLD_")) base[k] = v;
+    if (k.startsWith("CNI_") || k.startsWith("MANIFOLD_") || k === DAEMON_ONLY_ENV) continue;
+    base[k] = v;
   }
   return async (req) => {
     const started = performance.now();
