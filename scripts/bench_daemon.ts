@@ -4,7 +4,10 @@
  * the runtime. Prints ADD/DEL wall time and own overhead (− the same delegates run directly,
  * paired), forwarder start → request sent beside an empty `deno run` measured in the same
  * run, forwarder peak RSS, API requests per ADD counted at the stand-in, daemon RSS at start
- * and end, and `concurrent` pods ADDed at once (p50/p99, all must succeed, leases after DEL).
+ * and end (with its anonymous and file-backed parts and the V8 heap from `/metrics`: the daemon
+ * runs with `--metrics-address` as the DaemonSet runs it), and `concurrent` pods ADDed at once
+ * (p50/p99, all must succeed, leases after DEL). The 10,000-request memory soak is
+ * scripts/soak_daemon.ts.
  *
  * @module
  */
