@@ -4,7 +4,10 @@
  * the runtime. Prints ADD/DEL wall time and own overhead (− the same delegates run directly,
  * paired), forwarder start → request sent beside an empty `deno run` measured in the same
  * run, forwarder peak RSS, API requests per ADD counted at the stand-in, daemon RSS at start
- * and end, and `concurrent` pods ADDed at once (p50/p99, all must succeed, leases after DEL).
+ * and end (with its anonymous and file-backed parts and the V8 heap from `/metrics`: the daemon
+ * runs with `--metrics-address` as the DaemonSet runs it), and `concurrent` pods ADDed at once
+ * (p50/p99, all must succeed, leases after DEL). The 10,000-request memory soak is
+ * scripts/soak_daemon.ts.
  *
  * @module
  */
@@ -30,6 +33,37 @@ function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
+/** A free TCP port on 127.0.0.1 (closed again at once). */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = l.addr as Deno.NetAddr;
+  l.close();
+  return port;
+}
+
+/**
+ * The daemon's memory, one line, MiB: RSS from /proc and its parts — anonymous (the process's
+ * own) and file-backed (mostly the Deno executable's pages, shared with every other Deno
+ * process of the node) — and V8 heap used/total and external memory from `/metrics`.
+ */
+export async function daemonMemory(pid: number, metricsPort: number): Promise<string> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const get = (name: string) => {
+    const m = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+    return m ? (Number(m[1]) / 2 ** 20).toFixed(1) : "?";
+  };
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  const kib = (name: string) => {
+    const m = new RegExp(`^${name}:\\s+(\\d+)`, "m").exec(status);
+    return m ? (Number(m[1]) / 1024).toFixed(1) : "?";
+  };
+  return `RSS ${rssMiB(pid).toFixed(1)} MiB (anon ${kib("RssAnon")}, file ${kib("RssFile")}; ` +
+    `V8 heap used ${get("nodejs_heap_size_used_bytes")}` +
+    ` / total ${get("nodejs_heap_size_total_bytes")}, external ${
+      get("nodejs_external_memory_bytes")
+    })`;
+}
+
 /** Runs the daemon-mode benchmark and prints its table. */
 export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
   const N = opts.iterations;
@@ -42,7 +76,12 @@ export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
       runtimeConfig: { [ANNOTATIONS]: { "k8s.v1.cni.cncf.io/networks": JSON.stringify(networks) } },
     });
     const dir = await w.scratch.dir();
-    const d = await startDaemon(dir, conf(SELECTION), { flags: ["--log-level", "verbose"] });
+    const metricsPort = freePort();
+    const d = await startDaemon(dir, conf(SELECTION), {
+      flags: ["--log-level", "verbose", "--metrics-address", `127.0.0.1:${metricsPort}`],
+    });
+    const memory = () => daemonMemory(d.child.pid, metricsPort);
+    const memStart = await memory();
     const { direct, runDirect } = await directFloor(w);
     const podConf = { ...conf(SELECTION), daemonSocket: d.socket };
     const rssStart = rssMiB(d.child.pid);
@@ -170,6 +209,7 @@ export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
         rssMiB(d.child.pid).toFixed(1)
       } MiB at end`,
     );
+    console.log(`daemon memory at start: ${memStart}\ndaemon memory now:      ${await memory()}`);
     if (opts.soak > 0) {
       const before = rssMiB(d.child.pid);
       for (let i = 0; i < opts.soak; i++) {

@@ -17,9 +17,12 @@ if [ -n "${DENORT_BIN:-}" ]; then
   export DENORT_BIN
 fi
 mkdir -p dist
-# shellcheck disable=SC2046
+# main.ts loads each mode's module through a computed specifier (see `load` there), which
+# `deno compile` cannot follow: every `./lib/….ts` path main.ts names is included explicitly.
+includes=$(grep -oE '"\./lib/[^"]+\.ts"' main.ts | tr -d '"' | sort -u | sed 's/^/--include /')
+# shellcheck disable=SC2046,SC2086
 if ! deno compile --quiet --no-code-cache --cached-only --no-check \
-  $(cat scripts/permissions scripts/runtime-flags) --include lib/k8s/tls_warm_worker.ts \
+  $(cat scripts/permissions scripts/runtime-flags) --include lib/k8s/tls_warm_worker.ts $includes \
   -o dist/manifold main.ts 2>dist/compile.err; then
   cat dist/compile.err >&2
   if [ -z "${DENORT_BIN:-}" ]; then

@@ -17,7 +17,8 @@ import { createLogger, type Logger } from "../log/mod.ts";
 import { type ManifoldConf, parseManifoldConf } from "../multinet/config.ts";
 import { assertChrootDir } from "../multinet/chroot.ts";
 import { ManifoldDaemon } from "../daemon/daemon.ts";
-import { NO_OBSERVER } from "../daemon/observer.ts";
+import { type DaemonObserver, NO_OBSERVER } from "../daemon/observer.ts";
+import { fallbackFile } from "../daemon/forward.ts";
 import { DEFAULT_REQUEST_TIMEOUT_MS } from "../daemon/service.ts";
 import { DEFAULT_IDLE_TIMEOUT_MS } from "../daemon/server.ts";
 import { errorText } from "../util/text.ts";
@@ -102,7 +103,6 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
   try {
     const conf = await readPluginConf(opts.conf);
     await assertChrootDir(conf.chrootDir);
-    kube = await apiClient(opts.kubeconfig ?? conf.kubeconfig, env, conf, logger);
     const socketPath = opts.socket ?? conf.daemonSocket ?? DEFAULT_DAEMON_SOCKET;
     let observer = NO_OBSERVER;
     let started: ManifoldDaemon | undefined;
@@ -111,10 +111,12 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
       const h = await startDaemonHttp({
         address: opts.metricsAddress,
         ready: () => started?.ready() ?? { ok: false, reasons: ["starting"] },
+        fallbackFile: fallbackFile(socketPath),
       });
       observer = h.observer;
       http = h;
     }
+    kube = await apiClient(opts.kubeconfig ?? conf.kubeconfig, env, conf, logger, observer);
     daemon = started = await ManifoldDaemon.start({
       conf,
       socketPath,
@@ -174,6 +176,7 @@ async function apiClient(
   env: Record<string, string>,
   conf: ManifoldConf,
   logger: Logger,
+  observer: DaemonObserver,
 ): Promise<KubeClient | undefined> {
   if (conf.nadDir) return undefined;
   const connection = kubeconfig ? await loadKubeconfig(kubeconfig) : inClusterConnection(env);
@@ -183,6 +186,7 @@ async function apiClient(
     timeoutMs: conf.apiTimeoutMs,
     logger,
     userAgent: "manifold-daemon",
+    onRequest: observer === NO_OBSERVER ? undefined : (m, s) => observer.apiRequest(m, s),
   });
 }
 

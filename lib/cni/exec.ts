@@ -292,24 +292,34 @@ interface CappedRead {
   finish(): Promise<{ bytes: Uint8Array; truncated: boolean }>;
 }
 
+/**
+ * Bytes of the one buffer each output stream is read into. A default reader of a child's pipe
+ * allocates a new 64 KiB buffer per read, garbage only at the next full GC: ≈ 0.5 MiB of
+ * external memory per pod ADD, tens of MiB of RSS in `manifold daemon` under concurrent ADDs.
+ */
+const READ_BUFFER_BYTES = 16 * 1024;
+
 function readCapped(stream: ReadableStream<Uint8Array>, cap: number): CappedRead {
-  const reader = stream.getReader();
+  // A BYOB reader fills (and hands back) one buffer; what is kept is copied out at its size.
+  const reader = stream.getReader({ mode: "byob" });
   const chunks: Uint8Array[] = [];
   let kept = 0;
   let truncated = false;
   const done = (async () => {
     try {
+      let buf = new Uint8Array(READ_BUFFER_BYTES);
       for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return;
+        const { value, done } = await reader.read(buf);
+        if (done || value === undefined) return;
         if (kept < cap) {
           const take = Math.min(value.length, cap - kept);
-          chunks.push(take === value.length ? value : value.subarray(0, take));
+          chunks.push(value.slice(0, take));
           kept += take;
           if (take < value.length) truncated = true;
         } else if (value.length > 0) {
           truncated = true;
         }
+        buf = new Uint8Array(value.buffer);
       }
     } catch {
       // Cancelled or broken pipe: keep what we have.

@@ -25,6 +25,9 @@ import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
 import { type PodInformer, startPodInformer } from "./pod_informer.ts";
 import { type HotPlug, startHotPlug } from "./hotplug.ts";
+import { daemonReclaimer, type IdleReclaimer } from "./memory.ts";
+import { AttachmentCache } from "../multinet/cache.ts";
+import { AttachmentTally } from "./attachments.ts";
 import type { DaemonObserver } from "./observer.ts";
 import type { PolicyAgent } from "./policy_agent.ts";
 import { DaemonServer } from "./server.ts";
@@ -76,7 +79,12 @@ export class ManifoldDaemon {
   #watching: Promise<void>;
   #writer: NadMirrorWriter | undefined;
   #kube: KubeClient | undefined;
-  #parts: { pods?: PodInformer; hotPlug?: HotPlug; policy?: PolicyAgent };
+  #parts: {
+    pods?: PodInformer;
+    hotPlug?: HotPlug;
+    policy?: PolicyAgent;
+    reclaimer?: IdleReclaimer;
+  };
 
   private constructor(
     server: DaemonServer,
@@ -85,7 +93,12 @@ export class ManifoldDaemon {
     watching: Promise<void>,
     writer: NadMirrorWriter | undefined,
     kube: KubeClient | undefined,
-    parts: { pods?: PodInformer; hotPlug?: HotPlug; policy?: PolicyAgent },
+    parts: {
+      pods?: PodInformer;
+      hotPlug?: HotPlug;
+      policy?: PolicyAgent;
+      reclaimer?: IdleReclaimer;
+    },
   ) {
     this.#parts = parts;
     this.#kube = kube;
@@ -154,7 +167,9 @@ export class ManifoldDaemon {
       requestTimeoutMs: opts.requestTimeoutMs,
       observer,
       logger,
+      attachments: tally(opts),
     });
+    const reclaimer = daemonReclaimer();
     let server: DaemonServer;
     try {
       server = await DaemonServer.listen({
@@ -162,6 +177,7 @@ export class ManifoldDaemon {
         serve,
         idleTimeoutMs: opts.idleTimeoutMs,
         logger,
+        onSettled: (n) => reclaimer.settled(n),
       });
     } catch (e) {
       // Nothing started above may outlive the failure (the caller keeps the API client).
@@ -185,6 +201,7 @@ export class ManifoldDaemon {
       pods,
       hotPlug,
       policy,
+      reclaimer,
     });
   }
 
@@ -220,6 +237,7 @@ export class ManifoldDaemon {
   async stop(): Promise<void> {
     await this.#server.close();
     await this.#parts.hotPlug?.stop();
+    this.#parts.reclaimer?.close();
     this.#stopWatch.abort();
     const policyStopped = this.#parts.policy?.stop();
     this.#kube?.close(); // ends the open watch stream at once (an abort alone waits for data)
@@ -228,4 +246,15 @@ export class ManifoldDaemon {
     await this.#parts.pods?.done;
     await this.#writer?.clear().catch(() => {});
   }
+}
+
+/** The `manifold_attachments` count of the daemon's cache (`cniDir` of `--conf`), scanned now. */
+function tally(opts: DaemonOptions): AttachmentTally {
+  const t = new AttachmentTally(
+    new AttachmentCache(opts.conf.cniDir),
+    (n) => opts.observer.attachments(n),
+    opts.logger,
+  );
+  void t.scan();
+  return t;
 }

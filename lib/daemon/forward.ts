@@ -117,7 +117,9 @@ export async function forward(
     if (timedOut) return { kind: "lost", reason: `no answer within ${options.timeoutMs} ms` };
     return { kind: "lost", reason: e instanceof Error ? e.message : String(e) };
   } finally {
-    clearTimeout(timer);
+    // Only with a timer: the first touch of `clearTimeout`/`setTimeout` loads Deno's timer
+    // module, ≈ 6 ms of every forwarded call.
+    if (timer !== undefined) clearTimeout(timer);
     try {
       conn.close();
     } catch { /* already closed */ }
@@ -125,18 +127,35 @@ export async function forward(
 }
 
 /**
- * Appends one line `<unix ms> <reason>` to `<socket dir>/fallbacks` (the metrics side counts
- * them as `manifold_fallback_total`). Best effort: failures are ignored.
+ * The file counting the forwarder's fallbacks for a daemon socket: `<socket dir>/fallbacks`.
+ * @param socket the daemon socket path
+ * @returns the path
+ * @example
+ * ```ts
+ * fallbackFile("/run/manifold/manifold.sock"); // "/run/manifold/fallbacks"
+ * ```
+ */
+export function fallbackFile(socket: string): string {
+  const dir = socket.slice(0, Math.max(socket.lastIndexOf("/"), 0)) || ".";
+  return `${dir}/fallbacks`;
+}
+
+/**
+ * Appends one line `<unix ms> <reason>` to {@link fallbackFile} (the metrics side counts them
+ * as `manifold_fallback_total`). Best effort: failures are ignored.
  * @param socket the daemon socket path the request was meant for
  * @param reason why the daemon was not used
  */
 export async function recordFallback(socket: string, reason: string): Promise<void> {
-  const dir = socket.slice(0, Math.max(socket.lastIndexOf("/"), 0)) || ".";
   try {
-    await Deno.writeTextFile(`${dir}/fallbacks`, `${Date.now()} ${reason.replace(/\s+/g, " ")}\n`, {
-      append: true,
-      mode: 0o600,
-    });
+    await Deno.writeTextFile(
+      fallbackFile(socket),
+      `${Date.now()} ${reason.replace(/\s+/g, " ")}\n`,
+      {
+        append: true,
+        mode: 0o600,
+      },
+    );
   } catch { /* best effort */ }
 }
 

@@ -6,6 +6,7 @@
  * @module
  */
 
+export * from "./attachments.ts";
 export * from "./daemon.ts";
 export * from "./forward.ts";
 export * from "./hotplug.ts";

@@ -16,9 +16,12 @@ export interface DaemonObserver {
   cniRequest(command: string, result: "success" | "error", seconds: number): void;
   /** One delegate plugin execution: plugin = its type, command = CNI_COMMAND, seconds = wall time. */
   delegate(plugin: string, command: string, seconds: number): void;
-  /** One Kubernetes API request: verb = HTTP method (GET, PATCH, …), code = HTTP status (0 = no answer). */
+  /**
+   * One Kubernetes API request (every attempt, retries included): verb = HTTP method (GET,
+   * PATCH, …; WATCH for a watch stream), code = HTTP status (0 = no answer).
+   */
   apiRequest(verb: string, code: number): void;
-  /** Number of live attachments in the cache after a request changed it. */
+  /** Number of live attachments in the cache, after the start-up count and each ADD, DEL or GC. */
   attachments(count: number): void;
   /**
    * One MultiNetworkPolicy sync (`"multiNetworkPolicy": true`): seconds = wall time (cache

@@ -41,6 +41,8 @@ export interface DaemonServerOptions {
   maxRequestBytes?: number;
   /** Connection-level problems (bad requests, write failures). */
   logger?: Logger;
+  /** Called as each connection's handling ends, with the number still in flight. */
+  onSettled?: (inFlight: number) => void;
 }
 
 /** A listening daemon socket. */
@@ -107,7 +109,10 @@ export class DaemonServer {
         this.#opts.logger?.warn("accept failed", { error: String(e) });
         continue;
       }
-      const p = this.#handle(conn).finally(() => this.#inFlight.delete(p));
+      const p = this.#handle(conn).finally(() => {
+        this.#inFlight.delete(p);
+        this.#opts.onSettled?.(this.#inFlight.size);
+      });
       this.#inFlight.add(p);
     }
   }

@@ -15,9 +15,16 @@ import { dispatch, type SkelHandlers } from "../cni/skel.ts";
 import { cniErrorJson, type DaemonAnswer } from "./protocol.ts";
 import type { DaemonObserver } from "./observer.ts";
 import type { Logger } from "../log/mod.ts";
+import type { AttachmentTally } from "./attachments.ts";
 
 /** Default bound on one request in the daemon, ms (2 min, kubelet's CNI call deadline). */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
+
+/**
+ * The daemon's own V8 flags (set for `manifold daemon` by scripts/manifold and the DaemonSet):
+ * left out of the requests' environment, so delegates do not inherit them.
+ */
+export const DAEMON_ONLY_ENV = "DENO_V8_FLAGS";
 
 /** Options of {@link cniService}. */
 export interface CniServiceOptions {
@@ -35,6 +42,11 @@ export interface CniServiceOptions {
   observer: DaemonObserver;
   /** Logs requests that outlive their timeout. */
   logger?: Logger;
+  /**
+   * Told about every ADD and DEL (the request's record is re-read) and GC (all are), after the
+   * answer is ready and without delaying it; feeds the observer's `attachments`.
+   */
+  attachments?: AttachmentTally;
 }
 
 /** One decoded request. */
@@ -54,7 +66,8 @@ export function cniService(opts: CniServiceOptions): (req: CniRequest) => Promis
   const timeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(opts.baseEnv)) {
-    if (!k.startsWith("CNI_") && !k.startsWith("MANIFOLD_")) base[k] = v;
+    if (k.startsWith("CNI_") || k.startsWith("MANIFOLD_") || k === DAEMON_ONLY_ENV) continue;
+    base[k] = v;
   }
   return async (req) => {
     const started = performance.now();
@@ -95,6 +108,9 @@ export function cniService(opts: CniServiceOptions): (req: CniRequest) => Promis
     clearTimeout(timer);
     const ms = performance.now() - started;
     opts.observer.cniRequest(command, answer.code === 0 ? "success" : "error", ms / 1000);
+    if (command === "ADD" || command === "DEL") {
+      void opts.attachments?.refresh(env.CNI_CONTAINERID ?? "", env.CNI_IFNAME ?? "");
+    } else if (command === "GC") void opts.attachments?.scan();
     opts.logger?.info("served", {
       command,
       containerId: env.CNI_CONTAINERID,

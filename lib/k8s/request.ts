@@ -47,6 +47,13 @@ export interface KubeClientOptions {
   userAgent?: string;
   /** Cancels every request and backoff of this client (e.g. the CNI command's deadline). */
   signal?: AbortSignal;
+  /**
+   * Called once per HTTP request sent (every attempt, retries included) with its method
+   * (`"WATCH"` for a watch stream) and the answer's status, 0 when none came (timeout,
+   * connection failure, abort). For metrics (`manifold daemon`); must not throw. Absent: no
+   * cost.
+   */
+  onRequest?: (method: string, status: number) => void;
 }
 
 /** A request body and policy of {@link KubeRequester.request}. */
@@ -77,6 +84,7 @@ export class KubeRequester {
   #logger: Logger;
   #userAgent: string;
   #signal: AbortSignal | undefined;
+  #onRequest: ((method: string, status: number) => void) | undefined;
   #closer = new AbortController();
   #requestCount = 0;
   #lastFileToken: string | undefined;
@@ -94,6 +102,7 @@ export class KubeRequester {
     this.#logger = opts.logger ?? nullLogger;
     this.#userAgent = opts.userAgent ?? "manifold";
     this.#signal = opts.signal;
+    this.#onRequest = opts.onRequest;
   }
 
   /** HTTP requests actually sent so far, retries included. */
@@ -161,6 +170,7 @@ export class KubeRequester {
         }
       } finally {
         timer.cancel();
+        this.#onRequest?.(method, res?.status ?? 0);
       }
       this.#logger.debug("kube api request", {
         method,
@@ -245,7 +255,7 @@ export class KubeRequester {
     // Held by the answer's `cancel` below: a signal made by `AbortSignal.any` is referenced only
     // weakly by its sources and must live as long as the stream it aborts.
     const all = AbortSignal.any([...this.#signals(), ...(signal ? [signal] : []), connect.signal]);
-    let res: StreamResponse;
+    let res: StreamResponse | undefined;
     try {
       res = await this.#streams.open({
         method: "GET",
@@ -264,6 +274,7 @@ export class KubeRequester {
       throw noAnswerError(call, "ConnectionFailed", text);
     } finally {
       timer.cancel();
+      this.#onRequest?.("WATCH", res?.status ?? 0);
     }
     this.#logger.debug("kube api request", {
       method: "GET",

@@ -1,8 +1,10 @@
 /**
- * prom-client stays off the plugin's per-call path: in `deno info main.ts`, nothing the plugin
- * mode loads (main.ts, then everything reachable from it except main.ts's dynamic imports of the
- * `manifold <tool>` commands in lib/cli/) reaches `npm:prom-client` or lib/daemon/metrics.ts.
- * Importing prom-client costs ≈ 50–100 ms and ≈ 20 MiB RSS on this machine kind.
+ * What the per-call path loads. main.ts loads nothing at start (`deno run` would read and parse
+ * every module reachable through string-literal imports, ≈ 12 ms for 147 modules): each mode
+ * loads its own modules by path. The forwarder path loads three import-free modules. Nothing the
+ * plugin mode loads (main.ts's modules except the `manifold <tool>` commands in lib/cli/, and
+ * everything reachable from them) reaches `npm:prom-client` or lib/daemon/metrics.ts: importing
+ * prom-client costs ≈ 50–100 ms and ≈ 20 MiB RSS on this machine kind.
  */
 
 import assert from "node:assert/strict";
@@ -20,32 +22,73 @@ interface Mod {
 
 const ROOT = new URL("../../", import.meta.url);
 
-Deno.test("the plugin path (main.ts without its lib/cli tools) never loads prom-client", async () => {
+/** `deno info --json` of one module. */
+async function info(path: string): Promise<{ modules: Mod[]; redirects: Record<string, string> }> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", "main.ts"],
+    args: ["info", "--json", path],
     cwd: ROOT.pathname,
     stdout: "piped",
     stderr: "piped",
   }).output();
   assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  const info = JSON.parse(new TextDecoder().decode(out.stdout)) as {
-    modules: Mod[];
-    redirects: Record<string, string>;
-  };
-  const bySpec = new Map(info.modules.map((m) => [m.specifier, m]));
-  const main = new URL("main.ts", ROOT).href;
-  const cli = new URL("lib/cli/", ROOT).href;
+  return JSON.parse(new TextDecoder().decode(out.stdout));
+}
+
+/** The modules main.ts loads by path (`load<…>("./lib/….ts")`), relative to the repository. */
+async function mainLoads(): Promise<string[]> {
+  const text = await Deno.readTextFile(new URL("main.ts", ROOT));
+  return [
+    ...new Set([...text.matchAll(/load<typeof import\("([^"]+)"\)>\(\s*"([^"]+)"/g)]
+      .map((m) => {
+        assert.equal(m[1], m[2], "the type argument names the module loaded");
+        return m[2];
+      })),
+  ];
+}
+
+Deno.test("main.ts itself loads no module at start: each mode loads its own", async () => {
+  const graph = await info("main.ts");
+  const main = graph.modules.find((m) => m.specifier === new URL("main.ts", ROOT).href);
+  const code = (main?.dependencies ?? []).filter((d) => d.code !== undefined);
+  assert.deepEqual(code.map((d) => d.specifier), []);
+  const loads = await mainLoads();
+  assert.ok(
+    loads.includes("./lib/daemon/forward.ts") && loads.includes("./lib/multinet/plugin.ts"),
+  );
+  for (const path of loads) await Deno.stat(new URL(path, ROOT)); // each exists
+});
+
+Deno.test("the forwarder path loads only the import-free stdin, forward and protocol modules", async () => {
   const seen = new Set<string>();
-  const stack = [main];
-  while (stack.length > 0) {
-    const s = stack.pop()!;
-    if (seen.has(s)) continue;
-    seen.add(s);
-    for (const d of bySpec.get(s)?.dependencies ?? []) {
-      const target = d.code?.specifier;
-      if (target === undefined) continue; // type-only
-      if (s === main && d.isDynamic && target.startsWith(cli)) continue; // a tool, not the plugin
-      stack.push(info.redirects[target] ?? target);
+  for (const entry of ["lib/cni/stdin.ts", "lib/daemon/forward.ts"]) {
+    for (const m of (await info(entry)).modules) seen.add(m.specifier.slice(ROOT.href.length));
+  }
+  assert.deepEqual([...seen].sort(), [
+    "lib/cni/stdin.ts",
+    "lib/daemon/forward.ts",
+    "lib/daemon/protocol.ts",
+  ]);
+});
+
+Deno.test("the plugin path (main.ts's modules without its lib/cli tools) never loads prom-client", async () => {
+  const seen = new Set<string>();
+  const cli = new URL("lib/cli/", ROOT).href;
+  const entries = (await mainLoads()).map((p) => new URL(p, ROOT).href).filter((s) =>
+    !s.startsWith(cli)
+  );
+  for (const entry of entries) {
+    const graph = await info(new URL(entry).pathname);
+    const bySpec = new Map(graph.modules.map((m) => [m.specifier, m]));
+    const stack = [entry];
+    while (stack.length > 0) {
+      const s = stack.pop()!;
+      if (seen.has(s)) continue;
+      seen.add(s);
+      for (const d of bySpec.get(s)?.dependencies ?? []) {
+        const target = d.code?.specifier;
+        if (target === undefined) continue; // type-only
+        stack.push(graph.redirects[target] ?? target);
+      }
     }
   }
   assert.ok(seen.has(new URL("lib/multinet/plugin.ts", ROOT).href), "the walk reaches the plugin");

@@ -48,7 +48,12 @@ Deno.test("service: serves through the dispatcher with the request's env over th
   const { seen, observer } = recorder();
   let handlerEnv: Record<string, string> | undefined;
   const serve = cniService({
-    baseEnv: { PATH: "/bin", CNI_COMMAND: "DEL", MANIFOLD_DELEGATION_DEPTH: "3" },
+    baseEnv: {
+      PATH: "/bin",
+      CNI_COMMAND: "DEL",
+      MANIFOLD_DELEGATION_DEPTH: "3",
+      DENO_V8_FLAGS: "--heap-growing-percent=20",
+    },
     handlers: (env) => {
       handlerEnv = env;
       return handlers(() => Promise.resolve(decodeResult({ cniVersion: "1.0.0", ips: [] })));
@@ -61,6 +66,7 @@ Deno.test("service: serves through the dispatcher with the request's env over th
   assert.equal(handlerEnv?.PATH, "/bin", "the daemon's own variables");
   assert.equal(handlerEnv?.CNI_COMMAND, "ADD", "the request's CNI_* win");
   assert.equal(handlerEnv?.MANIFOLD_DELEGATION_DEPTH, undefined, "no daemon marker leaks in");
+  assert.equal(handlerEnv?.DENO_V8_FLAGS, undefined, "the daemon's V8 flags stay its own");
   assert.deepEqual(seen, [["ADD", "success"]]);
 });
 

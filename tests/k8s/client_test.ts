@@ -455,3 +455,28 @@ Deno.test("tokens never reach the log", async () => {
     assert.ok(!text.includes(api.token));
   }, "tokenFile");
 });
+
+Deno.test("onRequest sees every attempt with its method and status (0: no answer), watches as WATCH", async () => {
+  await withApi(async ({ api, client }) => {
+    const seen: [string, number][] = [];
+    const kube = client({ onRequest: (m, s) => seen.push([m, s]), timeoutMs: 150 });
+    api.fault({ method: "PATCH", status: 500 });
+    await kube.patchPodStatusAnnotations(NS, POD, { a: "b" });
+    await failure(kube.getPod(NS, "absent"));
+    const it = kube.watch("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions", {
+      resourceVersion: String(api.resourceVersion),
+    });
+    const first = it.next();
+    await new Promise((r) => setTimeout(r, 50));
+    kube.close();
+    await first.catch(() => {});
+    api.fault({ delayMs: 1000 });
+    const timedOut = client({ onRequest: (m, s) => seen.push([m, s]), timeoutMs: 100, retries: 0 });
+    await failure(timedOut.getPod(NS, POD));
+    assert.deepEqual(seen, [["PATCH", 500], ["PATCH", 200], ["GET", 404], ["WATCH", 200], [
+      "GET",
+      0,
+    ]]);
+    assert.equal(kube.requestCount, 4, "one hook call per request sent");
+  });
+});
