@@ -26,6 +26,8 @@ import {
 } from "./protocol.ts";
 import type { CniRequest } from "./service.ts";
 
+/** Thrown by the request reader for a connection closed before its first byte. */
+const PROBE = Symbol("probe");
 /** Default time a client has to send its complete request, ms. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 5_000;
 
@@ -123,6 +125,13 @@ export class DaemonServer {
       const req = await this.#readRequest(conn);
       answer = await this.#opts.serve(req);
     } catch (e) {
+      if (e === PROBE) { // connected and closed without a byte: a liveness probe, not a request
+        this.#opts.logger?.debug("connection closed before a request (probe)", {});
+        try {
+          conn.close();
+        } catch { /* already closed */ }
+        return;
+      }
       const err = e instanceof CniError
         ? e
         : new CniError(CniErrorCode.IoFailure, "failed to read the request", String(e));
@@ -141,7 +150,10 @@ export class DaemonServer {
     }
   }
 
-  /** Reads both frames within the idle timeout. @throws {CniError} 5, 6 or 7 */
+  /**
+   * Reads both frames within the idle timeout.
+   * @throws {CniError} 5, 6 or 7; `PROBE` when the peer closed before sending any byte
+   */
   async #readRequest(conn: Deno.UnixConn): Promise<CniRequest> {
     const max = this.#opts.maxRequestBytes ?? MAX_REQUEST_BYTES;
     const idleMs = this.#opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
@@ -165,6 +177,7 @@ export class DaemonServer {
         const buf = new Uint8Array(n);
         for (let off = 0; off < n;) {
           const got = await conn.read(buf.subarray(off)).catch(() => null);
+          if (got === null && !timedOut && budget === max - n && off === 0) throw PROBE;
           if (got === null) {
             throw new CniError(
               CniErrorCode.IoFailure,

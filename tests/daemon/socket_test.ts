@@ -106,3 +106,40 @@ Deno.test("daemon socket: fuzzed requests never crash the daemon", opts, async (
     assert.equal(decodeAnswer(await rawExchange(socket, base))?.code, 0, "still serving");
   });
 });
+
+Deno.test(
+  "daemon socket: a connection closed before its first byte is a probe, not a bad request",
+  opts,
+  async () => {
+    const dir = await Deno.makeTempDir({ prefix: "mft-sock-" });
+    const conf = {
+      cniVersion: "1.1.0",
+      name: "manifold-net",
+      type: "manifold",
+      delegates: [{ cniVersion: "1.0.0", name: "lo", type: "loopback" }],
+      cniDir: `${dir}/cache`,
+    };
+    const d = await startDaemon(dir, conf, { flags: ["--log-level", "debug"] });
+    try {
+      for (let i = 0; i < 3; i++) {
+        const conn = await Deno.connect({ transport: "unix", path: d.socket });
+        conn.close(); // what `manifold doctor` and the conformance suite's readiness wait do
+      }
+      // A real request after the probes is still served, and a truncated one still reported.
+      const version = decodeAnswer(
+        await rawExchange(d.socket, request({ CNI_COMMAND: "VERSION" })),
+      );
+      assert.equal(version?.code, 0);
+      const truncated = request({ CNI_COMMAND: "VERSION" }).subarray(0, 9);
+      assert.equal(errorCode(await rawExchange(d.socket, truncated, { halfClose: true })), 5);
+    } finally {
+      d.kill("SIGTERM");
+      const { stderr } = await d.exited();
+      await Deno.remove(dir, { recursive: true });
+      const lines = stderr.split("\n");
+      assert.equal(lines.filter((l) => l.includes("(probe)")).length, 3, stderr);
+      assert.equal(lines.filter((l) => l.includes("bad request")).length, 1, stderr);
+      assert.ok(!stderr.includes("failed to send the answer"), stderr);
+    }
+  },
+);
