@@ -194,6 +194,7 @@ export class ManifoldDaemon {
         observer: opts.observer,
         env: opts.env,
         logger,
+        nadChanges: store?.onChange.bind(store),
       })
       : undefined;
     if (opts.conf.hotPlug && !hotPlug) logger.warn("hotPlug needs an API and --node-name", {});

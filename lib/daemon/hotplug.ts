@@ -68,6 +68,12 @@ export interface HotPlugOptions {
   logger: Logger;
   /** Resync period, ms; default {@link HOTPLUG_RESYNC_MS}. */
   resyncMs?: number;
+  /**
+   * Subscribes to NADs created or changed (the daemon's NAD store, `NadStore.onChange`):
+   * pods whose selection names such a NAD are looked at again at once, so a change refused
+   * because its NAD did not exist yet is applied when the NAD appears, not at the resync.
+   */
+  nadChanges?: (listener: (namespace: string, name: string) => void) => () => void;
   /** Told of every pass that did something (tests, metrics). */
   onOutcome?: (pod: string, outcome: HotPlugOutcome) => void;
 }
@@ -113,6 +119,7 @@ class Controller implements HotPlug {
   #stopped = false;
   #timer: ReturnType<typeof setInterval>;
   #unsubscribe: () => void;
+  #unsubscribeNads: () => void;
 
   constructor(opts: HotPlugOptions) {
     this.#opts = opts;
@@ -122,6 +129,14 @@ class Controller implements HotPlug {
       if (c.pod) this.#enqueue(`${c.namespace}/${c.name}`, false);
       else this.#forget(c.namespace, c.name);
     });
+    this.#unsubscribeNads = opts.nadChanges?.((_namespace, name) => {
+      for (const p of opts.pods.pods()) {
+        // A cheap filter (the name appears in the selection text); the pass itself decides.
+        if ((p.metadata.annotations?.[NETWORKS_ANNOTATION] ?? "").includes(name)) {
+          this.#enqueue(podKey(p), true);
+        }
+      }
+    }) ?? (() => {});
     for (const p of opts.pods.pods()) this.#enqueue(podKey(p), true);
     this.#timer = setInterval(() => {
       for (const p of opts.pods.pods()) this.#enqueue(podKey(p), true);
@@ -132,6 +147,7 @@ class Controller implements HotPlug {
     this.#stopped = true;
     clearInterval(this.#timer);
     this.#unsubscribe();
+    this.#unsubscribeNads();
     this.#queue.clear();
     await Promise.all(this.#workers);
   }

@@ -225,7 +225,11 @@ async function change(
     outcome.kind = "failed";
     outcome.events.push({
       reason: "HotPlugFailed",
-      message: `${err.message}; the pod's networks were left as they were`,
+      message: outcome.removed.length
+        ? `${err.message}; the additions were rolled back, the removals (${
+          outcome.removed.join(", ")
+        }) were done`
+        : `${err.message}; the pod's networks were left as they were`,
       type: "Warning",
     });
   }

@@ -21,6 +21,7 @@ export class NadStore implements ListWatchHandler<NetworkAttachmentDefinition> {
   #synced = false;
   #writer: NadMirrorWriter | undefined;
   #logger: Logger | undefined;
+  #listeners = new Set<(namespace: string, name: string) => void>();
 
   /**
    * Creates an empty store.
@@ -45,8 +46,12 @@ export class NadStore implements ListWatchHandler<NetworkAttachmentDefinition> {
   async replace(items: NetworkAttachmentDefinition[], resourceVersion: string): Promise<void> {
     const next = new Map<string, NetworkAttachmentDefinition>();
     for (const nad of items) next.set(key(nad.metadata.namespace, nad.metadata.name), nad);
+    const changed = [...next.keys()].filter((k) =>
+      this.#byKey.get(k)?.metadata.resourceVersion !== next.get(k)!.metadata.resourceVersion
+    );
     this.#byKey = next;
     this.#synced = true;
+    for (const k of changed) this.#tell(k);
     await this.#mirror(() => this.#writer?.replace(items, resourceVersion));
   }
 
@@ -54,7 +59,10 @@ export class NadStore implements ListWatchHandler<NetworkAttachmentDefinition> {
   async apply(change: WatchChange<NetworkAttachmentDefinition>): Promise<void> {
     const k = key(change.object.metadata.namespace, change.object.metadata.name);
     if (change.type === "DELETED") this.#byKey.delete(k);
-    else this.#byKey.set(k, change.object);
+    else {
+      this.#byKey.set(k, change.object);
+      this.#tell(k);
+    }
     await this.#mirror(() => this.#writer?.apply(change));
   }
 
@@ -76,6 +84,29 @@ export class NadStore implements ListWatchHandler<NetworkAttachmentDefinition> {
         return nad ?? await fallback.get(namespace, name);
       },
     };
+  }
+
+  /**
+   * Calls `listener(namespace, name)` for every NAD created or changed from now on (watch
+   * events and re-lists; deletions are not reported: nothing can attach to a deleted NAD).
+   * Called synchronously from the watch loop: keep it short.
+   * @param listener the callback
+   * @returns a function removing it
+   */
+  onChange(listener: (namespace: string, name: string) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #tell(k: string): void {
+    const slash = k.indexOf("/");
+    for (const l of this.#listeners) {
+      try {
+        l(k.slice(0, slash), k.slice(slash + 1));
+      } catch (e) {
+        this.#logger?.warn("NAD change listener failed", { error: errorText(e) });
+      }
+    }
   }
 
   async #mirror(write: () => Promise<unknown> | undefined): Promise<void> {
