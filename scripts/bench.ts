@@ -36,8 +36,16 @@ const { values } = parseArgs({
     mode: { type: "string", default: "process" },
     concurrent: { type: "string", default: "50" },
     soak: { type: "string", default: "0" },
+    help: { type: "boolean", short: "h" },
   },
 });
+if (values.help) {
+  console.log(
+    "usage: deno run -A scripts/bench.ts [--mode process|daemon] [--iterations 30] " +
+      "[--latency-ms 3] [--scale-iterations 10] [--concurrent 50] [--soak N]  (root)",
+  );
+  Deno.exit(0);
+}
 if (values.mode === "daemon") {
   const { benchDaemon } = await import("./bench_daemon.ts");
   await benchDaemon({
