@@ -10,7 +10,7 @@
 export const MALLOC_LIBC_PATH = "libc.so.6";
 
 /** `mallopt` parameter: allocations of at least this many bytes get their own mmap (malloc.h). */
-export const M_MMAP_THRESHOLD = -3;
+export const M_MMAP_THRESHOLD: number = -3;
 
 /** The glibc allocator symbols the daemon calls, each with its C prototype. */
 export const MALLOC_SYMBOLS = {

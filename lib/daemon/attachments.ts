@@ -53,6 +53,7 @@ export class AttachmentTally {
   #queue: Promise<void> = Promise.resolve();
 
   /**
+   * A tally reporting to `report`; counts nothing until its first scan.
    * @param cache the daemon's attachment cache (its `cniDir`)
    * @param report receives the total after each scan or refresh (the observer's `attachments`)
    * @param logger unreadable records and directories are logged here

@@ -15,6 +15,7 @@ export * from "./hotplug_diff.ts";
 export * from "./nad_store.ts";
 export * from "./observer.ts";
 export * from "./pod_informer.ts";
+export type { PolicyAgent } from "./policy_agent.ts";
 export * from "./protocol.ts";
 export * from "./server.ts";
 export * from "./service.ts";

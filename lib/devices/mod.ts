@@ -20,6 +20,7 @@ export * from "./allocation.ts";
 export * from "./inject.ts";
 export * from "./sysfs.ts";
 export * from "./attachment.ts";
+export type { DraSource } from "./dra.ts";
 export {
   POD_RESOURCES_METHODS,
   PodResourcesClient,

@@ -208,6 +208,13 @@ export class AddRun {
   readonly #log: Logger;
   readonly #device: DeviceContext;
 
+  /**
+   * A run for one sandbox: a new cache record, or `from` an existing one (hot-plug continues it).
+   * @param deps the request's dependencies
+   * @param pod the pod, or undefined without an API
+   * @param log the request's log
+   * @param from an existing record to continue
+   */
   constructor(deps: ManifoldDeps, pod: PodRef | undefined, log: Logger, from?: RunFrom) {
     const { env, conf } = deps;
     this.#deps = deps;
