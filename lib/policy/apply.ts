@@ -7,6 +7,7 @@
  * @module
  */
 
+import { resolveNetnsPath } from "../netlink/mod.ts";
 import { libnftablesRunner } from "./libnftables_runner.ts";
 import { NftablesError, type NftRunner } from "./runner.ts";
 import {
@@ -106,7 +107,8 @@ export type ApplyMode = "full" | "sets" | "unchanged";
  */
 export class PolicyApplier {
   readonly #runner: NftRunner;
-  readonly #applied = new Map<string, PodRuleset>();
+  /** Per netns path: the ruleset applied and the identity (`dev:ino`) of the namespace then. */
+  readonly #applied = new Map<string, { ruleset: PodRuleset; id: string }>();
 
   /**
    * An applier with nothing applied yet.
@@ -128,21 +130,25 @@ export class PolicyApplier {
    * @throws {NetnsError} when the namespace cannot be entered
    */
   async apply(netns: string, ruleset: PodRuleset): Promise<ApplyMode> {
-    const prev = this.#applied.get(netns);
+    // A path can name a new namespace (a reused `/proc/<pid>/ns/net`): what was applied to the
+    // old one says nothing about it, and "unchanged" would leave the new one unpoliced.
+    const id = identity(netns);
+    const held = this.#applied.get(netns);
+    const prev = held?.id === id ? held.ruleset : undefined;
     const update = prev ? renderSetUpdate(prev, ruleset) : null;
     if (update && !update.nftables.length) return "unchanged";
     this.#applied.delete(netns);
     if (update) {
       try {
         await this.#runner.run(netns, text(update));
-        this.#applied.set(netns, ruleset);
+        this.#applied.set(netns, { ruleset, id });
         return "sets";
       } catch (e) {
         if (!(e instanceof NftablesError)) throw e; // e.g. table removed behind our back
       }
     }
     await this.#runner.run(netns, text(renderRuleset(ruleset)));
-    this.#applied.set(netns, ruleset);
+    this.#applied.set(netns, { ruleset, id });
     return "full";
   }
 
@@ -170,5 +176,15 @@ export class PolicyApplier {
   forget(netns: string): void {
     this.#applied.delete(netns);
     this.#runner.release?.(netns);
+  }
+}
+
+/** The namespace file's identity, `dev:ino` (nsfs inode), or "" when it cannot be read. */
+function identity(netns: string): string {
+  try {
+    const st = Deno.statSync(resolveNetnsPath(netns));
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return "";
   }
 }

@@ -98,3 +98,21 @@ Deno.test({
     assert.throws(() => openLibnftables("/nonexistent/libnftables.so.1"));
   },
 });
+
+Deno.test("applier: a path that now names another namespace gets the full ruleset", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "mft-apply-" });
+  try {
+    const path = `${dir}/ns`; // stands for a reused /proc/<pid>/ns/net: same path, new inode
+    await Deno.writeTextFile(path, "old");
+    const r = new Recorder();
+    const a = new PolicyApplier(r);
+    assert.equal(await a.apply(path, rs(["10.0.0.1"])), "full");
+    assert.equal(await a.apply(path, rs(["10.0.0.1"])), "unchanged");
+    await Deno.writeTextFile(`${dir}/next`, "new");
+    await Deno.rename(`${dir}/next`, path); // a new inode while the old one still exists
+    assert.equal(await a.apply(path, rs(["10.0.0.1"])), "full", "not 'unchanged'");
+    assert.equal(await a.apply(path, rs(["10.0.0.1"])), "unchanged");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
