@@ -76,14 +76,16 @@ export class PolicyAgent {
   #again: "no" | "yes" | "full" = "no";
   #reported = new Set<string>();
   #syncs = 0;
+  #applier: PolicyApplier;
 
   private constructor(opts: PolicyAgentOptions) {
     this.#opts = opts;
     this.#index = new PodNetnsIndex(opts.cniDir);
+    this.#applier = opts.applier ?? new PolicyApplier();
     this.#reconciler = new PolicyReconciler({
       netnsOf: (pod) => this.#index.sandboxOf(pod)?.netns,
       nodeName: opts.nodeName,
-      applier: opts.applier ?? new PolicyApplier(),
+      applier: this.#applier,
     });
   }
 
@@ -314,7 +316,10 @@ export class PolicyAgent {
     void this.#opts.events.flush();
   }
 
-  /** Stops the watches and the resync and waits for a running sync; idempotent. */
+  /**
+   * Stops the watches and the resync, waits for a running sync, then closes the applier (its
+   * libnftables contexts are freed; the rules stay in force); idempotent.
+   */
   async stop(): Promise<void> {
     this.#stop.abort();
     clearInterval(this.#resync);
@@ -322,6 +327,7 @@ export class PolicyAgent {
     this.#timer = undefined;
     await Promise.all(this.#watches);
     await this.#running;
+    await this.#applier.close();
   }
 }
 

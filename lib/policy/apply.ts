@@ -177,6 +177,15 @@ export class PolicyApplier {
     this.#applied.delete(netns);
     this.#runner.release?.(netns);
   }
+
+  /**
+   * Forgets every namespace and frees what the runner keeps (its open libnftables contexts,
+   * each holding a netlink socket that keeps a pod's netns alive); the rules stay in force.
+   */
+  async close(): Promise<void> {
+    this.#applied.clear();
+    await this.#runner.close?.();
+  }
 }
 
 /** The namespace file's identity, `dev:ino` (nsfs inode), or "" when it cannot be read. */

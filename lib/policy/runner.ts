@@ -44,6 +44,8 @@ export interface NftRunner {
    * are removed or the pod is gone.
    */
   release?(netns: string): void;
+  /** Frees everything the runner keeps (every open context); resolves when done. */
+  close?(): Promise<void>;
 }
 
 /**

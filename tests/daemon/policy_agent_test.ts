@@ -19,6 +19,11 @@ class FakeRunner implements NftRunner {
   readonly name = "fake";
   batches: string[] = [];
   refuse = false;
+  closed = 0;
+  close(): Promise<void> {
+    this.closed++;
+    return Promise.resolve();
+  }
   run(netns: string, text: string): Promise<string> {
     if (this.refuse && text.includes('"add"')) {
       return Promise.reject(new NftablesError("refused", "Invalid argument"));
@@ -120,6 +125,10 @@ Deno.test("PolicyAgent: readiness, syncs on changes and kicks, one Warning per p
       spec: { podSelector: { matchLabels: { app: "db" } }, ingress: [{ ports: [{ port: 80 }] }] },
     });
     await until(() => syncs.some((f) => f > 0), "a sync with an apply failure");
+    // Stopping frees the runner's contexts (each keeps a pod's netns alive).
+    await agent.stop();
+    assert.equal(runner.closed, 1);
+    await agent.stop();
   } finally {
     await agent?.stop();
     kube?.close();
