@@ -162,7 +162,7 @@ spec:
   await manifold("ADD", `/var/run/netns/${podNs}`, conf);
 
   step("network-status (written to a file in standalone mode)");
-  const status = await Deno.readTextFile(`${cniDir}/network-status/${containerId}.json`);
+  const status = await Deno.readTextFile(`${cniDir}/network-status/${containerId}@eth0.json`);
   console.log(JSON.stringify(JSON.parse(status), null, 2));
 
   step("What the kernel holds in the pod (ip -br addr)");
