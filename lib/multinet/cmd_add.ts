@@ -36,12 +36,12 @@ import {
 import { waitForReadiness } from "./readiness.ts";
 import { applyDefaultRoute, claimsSandboxInterface, reconcileStatus } from "./kernel.ts";
 import { buildNetworkStatus } from "./status.ts";
-import { type AttachmentPlan, NETWORKS_ANNOTATION, type NetworkStatus } from "./types.ts";
+import type { AttachmentPlan, NetworkStatus } from "./types.ts";
 import type { NetnsSnapshot } from "../netlink/inspect.ts";
 import type { Logger } from "../log/mod.ts";
 import { mark, timeline } from "../log/trace.ts";
 import { crashpoint } from "./crashpoint.ts";
-import { oneLine } from "../util/text.ts";
+import { sendAddedEvents, warnIgnoredSelection } from "./add_events.ts";
 
 /**
  * Runs ADD for one sandbox.
@@ -161,37 +161,6 @@ async function readPodAnnotations(
   mark("podRead");
   seen(info);
   return info.annotations;
-}
-
-/** `invalidNetworkSelection: "ignore"`: log the reason and queue a Warning event. */
-function warnIgnoredSelection(
-  deps: ManifoldDeps,
-  pod: PodRef | undefined,
-  log: Logger,
-  err: CniError,
-): void {
-  const message = `${NETWORKS_ANNOTATION} is invalid and was ignored (NPWG v1.3 §4.1.2.1): ` +
-    `${oneLine(err.message)}; the pod gets the cluster default network only`;
-  log.warn(message, { reason: "InvalidNetworkSelection" });
-  if (pod) deps.events.emit(pod, { reason: "InvalidNetworkSelection", message, type: "Warning" });
-}
-
-/** `AddedInterface` per attachment (sent under `events: "all"`), then waits for the queue. */
-async function sendAddedEvents(
-  deps: ManifoldDeps,
-  pod: PodRef | undefined,
-  statuses: NetworkStatus[],
-): Promise<void> {
-  if (!pod) return;
-  for (const s of statuses) {
-    deps.events.emit(pod, {
-      reason: "AddedInterface",
-      message: `Add ${s.interface ?? ""} [${(s.ips ?? []).join(",")}] from ${s.name}`,
-      type: "Normal",
-    });
-  }
-  await deps.events.flush();
-  mark("eventsSent");
 }
 
 /** A running pod's record and its attachments' decoded results, for hot-plug to continue. */
