@@ -82,6 +82,8 @@ export interface HotPlugOptions {
 export interface HotPlug {
   /** Stops taking work and waits for the pass in progress. Idempotent. */
   stop(): Promise<void>;
+  /** Pods whose last pass hot-plug remembers (at most the node's pods; tests, leaks). */
+  readonly tracked: number;
 }
 
 /**
@@ -141,6 +143,10 @@ class Controller implements HotPlug {
     this.#timer = setInterval(() => {
       for (const p of opts.pods.pods()) this.#enqueue(podKey(p), true);
     }, opts.resyncMs ?? HOTPLUG_RESYNC_MS);
+  }
+
+  get tracked(): number {
+    return this.#seen.size;
   }
 
   async stop(): Promise<void> {
@@ -227,7 +233,8 @@ class Controller implements HotPlug {
     }
     if (seen?.uid !== uid || seen.text !== text) {
       seen = { uid, text, ok: false, warned: new Set() };
-      this.#seen.set(k, seen);
+      // A pod deleted while its pass ran was forgotten then: do not remember it again.
+      if (this.#opts.pods.get(meta.namespace, meta.name)) this.#seen.set(k, seen);
     }
     seen.ok = outcome.kind !== "failed";
     this.#measure(outcome, (performance.now() - started) / 1000);

@@ -53,13 +53,15 @@ function pod(name: string, rv: string, networks?: string): Pod {
   return { metadata, raw: { metadata } };
 }
 
-Deno.test("hot-plug: a slow cache scan does not hide a sandbox a later scan found", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "mft-hpidx-" });
+/**
+ * A hot-plug controller over a real cache in `dir` and a real pod store, whose first cache
+ * scan lists the directory and then stalls until `release()`; the API sources are fakes.
+ */
+function stalledScanWorld(dir: string) {
   const list = AttachmentCache.prototype.list;
   let release!: () => void;
   const gate = new Promise<void>((r) => release = r);
   let calls = 0;
-  // The first scan lists the directory, then stalls (a busy node reading many records).
   AttachmentCache.prototype.list = async function (this: AttachmentCache) {
     const keys = await list.call(this);
     if (calls++ === 0) await gate;
@@ -92,12 +94,29 @@ Deno.test("hot-plug: a slow cache scan does not hide a sandbox a later scan foun
     logger: nullLogger,
     onOutcome: (p, o) => outcomes.push(`${p} ${o.kind}`),
   });
+  return {
+    store,
+    outcomes,
+    hotPlug,
+    release,
+    scans: () => calls,
+    async close() {
+      release();
+      AttachmentCache.prototype.list = list;
+      await hotPlug.stop();
+    },
+  };
+}
+
+Deno.test("hot-plug: a slow cache scan does not hide a sandbox a later scan found", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "mft-hpidx-" });
+  const { store, outcomes, release, scans, close } = stalledScanWorld(dir);
   try {
     const cache = new AttachmentCache(dir);
     await cache.write(record("a"));
     await Deno.mkdir(`${dir}/locks`); // as on a node: container locks exist already
     await store.replace([pod("a", "1")], "1"); // pass for a: its scan stalls after listing
-    await until(() => calls === 1, "the first scan");
+    await until(() => scans() === 1, "the first scan");
 
     await cache.write(record("x")); // x's sandbox appears after that listing
     await new Promise((r) => setTimeout(r, 1100)); // … and the cache stays quiet a while
@@ -119,9 +138,24 @@ Deno.test("hot-plug: a slow cache scan does not hide a sandbox a later scan foun
       "ns/x unchanged",
     ]);
   } finally {
+    await close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("hot-plug: a pod deleted while its pass runs is not remembered afterwards", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "mft-hpidx-" });
+  const { store, outcomes, hotPlug, release, scans, close } = stalledScanWorld(dir);
+  try {
+    await new AttachmentCache(dir).write(record("a"));
+    await store.replace([pod("a", "1")], "1");
+    await until(() => scans() === 1, "a's pass is scanning");
+    await store.apply({ type: "DELETED", object: pod("a", "2"), resourceVersion: "2" });
     release();
-    AttachmentCache.prototype.list = list;
-    await hotPlug.stop();
+    await until(() => outcomes.includes("ns/a unchanged"), "a's pass ends");
+    assert.equal(hotPlug.tracked, 0, "nothing kept for the deleted pod");
+  } finally {
+    await close();
     await Deno.remove(dir, { recursive: true });
   }
 });
