@@ -166,6 +166,7 @@ export class DaemonServer {
     }, idleMs);
     try {
       let budget = max;
+      let received = 0;
       const read = async (n: number): Promise<Uint8Array> => {
         budget -= n;
         if (budget < 0) {
@@ -177,7 +178,7 @@ export class DaemonServer {
         const buf = new Uint8Array(n);
         for (let off = 0; off < n;) {
           const got = await conn.read(buf.subarray(off)).catch(() => null);
-          if (got === null && !timedOut && budget === max - n && off === 0) throw PROBE;
+          if (got === null && received === 0 && !timedOut) throw PROBE;
           if (got === null) {
             throw new CniError(
               CniErrorCode.IoFailure,
@@ -185,6 +186,7 @@ export class DaemonServer {
             );
           }
           off += got;
+          received += got;
         }
         return buf;
       };

@@ -704,9 +704,7 @@ class StandIn implements KubeApiStandIn {
       return;
     }
     this.#pods.delete(k);
-    const gone = structuredClone(old);
-    (gone.metadata as Json).resourceVersion = String(++this.#rv);
-    this.#emitPod("DELETED", gone, old);
+    this.#emitPod("DELETED", this.#bumped(old), old);
   }
 
   patchPod(namespace: string, name: string, patch: Json): Json {
