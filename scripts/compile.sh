@@ -22,7 +22,7 @@ mkdir -p dist
 includes=$(grep -oE '"\./lib/[^"]+\.ts"' main.ts | tr -d '"' | sort -u | sed 's/^/--include /')
 # shellcheck disable=SC2046,SC2086
 if ! deno compile --quiet --no-code-cache --cached-only --no-check \
-  $(cat scripts/permissions scripts/runtime-flags) --include lib/k8s/tls_warm_worker.ts $includes \
+  $(cat scripts/permissions scripts/runtime-flags) $includes \
   -o dist/manifold main.ts 2>dist/compile.err; then
   cat dist/compile.err >&2
   if [ -z "${DENORT_BIN:-}" ]; then

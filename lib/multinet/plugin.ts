@@ -43,10 +43,10 @@ export function realDeps(
       !opts.api && ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) &&
       processEnv.MANIFOLD_TLS_WARMUP !== "0"
     ) {
-      // Pay the first TLS handshake's one-time cost (≈ 40–60 ms of CPU) on a worker thread
-      // while this one starts up and runs the default delegate: measured 20 ms faster for
-      // ADDs with annotations from the runtime, even for those from the API (the worker costs
-      // this thread ≈ 16 ms). MANIFOLD_TLS_WARMUP=0 turns it off, e.g. to measure it.
+      // Pay the process-wide crypto initialisation of the first TLS handshake (≈ 29 ms of CPU)
+      // on a blocking thread while this one starts up and runs the default delegate: the first
+      // API request then handshakes in ≈ 2 ms. MANIFOLD_TLS_WARMUP=0 turns it off, e.g. to
+      // measure it.
       (await import("../k8s/tls_warm.ts")).warmTls();
     }
     const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
