@@ -2,7 +2,7 @@
  * Hot-plug of one running pod (issue 14 §1): under the container's lock, re-read its cache
  * record, plan its current selection with the same code as a sandbox ADD
  * (`buildPodPlan`: same validation, same capability MUSTs), diff (hotplug_diff.ts), DEL the
- * removed attachments (`detachAll`), ADD the new ones (`AddRun.attach`: intent record first,
+ * removed attachments (`detachAll`), ADD the new ones (`AddRun.attachAll`: intent record first,
  * so a crash mid-change is found again), verify against the kernel, cache, PATCH
  * network-status. A failed ADD rolls back every attachment this change added (`detachAll`),
  * leaving the pod as it was. Events are returned, not sent (the caller sends them once).
@@ -14,7 +14,7 @@ import { toCniError } from "../cni/errors.ts";
 import { type DecodedResult, decodeResult } from "../cni/result.ts";
 import type { Logger } from "../log/mod.ts";
 import type { AttachmentCache, CacheKey, CacheRecord } from "../multinet/cache.ts";
-import { AddRun } from "../multinet/cmd_add.ts";
+import { AddRun } from "../multinet/add_run.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import { lockContainer } from "../multinet/container_lock.ts";
 import type { ManifoldDeps } from "../multinet/deps.ts";
@@ -212,7 +212,7 @@ async function change(
   });
   const base = survivors.length;
   try {
-    for (const p of diff.add) await run.attach(p);
+    await run.attachAll(diff.add);
   } catch (e) {
     const err = toCniError(e);
     log.error("hot-plug ADD failed, rolling back", { error: err.message });

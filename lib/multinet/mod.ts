@@ -18,6 +18,7 @@ export * from "./cache.ts";
 export * from "./networks.ts";
 export * from "./deps.ts";
 export * from "./cmd_add.ts";
+export * from "./add_run.ts";
 export * from "./cmd_del.ts";
 export * from "./cmd_check.ts";
 export * from "./cmd_gc.ts";

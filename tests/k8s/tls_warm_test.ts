@@ -15,7 +15,9 @@ Deno.test("warmTls needs no permission (the plugin may run without --allow-net)"
     const url = new URL("../../lib/k8s/tls_warm.ts", import.meta.url).href;
     await Deno.writeTextFile(
       main,
-      `const { warmTls } = await import(${JSON.stringify(url)}); console.log(typeof await warmTls());`,
+      `const { warmTls } = await import(${
+        JSON.stringify(url)
+      }); console.log(typeof await warmTls());`,
     );
     const out = await new Deno.Command(Deno.execPath(), {
       args: ["run", "--no-prompt", "--no-config", "--no-lock", main],

@@ -91,15 +91,15 @@ export type KillAnchor = "spawn" | "first-log";
 /** The kinds of {@link CrashPlan}, in the order the summary lists them. */
 export const PLAN_KINDS = ["add", "del", "kill", "add+del", "rollback"] as const;
 
-/** The occurrences of each point an ADD of the pod passes (cache writes: 3 intents + final). */
+/** The occurrences of each point an ADD of the pod passes (cache writes: one intent + final). */
 const ADD_OCCURRENCES: Partial<Record<Crashpoint, number>> = {
-  "add:before-intent": ATTACHMENTS,
+  "add:before-intent": 1,
   "add:before-delegate": ATTACHMENTS,
   "add:after-delegate": ATTACHMENTS,
   "add:before-final-cache": 1,
   "add:before-patch": 1,
   "add:after-patch": 1,
-  "cache:after-temp-write": ATTACHMENTS + 1,
+  "cache:after-temp-write": 2,
 };
 
 /** The occurrences of each point a DEL of `n` attachments passes (one tombstone write). */
@@ -121,10 +121,10 @@ function specs(table: Partial<Record<Crashpoint, number>>): PointSpec[] {
 
 const ADD_SPECS = specs(ADD_OCCURRENCES);
 const DEL_SPECS = specs(delOccurrences(ATTACHMENTS));
-/** A rolled-back ADD: every delegate DEL, then the tombstone (the 5th cache write of the ADD). */
+/** A rolled-back ADD: every delegate DEL, then the tombstone (the 3rd cache write of the ADD). */
 const ROLLBACK_SPECS: PointSpec[] = [
   ...specs({ "del:before-delegate": ATTACHMENTS, "del:after-delegate": ATTACHMENTS }),
-  { point: "cache:after-temp-write", nth: ATTACHMENTS + 2 },
+  { point: "cache:after-temp-write", nth: 3 },
 ];
 
 /** What the cache must hold right after an ADD crashed at a hook point. */
@@ -136,21 +136,19 @@ interface ExpectedAfterAdd {
 }
 
 /**
- * The record an ADD of the pod leaves when it crashes at `spec`: an intent record is written
- * before each delegate (its attachment "adding", earlier ones "added" as of that write), the
- * final record after all of them; a crash inside a write leaves the previous record.
+ * The record an ADD of the pod leaves when it crashes at `spec`: one intent record naming every
+ * attachment ("adding") is written before the first delegate, the final record (all "added")
+ * after all of them; a crash inside a write leaves the previous record.
  */
 function expectedAfterAdd(spec: PointSpec): ExpectedAfterAdd {
   switch (spec.point) {
     case "add:before-intent":
-      return { attachments: spec.nth - 1, final: false };
+      return { attachments: 0, final: false };
     case "add:before-delegate":
     case "add:after-delegate":
-      return { attachments: spec.nth, final: false };
+      return { attachments: ATTACHMENTS, final: false };
     case "cache:after-temp-write":
-      return spec.nth <= ATTACHMENTS
-        ? { attachments: spec.nth - 1, final: false }
-        : { attachments: ATTACHMENTS, final: false };
+      return { attachments: spec.nth === 1 ? 0 : ATTACHMENTS, final: false };
     case "add:before-final-cache":
       return { attachments: ATTACHMENTS, final: false };
     default: // add:before-patch, add:after-patch
@@ -295,7 +293,7 @@ export interface RunReport {
   fired: Crashpoint[];
   /**
    * `kill` plans: where the kill landed, as the cache shows it — `no record`,
-   * `k/3 intent` (k attachments cached, the last one "adding"), `final record`,
+   * `3/3 intent` (the intent record: every attachment "adding"), `final record`,
    * `tombstone`, or `finished (exit n)` when the ADD ended before the kill.
    */
   killedAt?: string;
@@ -667,7 +665,7 @@ function checkIntent(record: CacheRecord | undefined, crash: PointSpec): void {
   const states = got.map((a) => a.state);
   const wantStates = Array.from(
     { length: want.attachments },
-    (_, i) => want.final || i < want.attachments - 1 ? "added" : "adding",
+    () => want.final ? "added" : "adding",
   );
   const ok = (want.attachments === 0 ? record === undefined : record !== undefined) &&
     !record?.deletedAt &&
