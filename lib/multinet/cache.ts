@@ -21,7 +21,7 @@
  * - #1449 (conflist plugin fields lost, calico DEL failed): the full delegate conflist is kept
  *   as executed, together with its capability arguments (portMappings, bandwidth…).
  * - Multus assumed `delegates[0]` was the default network on load: here each attachment says so.
- * - The ADD intent is recorded before the delegate runs (`state: "adding"`), so DEL can clean
+ * - The ADD intent is recorded before any delegate runs (`state: "adding"`), so DEL can clean
  *   up an attachment whose ADD crashed half-way.
  *
  * @module

@@ -2,7 +2,7 @@
  * ADD for the delegating plugin (NPWG v1.3 §6.2, §7.2, §7.3), in steps: read the pod's
  * annotations → plan every attachment (all checks, before any delegate runs) → attach each,
  * default network first, one at a time → apply `default-route` → verify with the kernel →
- * cache → publish network-status → events. On any failure once the pod is read (a plan that
+ * cache the final record and publish network-status (at once) → events. On any failure once the pod is read (a plan that
  * fails its checks included), every attachment made is DELeted (reverse order), an
  * `ErrorAddingNetwork` event is sent and the ADD fails. One intent record naming every planned
  * attachment is cached before the first delegate ADD so a DEL after a crash finds everything.
@@ -83,19 +83,22 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     const snapshot = await run.applyDefaultRoute();
     statuses = await run.verify(snapshot);
     mark("verified");
-    await run.cacheFinal(statuses);
+    // The final record and the network-status PATCH at once: neither needs the other, and a
+    // crash between them leaves the intent record, from which DEL undoes everything.
+    const cached = run.cacheFinal(statuses);
+    cached.catch(() => {}); // settled below
     crashpoint("add:before-patch");
     const kep = plan.attachments.some((a) => a.selection?.podNetwork)
       ? await import("./pod_network_status.ts").then((m) =>
         m.podNetworkStatusAnnotation(plan.attachments, statuses)
       )
       : undefined;
-    await deps.status.publish(
-      pod,
-      env.containerId,
-      statuses,
-      kep,
-    );
+    const [write, patch] = await Promise.allSettled([
+      cached,
+      deps.status.publish(pod, env.containerId, statuses, kep),
+    ]);
+    if (write.status === "rejected") throw write.reason;
+    if (patch.status === "rejected") throw patch.reason;
     mark("published");
     crashpoint("add:after-patch");
   } catch (e) {

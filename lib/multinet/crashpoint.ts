@@ -7,12 +7,14 @@
  * process. Never set it on a node.
  *
  * Points (in the order an ADD/DEL passes them):
- * - `add:before-intent` — an attachment is planned, its intent record not yet written;
- * - `add:before-delegate` — the intent record is on disk, the delegate ADD not started;
- * - `add:after-delegate` — the delegate ADD returned, its result not yet cached;
+ * - `add:before-intent` — every attachment is planned, the intent record not yet written;
+ * - `add:before-delegate` — the intent record is on disk, a delegate ADD not started;
+ * - `add:after-delegate` — a delegate ADD returned, its result not yet cached;
  * - `add:before-final-cache` — all attached and verified, final record not yet written;
- * - `add:before-patch` — final record written, network-status not yet published;
- * - `add:after-patch` — network-status published, the result not yet written to stdout;
+ * - `add:before-patch` — the final record's write started (not yet on disk), network-status
+ *   not yet published (the two run at once);
+ * - `add:after-patch` — final record written and network-status published, the result not yet
+ *   written to stdout;
  * - `del:before-delegate` — before each delegate DEL (also during an ADD's rollback);
  * - `del:after-delegate` — after each delegate DEL returned;
  * - `del:before-tombstone` — every delegate DEL done, the tombstone not yet written;

@@ -150,8 +150,9 @@ function expectedAfterAdd(spec: PointSpec): ExpectedAfterAdd {
     case "cache:after-temp-write":
       return { attachments: spec.nth === 1 ? 0 : ATTACHMENTS, final: false };
     case "add:before-final-cache":
+    case "add:before-patch": // the final record's write has only started
       return { attachments: ATTACHMENTS, final: false };
-    default: // add:before-patch, add:after-patch
+    default: // add:after-patch
       return { attachments: ATTACHMENTS, final: true };
   }
 }
