@@ -15,6 +15,7 @@ import type { WiringOptions } from "./wiring.ts";
 import { withContainerLock } from "./container_lock.ts";
 import { mark } from "../log/trace.ts";
 import { assertNotDelegated, delegationDepth, processMarkerEnv } from "../cni/recursion.ts";
+import { oneShotValidation } from "../cni/decode.ts";
 
 /** Options of {@link realDeps}. */
 export interface RealDepsOptions {
@@ -31,13 +32,16 @@ export interface RealDepsOptions {
 export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
 
 /**
- * The real dependency factory: config from stdin, environment from the process.
+ * The real dependency factory: config from stdin, environment from the process. Without
+ * `opts.api` (a plugin process serving one call) it also turns zod's JIT off for the process
+ * ({@link oneShotValidation}); the daemon, which passes `api`, keeps it.
  * @throws {CniError} 7 for an invalid configuration or kubeconfig.
  */
 export function realDeps(
   processEnv: Record<string, string>,
   opts: RealDepsOptions = {},
 ): DepsFactory {
+  if (!opts.api) oneShotValidation();
   return async (ctx) => {
     if (
       !opts.api && ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) &&

@@ -20,3 +20,26 @@ Deno.test("decodeJson: bad JSON and bad shape are CNI code 6 naming the content"
     });
   }
 });
+
+Deno.test("a plugin process validates without zod's JIT; the daemon keeps it", async () => {
+  // In a fresh process each: the setting is process-wide.
+  const root = new URL("../../", import.meta.url);
+  const plugin = new URL("lib/multinet/plugin.ts", root).href;
+  for (const [opts, want] of [["{}", "true"], ["{ api: {} }", "undefined"]]) {
+    const script = `import { z } from "zod";
+import { realDeps } from ${JSON.stringify(plugin)};
+const before = String(z.config().jitless);
+// deno-lint-ignore no-explicit-any
+realDeps({}, ${opts} as any);
+const loose = z.object({ a: z.number() });
+console.log(before, String(z.config().jitless), JSON.stringify(loose.parse({ a: 1, b: 2 })));`;
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["eval", "--config", new URL("deno.json", root).pathname, script],
+      env: { NO_COLOR: "1" },
+      stderr: "piped",
+    }).output();
+    const text = new TextDecoder();
+    assert.equal(out.code, 0, text.decode(out.stderr));
+    assert.equal(text.decode(out.stdout).trim(), `undefined ${want} {"a":1}`, opts);
+  }
+});
