@@ -11,6 +11,7 @@
  */
 
 import { parseCniArgs } from "../cni/env.ts";
+import { prefetchSpawn } from "../cni/exec.ts";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import type { DecodedResult } from "../cni/result.ts";
 import type { ManifoldDeps, PodInfo } from "./deps.ts";
@@ -66,7 +67,9 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
   const run = new AddRun(deps, pod, log);
   let statuses: NetworkStatus[];
   try {
-    const plan = await buildPodPlan(podPlanInput(deps, { pod, runtimeArgs, annotations }));
+    const planning = buildPodPlan(podPlanInput(deps, { pod, runtimeArgs, annotations }));
+    prefetchSpawn(); // while the plan waits for the API (A/B p50 −4 ms in runtime mode)
+    const plan = await planning;
     await ready;
     mark("planned");
     if (plan.ignoredSelection) warnIgnoredSelection(deps, pod, log, plan.ignoredSelection);
