@@ -108,12 +108,16 @@ try {
   await until(() => exists(`${mirrorDir}/.mirror.json`), "the NAD mirror's first list", 10_000);
   const mirrorMode = { ...runtimeMode, nadMirrorDir: mirrorDir };
 
-  /** Runs the plugin as the runtime would (w.call), under /usr/bin/time for its peak RSS. */
+  /**
+   * Runs the plugin as the runtime would (w.call); with `rss`, under /usr/bin/time for its peak
+   * RSS (separate runs: the launcher's own fork + exec, ≈ 1 ms, is no part of the plugin).
+   */
   const measured = async (
     command: "ADD" | "DEL",
     containerId: string,
     config: Record<string, unknown>,
     args?: string,
+    rss = false,
   ): Promise<Run> => {
     const rssFile = await Deno.makeTempFile();
     try {
@@ -122,9 +126,11 @@ try {
         containerId,
         config,
         ...(args ? { args } : {}),
-        launcher: ["/usr/bin/time", "-f", "%M", "-o", rssFile],
+        launcher: rss ? ["/usr/bin/time", "-f", "%M", "-o", rssFile] : [],
       });
-      const rssKiB = Number((await Deno.readTextFile(rssFile)).trim().split("\n").pop());
+      const rssKiB = rss
+        ? Number((await Deno.readTextFile(rssFile)).trim().split("\n").pop())
+        : NaN;
       let toStdinMs: number | undefined;
       for (const line of r.stderr.split("\n")) {
         if (!line.includes('"timeline"')) continue;
@@ -202,11 +208,20 @@ try {
     for (const r of [add, del, addRt, delRt]) {
       if (r.toStdinMs !== undefined) t.toStdin.push(r.toStdinMs);
     }
-    t.rss.push(add.rssKiB, del.rssKiB, addRt.rssKiB, delRt.rssKiB);
     t.reqAdd.push(reqAdd);
     t.reqDel.push(reqDel);
     t.reqAddRt.push(reqAddRt);
     t.getsAddRt.push(getsAddRt);
+  }
+  for (let i = 0; i < Math.min(N, 10); i++) {
+    for (const config of [w.conf, runtimeMode]) {
+      const id = `rss${i}${crypto.randomUUID().slice(0, 8)}`;
+      const add = await measured("ADD", id, config, undefined, true);
+      must(add, "ADD (RSS)");
+      const del = await measured("DEL", id, config, undefined, true);
+      must(del, "DEL (RSS)");
+      t.rss.push(add.rssKiB, del.rssKiB);
+    }
   }
 
   // Scaling: default + (n − 1) distinct bridge NADs, one pod per n, annotations from the API.
@@ -267,7 +282,7 @@ try {
   row("DEL, the 3 delegates alone (floor)", t.delDirect);
   row("DEL overhead (− delegates, paired)", t.delApi.map((x, i) => x - t.delDirect[i]));
   row("process spawn → first byte of stdin read", t.toStdin);
-  row("peak RSS of the plugin process", t.rss.map((k) => k / 1024), "MiB");
+  row("peak RSS of the plugin process (own runs)", t.rss.map((k) => k / 1024), "MiB");
   row("API requests per ADD (API mode, events included)", t.reqAdd, "req");
   row("API requests per ADD (runtime mode, events included)", t.reqAddRt, "req");
   row("  of which GETs (runtime mode)", t.getsAddRt, "req");
