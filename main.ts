@@ -123,6 +123,15 @@ if (import.meta.main) {
       const code = await daemon.forwardOrFallback(stdin, Deno.env.toObject());
       if (code !== undefined) Deno.exit(code);
     }
+    if (stdin && Deno.env.get("CNI_COMMAND") === "ADD") {
+      // TLS warm-up as early as possible (lib/k8s/tls_warm.ts): on a blocking thread, ≈ 29 ms.
+      let config: unknown;
+      try {
+        config = JSON.parse(new TextDecoder().decode(stdin));
+      } catch { /* the dispatcher reports it */ }
+      const warm = await load<typeof import("./lib/k8s/tls_warm.ts")>("./lib/k8s/tls_warm.ts");
+      warm.warmTlsForApi(config, Deno.env.toObject());
+    }
   }
   const [{ denoSkelIO, dispatch }, { manifoldHandlers, realDeps }] = await Promise.all([
     load<typeof import("./lib/cni/skel.ts")>("./lib/cni/skel.ts"),

@@ -19,6 +19,28 @@
 let started: Promise<number | undefined> | undefined;
 
 /**
+ * Starts {@link warmTls} when a plugin ADD with this (raw, not yet validated) config will talk
+ * to the Kubernetes API: no standalone `nadDir`, and a `kubeconfig` or the in-cluster service
+ * environment (`KUBERNETES_SERVICE_HOST`); never with `MANIFOLD_TLS_WARMUP=0` (to measure it).
+ * main.ts calls it as soon as stdin is read (≈ 15 ms before the plugin's modules are loaded);
+ * the ADD handler again (a no-op then).
+ * @param config the stdin config as parsed JSON (anything: checked loosely here)
+ * @param env the process environment
+ * @returns true when the warm-up runs (started now or before)
+ */
+export function warmTlsForApi(config: unknown, env: Record<string, string | undefined>): boolean {
+  if (env.MANIFOLD_TLS_WARMUP === "0" || typeof config !== "object" || config === null) {
+    return false;
+  }
+  const c = config as Record<string, unknown>;
+  if (typeof c.nadDir === "string" && c.nadDir !== "") return false;
+  const api = (typeof c.kubeconfig === "string" && c.kubeconfig !== "") ||
+    !!env.KUBERNETES_SERVICE_HOST;
+  if (api) warmTls();
+  return api;
+}
+
+/**
  * Starts the process-wide crypto initialisation on a blocking thread (once per process; later
  * calls return the first one). The key made is thrown away.
  * @returns resolves when done, with the ms it took, or undefined when WebCrypto refused (the

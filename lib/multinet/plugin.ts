@@ -43,15 +43,11 @@ export function realDeps(
 ): DepsFactory {
   if (!opts.api) oneShotValidation();
   return async (ctx) => {
-    if (
-      !opts.api && ctx.env.command === "ADD" && usesApi(ctx.config, processEnv) &&
-      processEnv.MANIFOLD_TLS_WARMUP !== "0"
-    ) {
+    if (!opts.api && ctx.env.command === "ADD") {
       // Pay the process-wide crypto initialisation of the first TLS handshake (≈ 29 ms of CPU)
-      // on a blocking thread while this one starts up and runs the default delegate: the first
-      // API request then handshakes in ≈ 2 ms. MANIFOLD_TLS_WARMUP=0 turns it off, e.g. to
-      // measure it.
-      (await import("../k8s/tls_warm.ts")).warmTls();
+      // on a blocking thread while this one starts up and runs the default delegate (main.ts
+      // usually started it already): the first API request then handshakes in ≈ 2 ms.
+      (await import("../k8s/tls_warm.ts")).warmTlsForApi(ctx.config, processEnv);
     }
     const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
       import("./config.ts"),
@@ -74,16 +70,6 @@ export function realDeps(
     mark("depsBuilt");
     return deps;
   };
-}
-
-/**
- * True when an ADD with this (raw, not yet validated) config will talk to the Kubernetes API:
- * no standalone `nadDir`, and a kubeconfig or the in-cluster service environment.
- */
-function usesApi(config: Record<string, unknown>, env: Record<string, string>): boolean {
-  if (typeof config.nadDir === "string" && config.nadDir !== "") return false;
-  return (typeof config.kubeconfig === "string" && config.kubeconfig !== "") ||
-    !!env.KUBERNETES_SERVICE_HOST;
 }
 
 /** Options of {@link manifoldHandlers}. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { warmTls } from "../../lib/k8s/tls_warm.ts";
+import { warmTls, warmTlsForApi } from "../../lib/k8s/tls_warm.ts";
 
 Deno.test("warmTls initialises crypto once per process", async () => {
   const first = warmTls();
@@ -29,5 +29,21 @@ Deno.test("warmTls needs no permission (the plugin may run without --allow-net)"
     assert.equal(text.decode(out.stdout).trim(), "number");
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("warmTlsForApi warms only for an ADD that will talk to the API", () => {
+  const cases: [unknown, Record<string, string>, boolean][] = [
+    [{ kubeconfig: "/etc/cni/net.d/manifold.d/manifold.kubeconfig" }, {}, true],
+    [{}, { KUBERNETES_SERVICE_HOST: "10.96.0.1" }, true],
+    [{}, {}, false], // no API configured
+    [{ kubeconfig: "/k", nadDir: "/nads" }, {}, false], // standalone NADs: no API
+    [{ kubeconfig: "/k" }, { MANIFOLD_TLS_WARMUP: "0" }, false],
+    [{ kubeconfig: "" }, {}, false],
+    ["not an object", { KUBERNETES_SERVICE_HOST: "10.96.0.1" }, false],
+    [undefined, {}, false],
+  ];
+  for (const [config, env, want] of cases) {
+    assert.equal(warmTlsForApi(config, env), want, JSON.stringify({ config, env }));
   }
 });
