@@ -1,7 +1,9 @@
 /**
  * DEL without a usable cache (NPWG v1.3 §7.2): the attachments ADD made are rebuilt from the
  * pod's annotations (runtime-passed or from the API) and the NADs through the same plan ADD
- * executes ({@link buildPodPlan}, mode `"rebuild"`), as cache entries DEL can tear down.
+ * executes ({@link buildPodPlan}, mode `"rebuild"`), as cache entries DEL can tear down. A
+ * device-backed attachment gets back the device ADD gave it: from its CNI device-info file, else
+ * from kubelet's allocation to the pod taken in ADD's order.
  *
  * @module
  */
@@ -11,9 +13,10 @@ import type { CachedAttachment } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { declaresCapability } from "./plan.ts";
 import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
-import { type PodRef, runtimePodAnnotations } from "./pod.ts";
+import { planPodOf, type PodRef, runtimePodAnnotations } from "./pod.ts";
+import { deviceContext } from "./add_devices.ts";
 import type { AttachmentPlan } from "./types.ts";
-import { DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
+import { DEVICE_ID_CAPABILITY, DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
 
 /** What could be rebuilt without a cache, and what could not (with why). */
 export interface Rebuilt {
@@ -68,28 +71,75 @@ export async function rebuildAttachments(
   const devices = plan.attachments.some(withDeviceInfo)
     ? await import("../devices/mod.ts")
     : undefined;
+  // Device IDs in attachment order, as ADD took them: kubelet's allocation, positional.
+  const device = devices
+    ? deviceContext(deps, pod, planPodOf(pod, env.containerId), deps.logger)
+    : undefined;
+  const attachments: CachedAttachment[] = [];
+  for (const p of plan.attachments) {
+    const a: CachedAttachment = {
+      statusName: p.delegate.statusName,
+      isDefault: p.delegate.isDefault,
+      ifName: p.ifName,
+      conflist: p.delegate.conflist,
+      capabilityArgs: p.capabilityArgs,
+      cniArgs: p.cniArgs,
+      state: "added" as const,
+    };
+    attachments.push(a);
+    if (!devices || !device || !withDeviceInfo(p)) continue;
+    a.deviceInfoFile = devices.cniDeviceInfoPath(conf.deviceInfoDir, {
+      network: p.delegate.statusName,
+      containerId: env.containerId,
+      ifName: p.ifName,
+    });
+    a.capabilityArgs = { ...a.capabilityArgs, [DEVICE_INFO_CAPABILITY]: a.deviceInfoFile };
+    const { resourceName } = p.delegate;
+    if (!resourceName) continue;
+    a.resourceName = resourceName;
+    // What the attachment really got (its device-info file), else kubelet's allocation in
+    // ADD's order (taken in any case, to keep the positions).
+    const [fromFile, fromKubelet] = [
+      await deviceIdFromInfo(devices, a.deviceInfoFile, deps),
+      await device.allocator().then((al) => al.take(resourceName)).catch(() => undefined),
+    ];
+    const deviceId = fromFile ?? fromKubelet;
+    if (deviceId) {
+      // The device ADD gave the delegate, as ADD gave it (SR-IOV CNI's DEL needs it).
+      a.deviceId = deviceId;
+      a.conflist = devices.injectDeviceId(a.conflist, deviceId);
+      a.capabilityArgs = { ...a.capabilityArgs, [DEVICE_ID_CAPABILITY]: deviceId };
+    }
+  }
   return {
-    attachments: plan.attachments.map((p) => {
-      const a: CachedAttachment = {
-        statusName: p.delegate.statusName,
-        isDefault: p.delegate.isDefault,
-        ifName: p.ifName,
-        conflist: p.delegate.conflist,
-        capabilityArgs: p.capabilityArgs,
-        cniArgs: p.cniArgs,
-        state: "added" as const,
-      };
-      if (devices && withDeviceInfo(p)) {
-        a.deviceInfoFile = devices.cniDeviceInfoPath(conf.deviceInfoDir, {
-          network: p.delegate.statusName,
-          containerId: env.containerId,
-          ifName: p.ifName,
-        });
-        a.capabilityArgs = { ...a.capabilityArgs, [DEVICE_INFO_CAPABILITY]: a.deviceInfoFile };
-      }
-      return a;
-    }),
+    attachments,
     missing: [...missing, ...plan.missing],
     transient: transient || plan.transient,
   };
+}
+
+/**
+ * The device a device-backed attachment was given at ADD, read back from its CNI device-info
+ * file (Device Information Spec v1.1 §4.2.1: written at ADD, removed at DEL): the PCI address
+ * of a `pci` or `vdpa` device. Without a cache record this file is DEL's only memory of the
+ * device; kubelet no longer lists a deleted pod's devices.
+ * @returns the address, or undefined when the file is gone, unreadable (logged) or names none
+ */
+async function deviceIdFromInfo(
+  devices: typeof import("../devices/mod.ts"),
+  path: string,
+  deps: ManifoldDeps,
+): Promise<string | undefined> {
+  try {
+    const info = await devices.readDeviceInfoFile(path);
+    const address = info?.pci?.["pci-address"] ?? info?.vdpa?.["pci-address"];
+    return typeof address === "string" && address !== "" ? address : undefined;
+  } catch (e) {
+    deps.logger.warn("cannot read the device-info file; DEL runs without deviceID", {
+      containerId: deps.env.containerId,
+      path,
+      error: toCniError(e).message,
+    });
+    return undefined;
+  }
 }

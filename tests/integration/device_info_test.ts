@@ -66,6 +66,77 @@ function statusOf(w: World, ifName: string): Record<string, unknown> {
   return entry!;
 }
 
+/** The device plugin's device-info of 0000:18:02.3 (0000:18:02.5 has none: sysfs describes it). */
+const DP_INFO = {
+  type: "pci",
+  version: "1.1.0",
+  pci: { "pci-address": "0000:18:02.3", "pf-pci-address": "0000:18:00.0" },
+};
+
+/**
+ * A pod asking three times for `vf-net`, a NAD of resource {@link RESOURCE} whose delegate
+ * (`rec-vf`: records, then bridge) declares `deviceID`; kubelet (a pod-resources server) gave
+ * the pod two devices (`pods`: empty it and kubelet forgets them). The caller stops `server` and
+ * `done`s `w`.
+ */
+async function vfWorld(base: string) {
+  const pods = [{
+    name: POD,
+    namespace: NS,
+    containers: [{
+      name: "app",
+      devices: [{ resourceName: RESOURCE, deviceIds: ["0000:18:02.5", "0000:18:02.3"] }],
+    }],
+  }];
+  const server = await startPodResourcesServer(base, { pods });
+  const devinfo = `${base}/devinfo`;
+  await Deno.mkdir(`${devinfo}/dp`, { recursive: true });
+  await Deno.writeTextFile(
+    `${devinfo}/dp/example.com-vf-0000:18:02.3-device.json`,
+    JSON.stringify(DP_INFO),
+  );
+  let w: World;
+  try {
+    w = await world({
+      annotations: {
+        // Three attachments, two devices: the third runs without one (a Warning).
+        "k8s.v1.cni.cncf.io/networks": JSON.stringify([
+          { name: "vf-net" },
+          { name: "vf-net" },
+          { name: "vf-net" },
+        ]),
+      },
+      conf: {
+        podResourcesSocket: server.socket,
+        deviceCheckpointFile: `${base}/no-checkpoint`,
+        deviceInfoDir: devinfo,
+        sysfsRoot: SYSFS,
+      },
+    });
+  } catch (e) {
+    await server.stop();
+    throw e;
+  }
+  const log = `${base}/calls.jsonl`;
+  await delegate(w.dirs.bin, "rec-vf", log);
+  w.api.addNad({
+    namespace: NS,
+    name: "vf-net",
+    annotations: { "k8s.v1.cni.cncf.io/resourceName": RESOURCE },
+    config: JSON.stringify({
+      cniVersion: "1.0.0",
+      name: "vf-net",
+      plugins: [{
+        type: "rec-vf",
+        bridge: w.br.sec,
+        ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.7.0/24" },
+        capabilities: { deviceID: true },
+      }],
+    }),
+  });
+  return { server, w, log, devinfo, pods };
+}
+
 Deno.test({
   name:
     "resourceName: sorted deviceIDs from pod-resources reach each delegate; device-info reported",
@@ -75,61 +146,10 @@ Deno.test({
     let server: PodResourcesServer | undefined;
     let w: World | undefined;
     try {
-      server = await startPodResourcesServer(base, {
-        pods: [{
-          name: POD,
-          namespace: NS,
-          containers: [{
-            name: "app",
-            devices: [{ resourceName: RESOURCE, deviceIds: ["0000:18:02.5", "0000:18:02.3"] }],
-          }],
-        }],
-      });
-      const devinfo = `${base}/devinfo`;
-      // The device plugin describes 0000:18:02.3 only; 0000:18:02.5 is found in sysfs.
-      const dpInfo = {
-        type: "pci",
-        version: "1.1.0",
-        pci: { "pci-address": "0000:18:02.3", "pf-pci-address": "0000:18:00.0" },
-      };
-      await Deno.mkdir(`${devinfo}/dp`, { recursive: true });
-      await Deno.writeTextFile(
-        `${devinfo}/dp/example.com-vf-0000:18:02.3-device.json`,
-        JSON.stringify(dpInfo),
-      );
-      w = await world({
-        annotations: {
-          // Three attachments, two devices: the third runs without one (a Warning).
-          "k8s.v1.cni.cncf.io/networks": JSON.stringify([
-            { name: "vf-net" },
-            { name: "vf-net" },
-            { name: "vf-net" },
-          ]),
-        },
-        conf: {
-          podResourcesSocket: server.socket,
-          deviceCheckpointFile: `${base}/no-checkpoint`,
-          deviceInfoDir: devinfo,
-          sysfsRoot: SYSFS,
-        },
-      });
-      const log = `${base}/calls.jsonl`;
-      await delegate(w.dirs.bin, "rec-vf", log);
-      w.api.addNad({
-        namespace: NS,
-        name: "vf-net",
-        annotations: { "k8s.v1.cni.cncf.io/resourceName": RESOURCE },
-        config: JSON.stringify({
-          cniVersion: "1.0.0",
-          name: "vf-net",
-          plugins: [{
-            type: "rec-vf",
-            bridge: w.br.sec,
-            ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.7.0/24" },
-            capabilities: { deviceID: true },
-          }],
-        }),
-      });
+      const vf = await vfWorld(base);
+      ({ server, w } = vf);
+      const { log, devinfo } = vf;
+      const dpInfo = DP_INFO;
 
       const add = await w.call("ADD");
       expectOk(add, "ADD");
@@ -179,6 +199,53 @@ Deno.test({
       ]);
       assert.equal(await exists(cniFile), false, "DEL removes the CNI device-info file");
       assert.ok(await exists(`${devinfo}/dp/example.com-vf-0000:18:02.3-device.json`));
+    } finally {
+      if (w) await done(w);
+      await server?.stop();
+      await Deno.remove(base, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+Deno.test({
+  name: "resourceName: a DEL without a cache gives each delegate back the device ADD gave it",
+  ...root,
+  async fn() {
+    const base = await Deno.makeTempDir({ prefix: "mfdev-" });
+    let server: PodResourcesServer | undefined;
+    let w: World | undefined;
+    try {
+      const vf = await vfWorld(base);
+      ({ server, w } = vf);
+      // Kubelet still lists the pod's devices at DEL, or has forgotten them (pod deleted).
+      for (const kubeletForgot of [false, true]) {
+        const containerId = `${vf.w.containerId}${kubeletForgot ? "b" : "a"}`;
+        expectOk(await vf.w.call("ADD", { containerId }), "ADD");
+        const files = ["net1", "net2", "net3"].map((n) =>
+          `${vf.devinfo}/cni/${NS}-vf-net-${containerId}_${n}`
+        );
+        // net1's device has a device plugin's file (copied); net2's was described from sysfs.
+        assert.deepEqual(await Promise.all(files.map(exists)), [true, false, false]);
+        // The cache is lost (a wiped /var/lib/cni): DEL rebuilds from the pod and the NADs.
+        for await (const e of Deno.readDir(vf.w.dirs.cache)) {
+          if (e.name.startsWith(containerId)) await Deno.remove(`${vf.w.dirs.cache}/${e.name}`);
+        }
+        if (kubeletForgot) vf.pods.length = 0;
+        await Deno.writeTextFile(vf.log, "");
+        expectOk(await vf.w.call("DEL", { containerId }), "DEL without a cache");
+        const dels = await records(vf.log, "DEL");
+        const net2 = kubeletForgot ? undefined : "0000:18:02.5"; // only kubelet knew it
+        assert.deepEqual(
+          dels.map((r) => [r.env.CNI_IFNAME, r.config.deviceID, r.config.runtimeConfig]),
+          [
+            ["net3", undefined, undefined],
+            ["net2", net2, net2 ? { deviceID: net2 } : undefined],
+            ["net1", "0000:18:02.3", { deviceID: "0000:18:02.3" }], // its device-info file
+          ],
+          `kubelet forgot the pod: ${kubeletForgot}`,
+        );
+        assert.deepEqual(await Promise.all(files.map(exists)), [false, false, false]);
+      }
     } finally {
       if (w) await done(w);
       await server?.stop();
