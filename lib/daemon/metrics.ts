@@ -23,12 +23,27 @@
  *   reads from `/proc/self` ({@link PROC_SELF_SERIES}), which Deno opens only with
  *   `--allow-all` (the daemon runs with scripts/permissions, so they would read 0):
  *   `process_resident_memory_bytes` comes from `Deno.memoryUsage()` instead, the others are left
- *   out.
+ *   out; and the `nodejs_eventloop_lag_*` series, the same but sampled by loop_delay.ts (Deno's
+ *   `monitorEventLoopDelay`, which prom-client uses, held 10–18 MiB of the daemon's RSS).
  *
  * @module
  */
 
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import process from "node:process";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import processCpuTotal from "prom-client/lib/metrics/processCpuTotal.js";
+import processStartTime from "prom-client/lib/metrics/processStartTime.js";
+import osMemoryHeap from "prom-client/lib/metrics/osMemoryHeap.js";
+import processOpenFileDescriptors from "prom-client/lib/metrics/processOpenFileDescriptors.js";
+import processMaxFileDescriptors from "prom-client/lib/metrics/processMaxFileDescriptors.js";
+import processResources from "prom-client/lib/metrics/processResources.js";
+import processHandles from "prom-client/lib/metrics/processHandles.js";
+import processRequests from "prom-client/lib/metrics/processRequests.js";
+import heapSizeAndUsed from "prom-client/lib/metrics/heapSizeAndUsed.js";
+import heapSpacesSizeAndUsed from "prom-client/lib/metrics/heapSpacesSizeAndUsed.js";
+import version from "prom-client/lib/metrics/version.js";
+import gc from "prom-client/lib/metrics/gc.js";
+import { type LoopLagSampler, registerEventLoopLag } from "./loop_delay.ts";
 import type { DaemonObserver } from "./observer.ts";
 
 /** Histogram buckets in seconds, for CNI requests and delegates: 5 ms … 60 s. */
@@ -256,8 +271,9 @@ export function createDaemonMetrics(
       if (n > 0) this.inc(n);
     },
   });
+  let loopLag: LoopLagSampler | undefined;
   if (opts.defaultMetrics ?? true) {
-    collectDefaultMetrics({ register: registry });
+    loopLag = defaultMetrics(registry);
     for (const name of PROC_SELF_SERIES) registry.removeSingleMetric(name);
     new Gauge({
       name: "process_resident_memory_bytes",
@@ -302,6 +318,42 @@ export function createDaemonMetrics(
     observer,
     contentType: registry.contentType,
     scrape: () => registry.metrics(),
-    clear: () => registry.clear(),
+    clear: () => {
+      loopLag?.stop();
+      registry.clear();
+    },
   };
+}
+
+/** A prom-client default-metric registrar (`prom-client/lib/metrics/*.js`). */
+type DefaultMetric = (registry: Registry, config: Record<string, unknown>) => void;
+
+/**
+ * prom-client's `collectDefaultMetrics({ register: registry })`, registrar by registrar in its
+ * order (prom-client 15.1.3 lib/defaultMetrics.js), except the event-loop lag: its
+ * `monitorEventLoopDelay` histogram costs 10–18 MiB of RSS under Deno (loop_delay.ts), so the
+ * same series come from {@link registerEventLoopLag}.
+ *
+ * @returns the event-loop lag sampler, to stop
+ */
+function defaultMetrics(registry: Registry): LoopLagSampler {
+  const config = { register: registry, eventLoopMonitoringPrecision: 10 };
+  const run = (...metrics: unknown[]) => {
+    for (const m of metrics) (m as DefaultMetric)(registry, config);
+  };
+  run(
+    processCpuTotal,
+    processStartTime,
+    osMemoryHeap,
+    processOpenFileDescriptors,
+    processMaxFileDescriptors,
+  );
+  const loopLag = registerEventLoopLag(registry);
+  const resources = typeof (process as { getActiveResourcesInfo?: unknown })
+      .getActiveResourcesInfo === "function"
+    ? [processResources]
+    : [];
+  run(...resources, processHandles, processRequests, heapSizeAndUsed, heapSpacesSizeAndUsed);
+  run(version, gc);
+  return loopLag;
 }
