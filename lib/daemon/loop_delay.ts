@@ -15,7 +15,7 @@
  */
 
 import { createHistogram, type RecordableHistogram } from "node:perf_hooks";
-import { Gauge, type Registry } from "prom-client";
+import { Gauge, type Registry } from "./prom.ts";
 
 /** Sampling interval of {@link registerEventLoopLag}, ms (prom-client's default). */
 export const LOOP_LAG_RESOLUTION_MS = 10;

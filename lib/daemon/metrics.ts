@@ -29,20 +29,7 @@
  * @module
  */
 
-import process from "node:process";
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import processCpuTotal from "prom-client/lib/metrics/processCpuTotal.js";
-import processStartTime from "prom-client/lib/metrics/processStartTime.js";
-import osMemoryHeap from "prom-client/lib/metrics/osMemoryHeap.js";
-import processOpenFileDescriptors from "prom-client/lib/metrics/processOpenFileDescriptors.js";
-import processMaxFileDescriptors from "prom-client/lib/metrics/processMaxFileDescriptors.js";
-import processResources from "prom-client/lib/metrics/processResources.js";
-import processHandles from "prom-client/lib/metrics/processHandles.js";
-import processRequests from "prom-client/lib/metrics/processRequests.js";
-import heapSizeAndUsed from "prom-client/lib/metrics/heapSizeAndUsed.js";
-import heapSpacesSizeAndUsed from "prom-client/lib/metrics/heapSpacesSizeAndUsed.js";
-import version from "prom-client/lib/metrics/version.js";
-import gc from "prom-client/lib/metrics/gc.js";
+import { Counter, DEFAULT_METRICS, Gauge, Histogram, Registry } from "./prom.ts";
 import { type LoopLagSampler, registerEventLoopLag } from "./loop_delay.ts";
 import type { DaemonObserver } from "./observer.ts";
 
@@ -325,9 +312,6 @@ export function createDaemonMetrics(
   };
 }
 
-/** A prom-client default-metric registrar (`prom-client/lib/metrics/*.js`). */
-type DefaultMetric = (registry: Registry, config: Record<string, unknown>) => void;
-
 /**
  * prom-client's `collectDefaultMetrics({ register: registry })`, registrar by registrar in its
  * order (prom-client 15.1.3 lib/defaultMetrics.js), except the event-loop lag: its
@@ -338,22 +322,8 @@ type DefaultMetric = (registry: Registry, config: Record<string, unknown>) => vo
  */
 function defaultMetrics(registry: Registry): LoopLagSampler {
   const config = { register: registry, eventLoopMonitoringPrecision: 10 };
-  const run = (...metrics: unknown[]) => {
-    for (const m of metrics) (m as DefaultMetric)(registry, config);
-  };
-  run(
-    processCpuTotal,
-    processStartTime,
-    osMemoryHeap,
-    processOpenFileDescriptors,
-    processMaxFileDescriptors,
-  );
+  for (const m of DEFAULT_METRICS.before) m(registry, config);
   const loopLag = registerEventLoopLag(registry);
-  const resources = typeof (process as { getActiveResourcesInfo?: unknown })
-      .getActiveResourcesInfo === "function"
-    ? [processResources]
-    : [];
-  run(...resources, processHandles, processRequests, heapSizeAndUsed, heapSpacesSizeAndUsed);
-  run(version, gc);
+  for (const m of DEFAULT_METRICS.after) m(registry, config);
   return loopLag;
 }
