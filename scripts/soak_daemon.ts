@@ -19,6 +19,7 @@
  * deno run -A scripts/soak_daemon.ts                       # 10,000 requests, 1,000 NADs, 110 pods
  * deno run -A scripts/soak_daemon.ts --requests 2000 --lanes 2
  * deno run -A scripts/soak_daemon.ts --v8-flags=--optimize-for-size   # compare daemon V8 flags
+ * deno run -A scripts/soak_daemon.ts --daemon-env GLIBC_TUNABLES=glibc.malloc.arena_max=2
  * ```
  *
  * Needs root (network namespaces).
@@ -51,6 +52,8 @@ export interface SoakOptions {
   every: number;
   /** Extra V8 flags of the daemon (`DENO_V8_FLAGS`, on top of scripts/runtime-flags), to compare. */
   v8Flags?: string;
+  /** Extra environment of the daemon (`NAME=VALUE` each), to compare e.g. allocator tunables. */
+  daemonEnv?: string[];
 }
 
 /** A pod the soak runs requests for. */
@@ -86,7 +89,14 @@ export async function soakDaemon(opts: SoakOptions): Promise<void> {
     const port = freePort();
     const d = await startDaemon(await w.scratch.dir(), conf, {
       flags: ["--metrics-address", `127.0.0.1:${port}`, "--log-level", "error"],
-      env: opts.v8Flags ? { DENO_V8_FLAGS: opts.v8Flags } : {},
+      env: {
+        ...Object.fromEntries(
+          (opts.daemonEnv ?? []).map((
+            kv,
+          ) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+        ),
+        ...(opts.v8Flags ? { DENO_V8_FLAGS: opts.v8Flags } : {}),
+      },
     });
     const memory = () => daemonMemory(d.child.pid, port);
     try {
@@ -98,7 +108,8 @@ export async function soakDaemon(opts: SoakOptions): Promise<void> {
       const started = performance.now();
       console.log(
         `soak: ${opts.requests} requests, ${opts.lanes} lanes, ${opts.pods} pods cached, ` +
-          `${opts.nads} extra NADs${opts.v8Flags ? `, daemon DENO_V8_FLAGS=${opts.v8Flags}` : ""}`,
+          `${opts.nads} extra NADs${opts.v8Flags ? `, daemon DENO_V8_FLAGS=${opts.v8Flags}` : ""}` +
+          (opts.daemonEnv?.length ? `, daemon env ${opts.daemonEnv.join(" ")}` : ""),
       );
       console.log(`daemon at start (NADs listed):   ${await memory()}`);
 
@@ -193,6 +204,7 @@ if (import.meta.main) {
       nads: { type: "string", default: "1000" },
       every: { type: "string", default: "1000" },
       "v8-flags": { type: "string" },
+      "daemon-env": { type: "string", multiple: true },
     },
   });
   if (Deno.uid() !== 0) {
@@ -206,5 +218,6 @@ if (import.meta.main) {
     nads: Number(values.nads),
     every: Math.max(1, Number(values.every)),
     v8Flags: values["v8-flags"],
+    daemonEnv: values["daemon-env"],
   });
 }

@@ -19,6 +19,7 @@ import {
   apiPodSource,
 } from "../multinet/api_sources.ts";
 import { NadMirrorWriter } from "../multinet/nad_mirror.ts";
+import { useClearableTimers } from "../util/timer.ts";
 import { manifoldHandlers, realDeps } from "../multinet/plugin.ts";
 import { ApiStatusSink, KubeEventSink } from "../multinet/sinks.ts";
 import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
@@ -118,6 +119,7 @@ export class ManifoldDaemon {
   static async start(opts: DaemonOptions): Promise<ManifoldDaemon> {
     const { kube, logger } = opts;
     disableMarks(); // the trace timeline is per process: requests here run concurrently
+    useClearableTimers(); // a request's cancelled timers are freed at once (lib/util/timer.ts)
     const stopWatch = new AbortController();
     let store: NadStore | undefined;
     let writer: NadMirrorWriter | undefined;

@@ -10,8 +10,8 @@
  *   past its limit, and keeps emptied pages: {@link IdleReclaimer} runs a full collection that
  *   releases them, then `malloc_trim(0)`, once the daemon has been idle for a moment after
  *   serving a number of requests.
- * Under sustained load the heap's growth is bounded by `--heap-growing-percent=20`, set for
- * the daemon by scripts/manifold and the DaemonSet. The Deno executable's own pages (≈ 45–50
+ * Under sustained load the heap's growth is bounded by `--heap-growing-percent=20` and
+ * `--memory-saver-mode`, set for the daemon by scripts/manifold and the DaemonSet. The Deno executable's own pages (≈ 45–50
  * MiB of the RSS) are shared file pages.
  *
  * @module

@@ -23,12 +23,14 @@
  *   reads from `/proc/self` ({@link PROC_SELF_SERIES}), which Deno opens only with
  *   `--allow-all` (the daemon runs with scripts/permissions, so they would read 0):
  *   `process_resident_memory_bytes` comes from `Deno.memoryUsage()` instead, the others are left
- *   out.
+ *   out; and the `nodejs_eventloop_lag_*` series, the same but sampled by loop_delay.ts (Deno's
+ *   `monitorEventLoopDelay`, which prom-client uses, held 10–18 MiB of the daemon's RSS).
  *
  * @module
  */
 
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, DEFAULT_METRICS, Gauge, Histogram, Registry } from "./prom.ts";
+import { type LoopLagSampler, registerEventLoopLag } from "./loop_delay.ts";
 import type { DaemonObserver } from "./observer.ts";
 
 /** Histogram buckets in seconds, for CNI requests and delegates: 5 ms … 60 s. */
@@ -256,8 +258,9 @@ export function createDaemonMetrics(
       if (n > 0) this.inc(n);
     },
   });
+  let loopLag: LoopLagSampler | undefined;
   if (opts.defaultMetrics ?? true) {
-    collectDefaultMetrics({ register: registry });
+    loopLag = defaultMetrics(registry);
     for (const name of PROC_SELF_SERIES) registry.removeSingleMetric(name);
     new Gauge({
       name: "process_resident_memory_bytes",
@@ -302,6 +305,25 @@ export function createDaemonMetrics(
     observer,
     contentType: registry.contentType,
     scrape: () => registry.metrics(),
-    clear: () => registry.clear(),
+    clear: () => {
+      loopLag?.stop();
+      registry.clear();
+    },
   };
+}
+
+/**
+ * prom-client's `collectDefaultMetrics({ register: registry })`, registrar by registrar in its
+ * order (prom-client 15.1.3 lib/defaultMetrics.js), except the event-loop lag: its
+ * `monitorEventLoopDelay` histogram costs 10–18 MiB of RSS under Deno (loop_delay.ts), so the
+ * same series come from {@link registerEventLoopLag}.
+ *
+ * @returns the event-loop lag sampler, to stop
+ */
+function defaultMetrics(registry: Registry): LoopLagSampler {
+  const config = { register: registry, eventLoopMonitoringPrecision: 10 };
+  for (const m of DEFAULT_METRICS.before) m(registry, config);
+  const loopLag = registerEventLoopLag(registry);
+  for (const m of DEFAULT_METRICS.after) m(registry, config);
+  return loopLag;
 }

@@ -9,12 +9,16 @@
 import type { ListWatchHandler, NetworkAttachmentDefinition, WatchChange } from "../k8s/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import type { NadMirrorWriter } from "../multinet/nad_mirror.ts";
+import { slimNad } from "../multinet/nad_mirror_format.ts";
 import type { NadSource } from "../multinet/nad_source.ts";
 import { errorText } from "../util/text.ts";
 
 /**
- * Holds every NAD of the cluster as the watch last reported it; also writes the on-disk mirror
- * when given a writer (its failures are logged, never stop the in-memory copy).
+ * Holds every NAD of the cluster as the watch last reported it, reduced to what requests read
+ * (`slimNad`: the fields a mirror file keeps, so the daemon and the in-process fallback see the
+ * same NAD; not the API object, whose `managedFields` and `last-applied-configuration` copy
+ * were ≈ 2–3 KiB per `kubectl apply`-ed NAD); also writes the on-disk mirror when given a writer
+ * (its failures are logged, never stop the in-memory copy).
  */
 export class NadStore implements ListWatchHandler<NetworkAttachmentDefinition> {
   #byKey = new Map<string, NetworkAttachmentDefinition>();
@@ -45,7 +49,7 @@ export class NadStore implements ListWatchHandler<NetworkAttachmentDefinition> {
   /** See {@link ListWatchHandler.replace}: the map becomes `items`, then the mirror. */
   async replace(items: NetworkAttachmentDefinition[], resourceVersion: string): Promise<void> {
     const next = new Map<string, NetworkAttachmentDefinition>();
-    for (const nad of items) next.set(key(nad.metadata.namespace, nad.metadata.name), nad);
+    for (const nad of items) next.set(key(nad.metadata.namespace, nad.metadata.name), slimNad(nad));
     const changed = [...next.keys()].filter((k) =>
       this.#byKey.get(k)?.metadata.resourceVersion !== next.get(k)!.metadata.resourceVersion
     );
@@ -60,7 +64,7 @@ export class NadStore implements ListWatchHandler<NetworkAttachmentDefinition> {
     const k = key(change.object.metadata.namespace, change.object.metadata.name);
     if (change.type === "DELETED") this.#byKey.delete(k);
     else {
-      this.#byKey.set(k, change.object);
+      this.#byKey.set(k, slimNad(change.object));
       this.#tell(k);
     }
     await this.#mirror(() => this.#writer?.apply(change));

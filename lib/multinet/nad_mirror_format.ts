@@ -13,6 +13,7 @@ import {
   NAD_GROUP,
   NAD_VERSION,
   type NetworkAttachmentDefinition,
+  type ObjectMeta,
   parseNetworkAttachmentDefinition,
 } from "../k8s/types.ts";
 
@@ -72,20 +73,39 @@ export function mirrorPath(dir: string, namespace: string, name: string): string
  * ```
  */
 export function toMirrorObject(nad: NetworkAttachmentDefinition): Record<string, unknown> {
+  const { metadata, spec } = slimNad(nad);
+  return {
+    apiVersion: `${NAD_GROUP}/${NAD_VERSION}`,
+    kind: "NetworkAttachmentDefinition",
+    metadata,
+    spec,
+  };
+}
+
+/**
+ * `nad` with only what Manifold reads, the fields a mirror file keeps: `metadata` (`name`,
+ * `namespace`, `uid`, `resourceVersion`, `annotations` without
+ * `kubectl.kubernetes.io/last-applied-configuration`) and `spec.config`; no `raw` (the API
+ * object, with `managedFields`). What `manifold daemon` holds per NAD in memory.
+ *
+ * @param nad a validated NetworkAttachmentDefinition
+ * @returns a new NetworkAttachmentDefinition sharing `nad`'s strings
+ * @example
+ * ```ts
+ * slimNad({ metadata: { name: "a", namespace: "n" }, spec: { config: "{}" }, raw: { kind: "X" } })
+ * // { metadata: { name: "a", namespace: "n" }, spec: { config: "{}" } }
+ * ```
+ */
+export function slimNad(nad: NetworkAttachmentDefinition): NetworkAttachmentDefinition {
   const m = nad.metadata;
-  const metadata: Record<string, unknown> = { name: m.name, namespace: m.namespace };
+  const metadata: ObjectMeta = { name: m.name, namespace: m.namespace };
   if (m.uid !== undefined) metadata.uid = m.uid;
   if (m.resourceVersion !== undefined) metadata.resourceVersion = m.resourceVersion;
   if (m.annotations) {
     const { [LAST_APPLIED]: _dropped, ...kept } = m.annotations;
     if (Object.keys(kept).length > 0) metadata.annotations = kept;
   }
-  return {
-    apiVersion: `${NAD_GROUP}/${NAD_VERSION}`,
-    kind: "NetworkAttachmentDefinition",
-    metadata,
-    spec: nad.spec.config === undefined ? {} : { config: nad.spec.config },
-  };
+  return { metadata, spec: nad.spec.config === undefined ? {} : { config: nad.spec.config } };
 }
 
 function buildStateSchema() {

@@ -5,11 +5,26 @@
  * timer (delegate and API time bounds), so these helpers build on `AbortSignal.timeout`.
  *
  * A pending timer keeps the event loop alive until it fires, even after {@link Timer.cancel}
- * (its callback is then not called): fine for the plugin, which ends with `Deno.exit`; use
- * `setTimeout` in long-running code.
+ * (its callback is then not called), and holds ≈ 1 KiB of heap until then: fine for the plugin,
+ * which ends with `Deno.exit`. A long-running process calls {@link useClearableTimers} once:
+ * the same helpers then use `setTimeout`/`clearTimeout`, and a cancelled timer is gone at once.
  *
  * @module
  */
+
+/** Whether {@link startTimer} uses `setTimeout` (see {@link useClearableTimers}). */
+let clearable = false;
+
+/**
+ * Makes {@link startTimer} (and {@link sleep}) use `setTimeout`/`clearTimeout` for the rest of
+ * the process, so that a cancelled timer frees what it holds at once instead of when its delay
+ * ends. For `manifold daemon`, where every request starts timers of up to the delegate timeout
+ * (60 s) and cancels them: measured ≈ 1 KiB of heap per such timer, i.e. ≈ 6 MiB held under a
+ * sustained 30 requests/s. Idempotent.
+ */
+export function useClearableTimers(): void {
+  clearable = true;
+}
 
 /** A started one-shot timer. */
 export interface Timer {
@@ -22,6 +37,10 @@ export interface Timer {
  * @returns a handle whose `cancel()` prevents the call.
  */
 export function startTimer(ms: number, fn: () => void): Timer {
+  if (clearable) {
+    const id = setTimeout(fn, Math.max(0, Math.ceil(ms)));
+    return { cancel: () => clearTimeout(id) };
+  }
   const signal = AbortSignal.timeout(Math.max(0, Math.ceil(ms)));
   // Dropped on cancel: the pending signal lives until `ms` ends, and must not keep `fn` (and
   // what it holds, e.g. a delegate's child process and its pipe buffers) that long — in
