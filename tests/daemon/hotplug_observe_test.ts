@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { done, expectOk, NS, podStatus } from "../support/world.ts";
 import { isRoot, linkNames } from "../support/netns.ts";
-import type { DaemonProcess } from "../support/daemon.ts";
+import { type DaemonProcess, metricsPort } from "../support/daemon.ts";
 import {
   addresses,
   events,
@@ -22,10 +22,6 @@ import { parsePrometheusText, sampleValue } from "../support/prom_text.ts";
 import { until } from "../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
-
-function metricsPort(): number {
-  return 20000 + Math.floor(Math.random() * 20000);
-}
 
 async function scrape(port: number) {
   const res = await fetch(`http://127.0.0.1:${port}/metrics`);

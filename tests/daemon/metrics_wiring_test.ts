@@ -10,19 +10,11 @@
 import assert from "node:assert/strict";
 import { done, expectOk, type World, world } from "../support/world.ts";
 import { isRoot } from "../support/netns.ts";
-import { startDaemon } from "../support/daemon.ts";
+import { metricsPort, startDaemon } from "../support/daemon.ts";
 import { until } from "../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 const ANNOTATIONS_CAP = "io.kubernetes.cri.pod-annotations";
-
-/** A free TCP port on 127.0.0.1 (closed again at once). */
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = l.addr as Deno.NetAddr;
-  l.close();
-  return port;
-}
 
 /** The samples of one series name: label text (e.g. `{verb="GET",code="200"}`) → value. */
 async function scrape(port: number, name: string): Promise<Map<string, number>> {
@@ -65,7 +57,7 @@ Deno.test(
       netns: `/var/run/netns/${await w.scratch.netns("early")}`,
     };
     expectOk(await w.call("ADD", early), "in-process ADD before the daemon");
-    const port = freePort();
+    const port = metricsPort();
     const before = w.api.requests.length;
     const dir = await w.scratch.dir();
     const d = await startDaemon(dir, w.conf, {

@@ -12,7 +12,7 @@
 import { type KubeApiStandIn, startKubeApi } from "../../support/kube_api.ts";
 import type { KubeApiServer } from "../../support/kube_apiserver.ts";
 import { type LabApi, realLabApi, standInLabApi } from "./lab_api.ts";
-import { type DaemonProcess, startDaemon } from "../../support/daemon.ts";
+import { type DaemonProcess, metricsPort, startDaemon } from "../../support/daemon.ts";
 import { Scratch } from "../../support/netns.ts";
 import { k8sArgs, runPlugin } from "../../support/plugin.ts";
 import { until } from "../../support/wait.ts";
@@ -96,7 +96,7 @@ export class DaemonLab {
       }),
     );
     await this.api.writeKubeconfig(`${d}/kubeconfig`, `${d}/token`);
-    this.metricsPort = 20000 + Math.floor(Math.random() * 20000);
+    this.metricsPort = metricsPort();
     this.#daemonConf = {
       cniVersion: "1.0.0",
       name: "manifold-net",
