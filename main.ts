@@ -108,26 +108,28 @@ if (import.meta.main) {
   // Commands with a config: read stdin once; a config naming a daemonSocket is forwarded
   // (lib/daemon/forward.ts, import-free) before any heavy module loads.
   let stdin: Uint8Array | undefined;
-  if (/^(ADD|DEL|CHECK|GC|STATUS)$/.test(Deno.env.get("CNI_COMMAND") ?? "")) {
+  const command = Deno.env.get("CNI_COMMAND") ?? "";
+  if (/^(ADD|DEL|CHECK|GC|STATUS)$/.test(command)) {
     const { MAX_STDIN_BYTES, readStdinBytes } = await load<typeof import("./lib/cni/stdin.ts")>(
       "./lib/cni/stdin.ts",
     );
     stdin = await readStdinBytes(MAX_STDIN_BYTES).catch(() => undefined);
-    if (
-      stdin && stdin.length <= MAX_STDIN_BYTES &&
-      new TextDecoder().decode(stdin).includes('"daemonSocket"')
-    ) {
+    const text = stdin && stdin.length <= MAX_STDIN_BYTES
+      ? new TextDecoder().decode(stdin)
+      : undefined;
+    if (text?.includes('"daemonSocket"')) {
       const daemon = await load<typeof import("./lib/daemon/forward.ts")>(
         "./lib/daemon/forward.ts",
       );
-      const code = await daemon.forwardOrFallback(stdin, Deno.env.toObject());
+      const code = await daemon.forwardOrFallback(stdin!, Deno.env.toObject());
       if (code !== undefined) Deno.exit(code);
     }
-    if (stdin && Deno.env.get("CNI_COMMAND") === "ADD") {
-      // TLS warm-up as early as possible (lib/k8s/tls_warm.ts): on a blocking thread, ≈ 29 ms.
+    if (text && command === "ADD") {
+      // The one place an in-process ADD starts the TLS warm-up (lib/k8s/tls_warm.ts: ≈ 29 ms
+      // on a blocking thread), as early as the config is known.
       let config: unknown;
       try {
-        config = JSON.parse(new TextDecoder().decode(stdin));
+        config = JSON.parse(text);
       } catch { /* the dispatcher reports it */ }
       const warm = await load<typeof import("./lib/k8s/tls_warm.ts")>("./lib/k8s/tls_warm.ts");
       warm.warmTlsForApi(config, Deno.env.toObject());

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { DEVICE_ID_CAPABILITY } from "./constants.ts";
 import { isPciAddress } from "./device_info.ts";
 
 /**
@@ -37,5 +38,31 @@ export function injectDeviceId(
     plugins: plugins.map((p: unknown) =>
       typeof p === "object" && p !== null && !Array.isArray(p) ? { ...p, ...extra } : p
     ),
+  };
+}
+
+/**
+ * A delegate given its device, as ADD gives it and a cache-less DEL gives it back: the conflist
+ * with the ID injected ({@link injectDeviceId}) and runtimeConfig `deviceID` among the
+ * capability arguments (CNI CONVENTIONS "Device ID"; reaches plugins declaring it). Inputs are
+ * not mutated.
+ * @param conflist the delegate's conflist object
+ * @param capabilityArgs the attachment's runtimeConfig candidates
+ * @param deviceId the device, e.g. `"0000:18:02.5"`
+ * @returns the new conflist and capability arguments
+ * @example
+ * ```ts
+ * withDevice({ plugins: [{ type: "sriov" }] }, {}, "0000:18:02.5").capabilityArgs;
+ * // { deviceID: "0000:18:02.5" }
+ * ```
+ */
+export function withDevice(
+  conflist: Record<string, unknown>,
+  capabilityArgs: Record<string, unknown>,
+  deviceId: string,
+): { conflist: Record<string, unknown>; capabilityArgs: Record<string, unknown> } {
+  return {
+    conflist: injectDeviceId(conflist, deviceId),
+    capabilityArgs: { ...capabilityArgs, [DEVICE_ID_CAPABILITY]: deviceId },
   };
 }

@@ -23,7 +23,7 @@ let started: Promise<number | undefined> | undefined;
  * to the Kubernetes API: no standalone `nadDir`, and a `kubeconfig` or the in-cluster service
  * environment (`KUBERNETES_SERVICE_HOST`); never with `MANIFOLD_TLS_WARMUP=0` (to measure it).
  * main.ts calls it as soon as stdin is read (≈ 15 ms before the plugin's modules are loaded);
- * the ADD handler again (a no-op then).
+ * the daemon never does (its connection is warm).
  * @param config the stdin config as parsed JSON (anything: checked loosely here)
  * @param env the process environment
  * @returns true when the warm-up runs (started now or before)

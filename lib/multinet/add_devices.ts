@@ -24,7 +24,7 @@ import { attachmentContext, type PodRef } from "./pod.ts";
 import type { AttachmentPlan, DeviceInfo } from "./types.ts";
 import type { DeviceAllocator } from "../devices/allocation.ts";
 import type { DraDevice } from "../devices/dra.ts";
-import { DEVICE_ID_CAPABILITY, DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
+import { DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
 import type { Logger } from "../log/mod.ts";
 import { oneLine } from "../util/text.ts";
 
@@ -199,8 +199,11 @@ export async function prepareDevice(
     const deviceId = planned ? planned.deviceId : await allocator!.take(resourceName);
     if (deviceId) {
       out.deviceId = deviceId;
-      out.conflist = dev.injectDeviceId(conflist, deviceId);
-      capabilityArgs = { ...capabilityArgs, [DEVICE_ID_CAPABILITY]: deviceId };
+      ({ conflist: out.conflist, capabilityArgs } = dev.withDevice(
+        conflist,
+        capabilityArgs,
+        deviceId,
+      ));
     } else {
       warnDevice(
         ctx,

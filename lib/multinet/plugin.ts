@@ -43,12 +43,6 @@ export function realDeps(
 ): DepsFactory {
   if (!opts.api) oneShotValidation();
   return async (ctx) => {
-    if (!opts.api && ctx.env.command === "ADD") {
-      // Pay the process-wide crypto initialisation of the first TLS handshake (≈ 29 ms of CPU)
-      // on a blocking thread while this one starts up and runs the default delegate (main.ts
-      // usually started it already): the first API request then handshakes in ≈ 2 ms.
-      (await import("../k8s/tls_warm.ts")).warmTlsForApi(ctx.config, processEnv);
-    }
     const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
       import("./config.ts"),
       import("../log/mod.ts"),

@@ -16,7 +16,7 @@ import { buildPodPlan, podPlanInput } from "./pod_plan.ts";
 import { planPodOf, type PodRef, runtimePodAnnotations } from "./pod.ts";
 import { deviceContext } from "./add_devices.ts";
 import type { AttachmentPlan } from "./types.ts";
-import { DEVICE_ID_CAPABILITY, DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
+import { DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
 
 /** What could be rebuilt without a cache, and what could not (with why). */
 export interface Rebuilt {
@@ -71,10 +71,8 @@ export async function rebuildAttachments(
   const devices = plan.attachments.some(withDeviceInfo)
     ? await import("../devices/mod.ts")
     : undefined;
-  // Device IDs in attachment order, as ADD took them: kubelet's allocation, positional.
-  const device = devices
-    ? deviceContext(deps, pod, planPodOf(pod, env.containerId), deps.logger)
-    : undefined;
+  // Kubelet's allocation, taken in attachment order as ADD took it (loaded on first use).
+  const device = deviceContext(deps, pod, planPodOf(pod, env.containerId), deps.logger);
   const attachments: CachedAttachment[] = [];
   for (const p of plan.attachments) {
     const a: CachedAttachment = {
@@ -87,7 +85,7 @@ export async function rebuildAttachments(
       state: "added" as const,
     };
     attachments.push(a);
-    if (!devices || !device || !withDeviceInfo(p)) continue;
+    if (!devices || !withDeviceInfo(p)) continue;
     a.deviceInfoFile = devices.cniDeviceInfoPath(conf.deviceInfoDir, {
       network: p.delegate.statusName,
       containerId: env.containerId,
@@ -97,18 +95,19 @@ export async function rebuildAttachments(
     const { resourceName } = p.delegate;
     if (!resourceName) continue;
     a.resourceName = resourceName;
-    // What the attachment really got (its device-info file), else kubelet's allocation in
-    // ADD's order (taken in any case, to keep the positions).
-    const [fromFile, fromKubelet] = [
-      await deviceIdFromInfo(devices, a.deviceInfoFile, deps),
-      await device.allocator().then((al) => al.take(resourceName)).catch(() => undefined),
-    ];
+    // What the attachment really got (its device-info file), else kubelet's allocation in ADD's
+    // order — taken in any case, to keep the positions.
+    const fromFile = await deviceIdFromInfo(devices, a.deviceInfoFile, deps);
+    const fromKubelet = await device.allocator().then((al) => al.take(resourceName))
+      .catch(() => undefined);
     const deviceId = fromFile ?? fromKubelet;
     if (deviceId) {
-      // The device ADD gave the delegate, as ADD gave it (SR-IOV CNI's DEL needs it).
       a.deviceId = deviceId;
-      a.conflist = devices.injectDeviceId(a.conflist, deviceId);
-      a.capabilityArgs = { ...a.capabilityArgs, [DEVICE_ID_CAPABILITY]: deviceId };
+      ({ conflist: a.conflist, capabilityArgs: a.capabilityArgs } = devices.withDevice(
+        a.conflist,
+        a.capabilityArgs,
+        deviceId,
+      ));
     }
   }
   return {

@@ -1,7 +1,7 @@
-/** Tests of DeviceAllocator, devicesOf (lib/devices/allocation.ts) and injectDeviceId (inject.ts). */
+/** Tests of DeviceAllocator, devicesOf (lib/devices/allocation.ts), injectDeviceId and withDevice (inject.ts). */
 
 import assert from "node:assert/strict";
-import { DeviceAllocator, devicesOf, injectDeviceId } from "../../lib/devices/mod.ts";
+import { DeviceAllocator, devicesOf, injectDeviceId, withDevice } from "../../lib/devices/mod.ts";
 
 Deno.test("DeviceAllocator: sorted IDs, each once per pod, per resource; loads once", async () => {
   let loads = 0;
@@ -71,4 +71,17 @@ Deno.test("injectDeviceId: deviceID in every plugin, pciBusID for PCI, input unt
     vlan: 10,
     deviceID: "vdpa2",
   });
+});
+
+Deno.test("withDevice: conflist injected and runtimeConfig deviceID added, inputs untouched", () => {
+  const conflist = { name: "n", plugins: [{ type: "sriov" }] };
+  const capabilityArgs = { ips: ["10.0.0.2/24"] };
+  const out = withDevice(conflist, capabilityArgs, "0000:18:02.5");
+  assert.deepEqual(out.conflist, {
+    name: "n",
+    plugins: [{ type: "sriov", deviceID: "0000:18:02.5", pciBusID: "0000:18:02.5" }],
+  });
+  assert.deepEqual(out.capabilityArgs, { ips: ["10.0.0.2/24"], deviceID: "0000:18:02.5" });
+  assert.deepEqual(conflist, { name: "n", plugins: [{ type: "sriov" }] });
+  assert.deepEqual(capabilityArgs, { ips: ["10.0.0.2/24"] });
 });
