@@ -40,7 +40,7 @@ export async function findPlugin(
   opts: { root?: string } = {},
 ): Promise<string> {
   assertPluginType(type);
-  // Loaded only with a root: the per-pod path without `chrootDir` does not pay for it.
+  // Evaluated only with a root (`deno run` still reads and parses the module with the graph).
   const inRoot = opts.root ? (await import("./root.ts")).pathInRoot : undefined;
   for (const dir of dirs) {
     if (dir === "") continue;
@@ -62,9 +62,27 @@ export async function findPlugin(
 const NOT_FOUND = "failed to find plugin";
 
 /**
- * Whether an error is {@link findPlugin}'s "not found" (the delegate binary is missing from
- * every directory: it never ran), also after a context prefix (`[ns/pod:net] failed to find
- * plugin "x" in path [...]`).
+ * The plugin type of {@link findPlugin}'s "not found" error (the delegate binary is missing
+ * from every directory: it never ran), also after a context prefix (`[ns/pod:net] failed to
+ * find plugin "x" in path [...]`).
+ *
+ * @param err any error.
+ * @returns the type that was not found, or undefined for any other error (only a code-7
+ *   CniError can be one).
+ * @example
+ * ```ts
+ * missingPluginType(new CniError(7, '[a/b:c] failed to find plugin "x" in path [/opt/cni/bin]')); // "x"
+ * ```
+ */
+export function missingPluginType(err: unknown): string | undefined {
+  if (!(err instanceof CniError) || err.code !== CniErrorCode.InvalidNetworkConfig) {
+    return undefined;
+  }
+  return new RegExp(`(?:^|\\] )${NOT_FOUND} "(.*)" in path \\[`).exec(err.msg)?.[1];
+}
+
+/**
+ * Whether an error is {@link findPlugin}'s "not found" ({@link missingPluginType}).
  *
  * @param err any error.
  * @returns true for a code-7 CniError whose `msg` names a plugin not found.
@@ -74,8 +92,7 @@ const NOT_FOUND = "failed to find plugin";
  * ```
  */
 export function isPluginNotFound(err: unknown): boolean {
-  return err instanceof CniError && err.code === CniErrorCode.InvalidNetworkConfig &&
-    new RegExp(`(^|\\] )${NOT_FOUND} "[^"]*" in path \\[`).test(err.msg);
+  return missingPluginType(err) !== undefined;
 }
 
 /** Options of {@link invokePlugin}: the CNI environment of the call. */

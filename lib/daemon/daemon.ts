@@ -152,13 +152,14 @@ export class ManifoldDaemon {
       policy = PolicyAgent.start({
         kube,
         cniDir: opts.conf.cniDir,
-        nodeName: opts.nodeName || opts.env.NODE_NAME || undefined,
+        nodeName: opts.nodeName,
         events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
         observer,
         logger: logger.with({ component: "policy" }),
       });
       observer = kickingObserver(observer, policy);
     }
+    const attachments = tally(opts);
     const serve = cniService({
       baseEnv: opts.env,
       handlers: (env) =>
@@ -169,7 +170,7 @@ export class ManifoldDaemon {
       requestTimeoutMs: opts.requestTimeoutMs,
       observer,
       logger,
-      attachments: tally(opts),
+      attachments,
     });
     const reclaimer = daemonReclaimer();
     let server: DaemonServer;
@@ -197,6 +198,10 @@ export class ManifoldDaemon {
         env: opts.env,
         logger,
         nadChanges: store?.onChange.bind(store),
+        // manifold_attachments: hot-plug adds and removes attachments outside any CNI request.
+        onOutcome: (_, o) => {
+          if (o.added.length > 0 || o.removed.length > 0) void attachments.scan();
+        },
       })
       : undefined;
     if (opts.conf.hotPlug && !hotPlug) logger.warn("hotPlug needs an API and --node-name", {});

@@ -14,6 +14,7 @@ import { toCniError } from "../cni/errors.ts";
 import { type DecodedResult, decodeResult } from "../cni/result.ts";
 import type { Logger } from "../log/mod.ts";
 import type { AttachmentCache, CacheKey, CacheRecord } from "../multinet/cache.ts";
+import { addedInterfaceEvent } from "../multinet/add_events.ts";
 import { AddRun } from "../multinet/add_run.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import { lockContainer } from "../multinet/container_lock.ts";
@@ -248,11 +249,7 @@ async function change(
   await deps.status.publish(podRef, record.containerId, statuses);
   for (const s of statuses) {
     if (s.interface && outcome.added.includes(s.interface)) {
-      outcome.events.push({
-        reason: "AddedInterface",
-        message: `Add ${s.interface} [${(s.ips ?? []).join(",")}] from ${s.name}`,
-        type: "Normal",
-      });
+      outcome.events.push(addedInterfaceEvent(s));
     }
   }
   if (outcome.kind !== "failed") outcome.kind = "changed";

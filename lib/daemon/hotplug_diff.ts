@@ -20,7 +20,9 @@
  * @module
  */
 
+import { isPlainObject } from "../cni/types.ts";
 import type { CachedAttachment } from "../multinet/cache.ts";
+import { canonicalJson } from "../multinet/gc_networks.ts";
 import { SELECTION_CAPABILITIES } from "../multinet/plan.ts";
 import type { AttachmentPlan, NetworkSelectionElement } from "../multinet/types.ts";
 
@@ -210,9 +212,9 @@ function changedKeys(c: CachedAttachment, p: AttachmentPlan): string[] {
 function commonCniArgs(conflist: Record<string, unknown>): Record<string, unknown> {
   const plugins = Array.isArray(conflist.plugins) ? conflist.plugins : [];
   const cniOf = (p: unknown): Record<string, unknown> => {
-    const args = isObject(p) ? p.args : undefined;
-    const cni = isObject(args) ? args.cni : undefined;
-    return isObject(cni) ? cni : {};
+    const args = isPlainObject(p) ? p.args : undefined;
+    const cni = isPlainObject(args) ? args.cni : undefined;
+    return isPlainObject(cni) ? cni : {};
   };
   if (plugins.length === 0) return {};
   const [first, ...rest] = plugins.map(cniOf);
@@ -221,22 +223,10 @@ function commonCniArgs(conflist: Record<string, unknown>): Record<string, unknow
   );
 }
 
-/** Deep equality of JSON values, object key order ignored; `undefined` equals only itself. */
+/**
+ * Deep equality of JSON values as the cache stores them, object key order ignored
+ * ({@link canonicalJson}: a key holding `undefined` is absent, as after the cache's round trip).
+ */
 function sameJson(a: unknown, b: unknown): boolean {
-  return canonical(a) === canonical(b);
-}
-
-function canonical(v: unknown): string {
-  if (v === undefined) return "undefined";
-  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-  if (isObject(v)) {
-    return `{${
-      Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(",")
-    }}`;
-  }
-  return JSON.stringify(v);
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
+  return canonicalJson(a) === canonicalJson(b);
 }

@@ -321,9 +321,9 @@ export function createDaemonMetrics(
  * @returns the event-loop lag sampler, to stop
  */
 function defaultMetrics(registry: Registry): LoopLagSampler {
-  const config = { register: registry, eventLoopMonitoringPrecision: 10 };
-  for (const m of DEFAULT_METRICS.before) m(registry, config);
+  // None of these registrars reads its config (only the left-out eventLoopLag one does).
+  for (const m of DEFAULT_METRICS.before) m(registry, {});
   const loopLag = registerEventLoopLag(registry);
-  for (const m of DEFAULT_METRICS.after) m(registry, config);
+  for (const m of DEFAULT_METRICS.after) m(registry, {});
   return loopLag;
 }

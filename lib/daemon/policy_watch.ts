@@ -15,6 +15,7 @@
 import { z } from "zod";
 import { KubeError, type ListWatchResource } from "../k8s/mod.ts";
 import { NETWORK_STATUS_ANNOTATION } from "../multinet/types.ts";
+import { isPlainObject } from "../cni/types.ts";
 
 /** A Kubernetes object as received: identity checked, content left to the engine. */
 export interface KubeObject {
@@ -55,26 +56,26 @@ export function trimPod(o: KubeObject): KubeObject {
   for (const k of ["uid", "resourceVersion", "labels", "deletionTimestamp"]) {
     if (m[k] !== undefined) metadata[k] = m[k];
   }
-  const status = isRecord(m.annotations) ? m.annotations[NETWORK_STATUS_ANNOTATION] : undefined;
+  const status = isPlainObject(m.annotations)
+    ? m.annotations[NETWORK_STATUS_ANNOTATION]
+    : undefined;
   if (status !== undefined) metadata.annotations = { [NETWORK_STATUS_ANNOTATION]: status };
   const out: KubeObject = { metadata: metadata as KubeObject["metadata"] };
-  if (isRecord(o.spec)) {
+  if (isPlainObject(o.spec)) {
     const spec: Record<string, unknown> = {};
     if (o.spec.nodeName !== undefined) spec.nodeName = o.spec.nodeName;
     const containers = o.spec.containers;
     if (Array.isArray(containers)) {
       spec.containers = containers.map((c) =>
-        isRecord(c) && c.ports !== undefined ? { ports: c.ports } : {}
+        isPlainObject(c) && c.ports !== undefined ? { ports: c.ports } : {}
       );
     } else if (containers !== undefined) spec.containers = containers;
     out.spec = spec;
   }
-  if (isRecord(o.status) && o.status.phase !== undefined) out.status = { phase: o.status.phase };
+  if (isPlainObject(o.status) && o.status.phase !== undefined) {
+    out.status = { phase: o.status.phase };
+  }
   return out;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function resource(

@@ -14,6 +14,22 @@ import { mark } from "../log/trace.ts";
 import { oneLine } from "../util/text.ts";
 
 /**
+ * The `AddedInterface` event of one attachment (Multus's wording): sandbox ADD (`"events":
+ * "all"`) and hot-plug send the same.
+ * @param s the attachment's network-status entry (NPWG v1.3 §4.1.2.2)
+ * @returns `{reason, message: "Add <if> [<ips>] from <network>", type: "Normal"}`
+ */
+export function addedInterfaceEvent(
+  s: NetworkStatus,
+): { reason: "AddedInterface"; message: string; type: "Normal" } {
+  return {
+    reason: "AddedInterface",
+    message: `Add ${s.interface ?? ""} [${(s.ips ?? []).join(",")}] from ${s.name}`,
+    type: "Normal",
+  };
+}
+
+/**
  * `invalidNetworkSelection: "ignore"`: logs the reason and queues a Warning event
  * `InvalidNetworkSelection` (NPWG v1.3 §4.1.2.1 "invalid and ignored").
  * @param deps the request's dependencies (events)
@@ -47,11 +63,7 @@ export async function sendAddedEvents(
 ): Promise<void> {
   if (!pod) return;
   for (const s of statuses) {
-    deps.events.emit(pod, {
-      reason: "AddedInterface",
-      message: `Add ${s.interface ?? ""} [${(s.ips ?? []).join(",")}] from ${s.name}`,
-      type: "Normal",
-    });
+    deps.events.emit(pod, addedInterfaceEvent(s));
   }
   await deps.events.flush();
   mark("eventsSent");

@@ -22,7 +22,7 @@
  * @module
  */
 
-import { isPluginNotFound } from "../cni/invoke.ts";
+import { missingPluginType } from "../cni/invoke.ts";
 import type { CachedAttachment } from "./cache.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import { type DetachFailure, removeDeviceInfo } from "./detach.ts";
@@ -93,11 +93,11 @@ function pluginsOf(a: CachedAttachment): Record<string, unknown>[] {
  * ```
  */
 export function neverRan(f: DetachFailure): boolean {
-  if (f.attachment.state !== "adding" || !isPluginNotFound(f.error)) return false;
+  if (f.attachment.state !== "adding") return false;
   const types = pluginsOf(f.attachment).map((p) => p?.type);
   const first = types[0];
   return typeof first === "string" && types.lastIndexOf(first) === 0 &&
-    f.error.msg.includes(`failed to find plugin ${JSON.stringify(first)} `);
+    missingPluginType(f.error) === first;
 }
 
 /**
@@ -126,8 +126,7 @@ export async function giveUpExhausted(
       continue;
     }
     const a = f.attachment;
-    const failed = a.delFailures ??
-      { count: 1, firstAt: now.toISOString(), lastError: f.error.message };
+    const failed = a.delFailures!; // detachAll counts every failure it returns
     const leaked = notInstalled ? "nothing (its first plugin is not installed)" : leakHint(a);
     deps.logger.error("giving up the teardown of an attachment whose ADD never completed", {
       containerId: deps.env.containerId,

@@ -54,7 +54,7 @@ export async function buildDeps(
   // the TLS initialisation) starts while that process runs instead of delaying its spawn.
   let spawned: () => void = () => {};
   const delegateSpawned = new Promise<void>((resolve) => spawned = resolve);
-  // `chrootDir` (lib/multinet/chroot.ts) is loaded only when configured.
+  // `chrootDir` (lib/multinet/chroot.ts) is evaluated only when configured.
   const chroot = conf.chrootDir ? await import("./chroot.ts") : undefined;
   const root = await chroot?.delegateRoot(conf.chrootDir, logger);
   const processes = new ProcessPluginExec(root ? { chrootDir: root } : {});

@@ -6,10 +6,11 @@
  * with one GET; `/readyz` waits for the pod list. Needs root.
  */
 
+import { loopbackPort } from "../support/ports.ts";
 import assert from "node:assert/strict";
 import { done, expectOk, podStatus, world } from "../support/world.ts";
 import { isRoot, linkNames } from "../support/netns.ts";
-import { metricsPort, startDaemon } from "../support/daemon.ts";
+import { startDaemon } from "../support/daemon.ts";
 import { until } from "../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
@@ -79,7 +80,7 @@ Deno.test("daemon: /readyz waits for the pod list", root, async () => {
   const w = await world({ annotations: NETS, nodeName: "node-a" });
   // The first pod lists fail: readiness must say why until one succeeds.
   w.api.fault({ method: "GET", path: /^\/api\/v1\/pods$/, status: 500, times: 2 });
-  const port = metricsPort();
+  const port = loopbackPort();
   const d = await startDaemon(await w.scratch.dir(), w.conf, {
     flags: ["--node-name", "node-a", "--metrics-address", `127.0.0.1:${port}`],
   });

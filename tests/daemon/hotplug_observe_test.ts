@@ -5,10 +5,11 @@
  * on `GET /metrics`. Needs root.
  */
 
+import { loopbackPort } from "../support/ports.ts";
 import assert from "node:assert/strict";
 import { done, expectOk, NS, podStatus } from "../support/world.ts";
 import { isRoot, linkNames } from "../support/netns.ts";
-import { type DaemonProcess, metricsPort } from "../support/daemon.ts";
+import { type DaemonProcess } from "../support/daemon.ts";
 import {
   addresses,
   events,
@@ -39,7 +40,7 @@ Deno.test(
   root,
   async () => {
     const w = await hotPlugWorld(undefined, { events: undefined }); // default: "warnings"
-    const port = metricsPort();
+    const port = loopbackPort();
     let d: DaemonProcess | undefined;
     try {
       expectOk(await w.call("ADD"), "sandbox ADD");
@@ -139,7 +140,7 @@ Deno.test(
         ],
       }),
     });
-    const port = metricsPort();
+    const port = loopbackPort();
     let d: DaemonProcess | undefined;
     try {
       expectOk(await w.call("ADD"), "sandbox ADD");

@@ -7,10 +7,11 @@
  * daemon started included) and `manifold_fallback_total` the forwarder's fallbacks. Needs root.
  */
 
+import { loopbackPort } from "../support/ports.ts";
 import assert from "node:assert/strict";
 import { done, expectOk, type World, world } from "../support/world.ts";
 import { isRoot } from "../support/netns.ts";
-import { metricsPort, startDaemon } from "../support/daemon.ts";
+import { startDaemon } from "../support/daemon.ts";
 import { until } from "../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
@@ -57,7 +58,7 @@ Deno.test(
       netns: `/var/run/netns/${await w.scratch.netns("early")}`,
     };
     expectOk(await w.call("ADD", early), "in-process ADD before the daemon");
-    const port = metricsPort();
+    const port = loopbackPort();
     const before = w.api.requests.length;
     const dir = await w.scratch.dir();
     const d = await startDaemon(dir, w.conf, {

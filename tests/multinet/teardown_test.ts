@@ -126,6 +126,15 @@ Deno.test("neverRan: an unfinished attachment whose first plugin is not installe
     error: notFound("x"),
   };
   assert.equal(neverRan(twice), false);
+  // A type with a quote in it, named as findPlugin names it (not JSON-escaped).
+  const quoted = {
+    attachment: {
+      ...attachment("adding", 1),
+      conflist: { cniVersion: "1.0.0", name: "q", plugins: [{ type: 'my"plugin' }] },
+    },
+    error: notFound('my"plugin'),
+  };
+  assert.equal(neverRan(quoted), true);
 });
 
 Deno.test("giveUpExhausted: a first plugin that is not installed is given up at the first failure", async () => {

@@ -6,10 +6,11 @@
  * (else skipped with one line).
  */
 
+import { loopbackPort } from "../support/ports.ts";
 import assert from "node:assert/strict";
 import { realApiSuite } from "../support/kube_apiserver.ts";
 import { linkNames } from "../support/netns.ts";
-import { metricsPort, startDaemon } from "../support/daemon.ts";
+import { startDaemon } from "../support/daemon.ts";
 import { until } from "../support/wait.ts";
 import { expectOk } from "../support/world.ts";
 import { done, networkStatus, POD, type RealWorld, realWorld } from "./cluster.ts";
@@ -19,7 +20,7 @@ const NETS = "k8s.v1.cni.cncf.io/networks";
 const NODE = "envtest-node"; // kube_rest's createPod binds pods there
 
 async function startReadyDaemon(w: RealWorld) {
-  const port = metricsPort();
+  const port = loopbackPort();
   const d = await startDaemon(await w.scratch.dir(), w.conf, {
     flags: ["--node-name", NODE, "--metrics-address", `127.0.0.1:${port}`],
     env: { CNI_PATH: "/usr/lib/cni" },

@@ -8,24 +8,6 @@
 import { MANIFOLD } from "./plugin.ts";
 import { exists, until } from "./wait.ts";
 
-/**
- * A TCP port for a daemon's `--metrics-address 127.0.0.1:PORT`: free right now, and below the
- * kernel's ephemeral range (32768–60999), where the many outgoing connections of a test run (the
- * kube-apiserver's to etcd among them) would otherwise take it between this pick and the
- * daemon's bind ("Address already in use").
- * @returns a port in [20000, 32000) that could be bound a moment ago
- */
-export function metricsPort(): number {
-  for (let i = 0; i < 100; i++) {
-    const port = 20000 + Math.floor(Math.random() * 12000);
-    try {
-      Deno.listen({ hostname: "127.0.0.1", port }).close();
-      return port;
-    } catch { /* taken: another */ }
-  }
-  throw new Error("no free port in [20000, 32000)");
-}
-
 /** A running daemon process. */
 export interface DaemonProcess {
   /** The socket path. */

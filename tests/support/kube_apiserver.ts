@@ -18,6 +18,7 @@
 
 import { createCa, issueCert } from "./certs.ts";
 import { KubeRest } from "./kube_rest.ts";
+import { loopbackPort } from "./ports.ts";
 
 /** Environment variable naming the kube-apiserver binary. */
 export const KUBE_APISERVER_ENV = "MANIFOLD_KUBE_APISERVER";
@@ -85,13 +86,6 @@ function onPath(cmd: string): boolean {
     } catch { /* next */ }
   }
   return false;
-}
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
 }
 
 function randomToken(): string {
@@ -472,7 +466,7 @@ async function startOnce(binary: string, opts: StartOptions): Promise<KubeApiSer
         "--audit-log-mode=blocking",
       );
     }
-    const ports = { api: freePort(), etcd: freePort(), etcdPeer: freePort() };
+    const ports = { api: loopbackPort(), etcd: loopbackPort(), etcdPeer: loopbackPort() };
     api = new KubeApiServer({
       dir,
       caPem: ca.certPem,

@@ -9,10 +9,11 @@
  * @module
  */
 
+import { loopbackPort } from "../../support/ports.ts";
 import { type KubeApiStandIn, startKubeApi } from "../../support/kube_api.ts";
 import type { KubeApiServer } from "../../support/kube_apiserver.ts";
 import { type LabApi, realLabApi, standInLabApi } from "./lab_api.ts";
-import { type DaemonProcess, metricsPort, startDaemon } from "../../support/daemon.ts";
+import { type DaemonProcess, startDaemon } from "../../support/daemon.ts";
 import { Scratch } from "../../support/netns.ts";
 import { k8sArgs, runPlugin } from "../../support/plugin.ts";
 import { until } from "../../support/wait.ts";
@@ -96,7 +97,7 @@ export class DaemonLab {
       }),
     );
     await this.api.writeKubeconfig(`${d}/kubeconfig`, `${d}/token`);
-    this.metricsPort = metricsPort();
+    this.metricsPort = loopbackPort();
     this.#daemonConf = {
       cniVersion: "1.0.0",
       name: "manifold-net",
