@@ -19,7 +19,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { AttachmentCache, CACHE_SCHEMA_VERSION } from "../lib/multinet/cache.ts";
+import { AttachmentCache, CACHE_SCHEMA_VERSION } from "../lib/multinet/cache/cache.ts";
 
 const { values } = parseArgs({
   options: {
@@ -153,18 +153,18 @@ const MODULES = [
   "lib/cni/runtime.ts",
   "lib/log/mod.ts",
   "lib/multinet/config.ts",
-  "lib/multinet/status.ts",
-  "lib/multinet/cache.ts",
-  "lib/multinet/selection.ts",
-  "lib/multinet/resolve.ts",
-  "lib/multinet/nad_source.ts",
-  "lib/multinet/networks.ts",
-  "lib/multinet/kernel.ts",
-  "lib/multinet/sinks.ts",
-  "lib/multinet/cmd_add.ts",
-  "lib/multinet/cmd_del.ts",
-  "lib/multinet/cmd_check.ts",
-  "lib/multinet/cmd_gc.ts",
+  "lib/multinet/status/network_status.ts",
+  "lib/multinet/cache/cache.ts",
+  "lib/multinet/plan/selection.ts",
+  "lib/multinet/plan/resolve.ts",
+  "lib/multinet/nad/source.ts",
+  "lib/multinet/plan/networks.ts",
+  "lib/multinet/status/kernel.ts",
+  "lib/multinet/status/sinks.ts",
+  "lib/multinet/verbs/add.ts",
+  "lib/multinet/verbs/del.ts",
+  "lib/multinet/verbs/check.ts",
+  "lib/multinet/verbs/gc.ts",
   "lib/multinet/wiring.ts",
   "lib/multinet/plugin.ts",
   "lib/k8s/kubeconfig.ts",

@@ -313,7 +313,7 @@ async function checkCache(
     add("cache", "fail", `${dir} is not a directory`, "DEL cannot find what ADD did");
     return;
   }
-  const { AttachmentCache, CacheCorruptError } = await import("../multinet/cache.ts");
+  const { AttachmentCache, CacheCorruptError } = await import("../multinet/cache/cache.ts");
   const cache = new AttachmentCache(path);
   const ids = await cache.list();
   const corrupt: string[] = [];

@@ -26,8 +26,8 @@ import { parseNetworkConfig } from "../cni/types.ts";
 import { INSTALL_DEFAULTS, MANIFOLD_CONFIG_NAME, underRoot } from "../install/mod.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
-import type { NadSource } from "../multinet/nad_source.ts";
-import type { PodNetworkSource } from "../multinet/pod_networks.ts";
+import type { NadSource } from "../multinet/nad/source.ts";
+import type { PodNetworkSource } from "../multinet/plan/pod_networks.ts";
 import { errorText } from "../util/text.ts";
 import { explainPod } from "./explain_plan.ts";
 import { formatExplainText } from "./explain_format.ts";
@@ -109,7 +109,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
           "Manifold's config sets nadDir: the plugin reads no API, so neither does explain",
         );
       }
-      const { DirectoryNadSource } = await import("../multinet/nad_source.ts");
+      const { DirectoryNadSource } = await import("../multinet/nad/source.ts");
       nads = new DirectoryNadSource(conf.nadDir);
     } else if (kubeFlagsGiven(opts.kube, env)) {
       connection = await kubeConnectionFromFlags(opts.kube, env);
@@ -129,7 +129,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       const [{ KubeClient }, { apiNadSource, apiPodSource, apiPodNetworkSource }] = await Promise
         .all([
           import("../k8s/client.ts"),
-          import("../multinet/api_sources.ts"),
+          import("../multinet/nad/api_sources.ts"),
         ]);
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, retries: 1 });
       close = () => kube.close();

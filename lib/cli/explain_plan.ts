@@ -15,10 +15,10 @@ import type { PluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
 import { DEVICE_INFO_CAPABILITY } from "../devices/constants.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
-import type { NadSource } from "../multinet/nad_source.ts";
-import { declaresCapability } from "../multinet/plan.ts";
-import type { PodRef } from "../multinet/pod.ts";
-import type { PodNetworkSource } from "../multinet/pod_networks.ts";
+import type { NadSource } from "../multinet/nad/source.ts";
+import { declaresCapability } from "../multinet/plan/plan.ts";
+import type { PodRef } from "../multinet/plan/pod.ts";
+import type { PodNetworkSource } from "../multinet/plan/pod_networks.ts";
 import {
   type AttachmentPlan,
   NETWORKS_ANNOTATION,
@@ -119,7 +119,7 @@ export interface ExplainInput {
  *   errors as is
  */
 export async function explainPod(input: ExplainInput): Promise<ExplainReport> {
-  const { buildPodPlan } = await import("../multinet/pod_plan.ts");
+  const { buildPodPlan } = await import("../multinet/plan/pod_plan.ts");
   const { conf, pod, annotations, nads, podNetworks } = input;
   // The runtime passes only what Manifold declares (libcni), as ADD sees it.
   const runtimeConfig: Record<string, unknown> = {};

@@ -4,7 +4,7 @@
  * writes `<dir>/<namespace>/<name>.json` and `<dir>/.mirror.json`, then watches and applies
  * each change until SIGTERM/SIGINT, resuming after dropped streams and re-listing when the
  * server's history no longer holds its resourceVersion (lib/k8s/watch.ts,
- * lib/multinet/nad_mirror.ts). The plugin reads the mirror when its config sets
+ * lib/multinet/nad/mirror.ts). The plugin reads the mirror when its config sets
  * `nadMirrorDir`, so an ADD with pod annotations from the runtime sends no API read.
  *
  * API failures never end it: they are logged and retried with backoff; meanwhile the
@@ -30,7 +30,7 @@ import { KubeClient } from "../k8s/client.ts";
 import { inClusterConnection, type KubeConnection } from "../k8s/connection.ts";
 import { type ListWatchOptions, watchNetworkAttachmentDefinitions } from "../k8s/watch.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
-import { DEFAULT_NAD_MIRROR_DIR, NadMirrorWriter } from "../multinet/nad_mirror.ts";
+import { DEFAULT_NAD_MIRROR_DIR, NadMirrorWriter } from "../multinet/nad/mirror.ts";
 import { errorText } from "../util/text.ts";
 
 /** Per-request bound of the mirror's API calls (a list page), ms, unless `--api-timeout-ms`. */

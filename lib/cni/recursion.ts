@@ -5,7 +5,7 @@
  *
  * Two guards:
  * - static, before anything runs: a delegate whose plugin `type` is Manifold's own is
- *   refused where NADs and delegates are resolved (`lib/multinet/resolve.ts`), and a
+ *   refused where NADs and delegates are resolved (`lib/multinet/plan/resolve.ts`), and a
  *   plugin binary whose real path is the running executable is refused by the runtime
  *   (`lib/cni/runtime.ts`, via {@link selfExecutable});
  * - dynamic, for everything else: every delegate process Manifold starts carries

@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { AttachmentCache } from "../multinet/cache.ts";
+import type { AttachmentCache } from "../multinet/cache/cache.ts";
 import type { Logger } from "../log/mod.ts";
 import { errorText } from "../util/text.ts";
 

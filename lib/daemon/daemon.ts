@@ -17,17 +17,17 @@ import {
   apiNadSource,
   apiPodNetworkSource,
   apiPodSource,
-} from "../multinet/api_sources.ts";
-import { NadMirrorWriter } from "../multinet/nad_mirror.ts";
+} from "../multinet/nad/api_sources.ts";
+import { NadMirrorWriter } from "../multinet/nad/mirror.ts";
 import { useClearableTimers } from "../util/timer.ts";
 import { manifoldHandlers, realDeps } from "../multinet/plugin.ts";
-import { ApiStatusSink, KubeEventSink } from "../multinet/sinks.ts";
+import { ApiStatusSink, KubeEventSink } from "../multinet/status/sinks.ts";
 import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
 import { type PodInformer, startPodInformer } from "./pod_informer.ts";
 import { type HotPlug, startHotPlug } from "./hotplug.ts";
 import { daemonReclaimer, type IdleReclaimer } from "./memory.ts";
-import { AttachmentCache } from "../multinet/cache.ts";
+import { AttachmentCache } from "../multinet/cache/cache.ts";
 import { AttachmentTally } from "./attachments.ts";
 import type { DaemonObserver } from "./observer.ts";
 import type { PolicyAgent } from "./policy_agent.ts";

@@ -25,7 +25,7 @@
 import { formatCniArgs, parseCniEnv } from "../cni/env.ts";
 import type { Pod } from "../k8s/mod.ts";
 import type { Logger } from "../log/mod.ts";
-import { AttachmentCache, type CacheKey, type CacheRecord } from "../multinet/cache.ts";
+import { AttachmentCache, type CacheKey, type CacheRecord } from "../multinet/cache/cache.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import type { EventSink } from "../multinet/deps.ts";
 import { NETWORKS_ANNOTATION, PODNETWORKS_ANNOTATION } from "../multinet/types.ts";

@@ -21,9 +21,9 @@
  */
 
 import { isPlainObject } from "../cni/types.ts";
-import type { CachedAttachment } from "../multinet/cache.ts";
-import { canonicalJson } from "../multinet/gc_networks.ts";
-import { SELECTION_CAPABILITIES } from "../multinet/plan.ts";
+import type { CachedAttachment } from "../multinet/cache/cache.ts";
+import { canonicalJson } from "../multinet/verbs/gc_networks.ts";
+import { SELECTION_CAPABILITIES } from "../multinet/plan/plan.ts";
 import type { AttachmentPlan, NetworkSelectionElement } from "../multinet/types.ts";
 
 /**

@@ -8,9 +8,9 @@
 
 import type { ListWatchHandler, NetworkAttachmentDefinition, WatchChange } from "../k8s/mod.ts";
 import type { Logger } from "../log/mod.ts";
-import type { NadMirrorWriter } from "../multinet/nad_mirror.ts";
-import { slimNad } from "../multinet/nad_mirror_format.ts";
-import type { NadSource } from "../multinet/nad_source.ts";
+import type { NadMirrorWriter } from "../multinet/nad/mirror.ts";
+import { slimNad } from "../multinet/nad/mirror_format.ts";
+import type { NadSource } from "../multinet/nad/source.ts";
 import { errorText } from "../util/text.ts";
 
 /**

@@ -15,7 +15,7 @@
 import type { KubeClient, ListWatchHandler, Pod, WatchChange } from "../k8s/mod.ts";
 import { watchNodePods } from "../k8s/mod.ts";
 import type { Logger } from "../log/mod.ts";
-import { podInfoOf } from "../multinet/api_sources.ts";
+import { podInfoOf } from "../multinet/nad/api_sources.ts";
 import type { PodSource } from "../multinet/deps.ts";
 
 /** What a listener of {@link PodStore.onChange} is told: the pod's key and its new state. */

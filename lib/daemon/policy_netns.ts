@@ -1,6 +1,6 @@
 /**
  * Where a pod's network namespace is on this node, for MultiNetworkPolicy: an index over the
- * attachment cache (`<cniDir>/<containerId>@<ifName>.json`, lib/multinet/cache.ts), whose
+ * attachment cache (`<cniDir>/<containerId>@<ifName>.json`, lib/multinet/cache/cache.ts), whose
  * records hold the pod, `netns` (CNI_NETNS at ADD) and `createdAt`. Read-only: files are
  * decoded in place (never migrated), tombstones (`deletedAt`) and damaged files are skipped.
  * A file is re-read only when its inode, modification time or size changed.
@@ -8,8 +8,8 @@
  * @module
  */
 
-import { AttachmentCache } from "../multinet/cache.ts";
-import { type CacheRecord, decodeRecord } from "../multinet/cache_record.ts";
+import { AttachmentCache } from "../multinet/cache/cache.ts";
+import { type CacheRecord, decodeRecord } from "../multinet/cache/record.ts";
 
 /** A live sandbox of a pod, from its cache record. */
 export interface PodSandbox {

@@ -25,9 +25,9 @@
 import { toCniError } from "../cni/errors.ts";
 import { type Condition, type PodNetwork, type PodNetworkAttachment } from "../k8s/multinetwork.ts";
 import type { NetworkAttachmentDefinition } from "../k8s/types.ts";
-import { resolveNetwork } from "../multinet/resolve.ts";
-import type { PodNetworkEntry } from "../multinet/pod_network_annotation.ts";
-import { nadOfRefs } from "../multinet/pod_networks.ts";
+import { resolveNetwork } from "../multinet/plan/resolve.ts";
+import type { PodNetworkEntry } from "../multinet/plan/pod_network_annotation.ts";
+import { nadOfRefs } from "../multinet/plan/pod_networks.ts";
 
 /** A pod as the controller keeps it: only what references networks. */
 export interface PodReferences {

@@ -27,7 +27,7 @@ import {
   NAD_LIST_WATCH,
 } from "../k8s/watch.ts";
 import type { Logger } from "../log/mod.ts";
-import { parsePodNetworkAnnotation } from "../multinet/pod_network_annotation.ts";
+import { parsePodNetworkAnnotation } from "../multinet/plan/pod_network_annotation.ts";
 import { PODNETWORKS_ANNOTATION } from "../multinet/types.ts";
 import { errorText } from "../util/text.ts";
 import type { LifecyclePolicy, PodReferences, Snapshot } from "./conditions.ts";

@@ -11,7 +11,7 @@
 import { pathInRoot } from "../cni/root.ts";
 import type { Logger } from "../log/mod.ts";
 import { errorText } from "../util/text.ts";
-import type { KernelAccess } from "./kernel.ts";
+import type { KernelAccess } from "./status/kernel.ts";
 
 /**
  * The root delegates run in: `chrootDir` when it is set and names a directory, else
@@ -68,7 +68,7 @@ export async function assertChrootDir(chrootDir: string | undefined): Promise<vo
  * root when the host's `/` is mounted recursively with `HostToContainer` propagation (later
  * namespaces appear too); `/proc/<pid>/ns/net` under the root is the host's procfs.
  *
- * @param kernel the real kernel access (lib/multinet/kernel.ts).
+ * @param kernel the real kernel access (lib/multinet/status/kernel.ts).
  * @param root the chroot directory.
  * @returns the same access with netns paths mapped.
  */

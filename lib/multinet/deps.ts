@@ -10,13 +10,13 @@ import type { CniEnv } from "../cni/env.ts";
 import type { CniRuntime } from "../cni/runtime.ts";
 import type { PodDevices, PodKey } from "../devices/allocation.ts";
 import type { DraSource } from "../devices/dra.ts";
-import type { KernelAccess } from "./kernel.ts";
+import type { KernelAccess } from "./status/kernel.ts";
 import type { Logger } from "../log/mod.ts";
-import type { AttachmentCache } from "./cache.ts";
+import type { AttachmentCache } from "./cache/cache.ts";
 import type { ManifoldConf } from "./config.ts";
-import type { NadSource } from "./nad_source.ts";
-import type { PodRef } from "./pod.ts";
-import type { PodNetworkSource } from "./pod_networks.ts";
+import type { NadSource } from "./nad/source.ts";
+import type { PodRef } from "./plan/pod.ts";
+import type { PodNetworkSource } from "./plan/pod_networks.ts";
 import type { NetworkStatus } from "./types.ts";
 
 /** The pod fields Manifold reads from the API. */

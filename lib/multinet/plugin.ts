@@ -12,7 +12,7 @@
 import type { SkelContext, SkelHandlers } from "../cni/skel.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import type { WiringOptions } from "./wiring.ts";
-import { withContainerLock } from "./container_lock.ts";
+import { withContainerLock } from "./cache/container_lock.ts";
 import { mark } from "../log/trace.ts";
 import { assertNotDelegated, delegationDepth, processMarkerEnv } from "../cni/recursion.ts";
 import { oneShotValidation } from "../cni/decode.ts";
@@ -79,7 +79,7 @@ export interface HandlerOptions {
  * The skel handlers of Manifold (ADD, DEL, CHECK, GC, STATUS; VERSION is the dispatcher's).
  * Each loads its command module while the dependencies are built.
  *
- * ADD, DEL and CHECK run holding the container's lock (container_lock.ts), shared by the
+ * ADD, DEL and CHECK run holding the container's lock (cache/container_lock.ts), shared by the
  * daemon and in-process paths; a successful DEL removes the lock file.
  *
  * Recursion guard, first thing in every handler: a Manifold started by Manifold (the
@@ -100,12 +100,12 @@ export function manifoldHandlers(makeDeps: DepsFactory, opts: HandlerOptions = {
   return {
     add: async (ctx) => {
       refuse();
-      const [{ cmdAdd }, deps] = await Promise.all([import("./cmd_add.ts"), makeDeps(ctx)]);
+      const [{ cmdAdd }, deps] = await Promise.all([import("./verbs/add.ts"), makeDeps(ctx)]);
       return await withContainerLock(deps.conf.cniDir, ctx.env.containerId, () => cmdAdd(deps));
     },
     del: async (ctx) => {
       if (nested()) return;
-      const [{ cmdDel }, deps] = await Promise.all([import("./cmd_del.ts"), makeDeps(ctx)]);
+      const [{ cmdDel }, deps] = await Promise.all([import("./verbs/del.ts"), makeDeps(ctx)]);
       await withContainerLock(deps.conf.cniDir, ctx.env.containerId, async (lock) => {
         await cmdDel(deps);
         await lock.remove(); // nothing is left of the container: neither is its lock file
@@ -113,17 +113,17 @@ export function manifoldHandlers(makeDeps: DepsFactory, opts: HandlerOptions = {
     },
     check: async (ctx) => {
       refuse();
-      const [{ cmdCheck }, deps] = await Promise.all([import("./cmd_check.ts"), makeDeps(ctx)]);
+      const [{ cmdCheck }, deps] = await Promise.all([import("./verbs/check.ts"), makeDeps(ctx)]);
       await withContainerLock(deps.conf.cniDir, ctx.env.containerId, () => cmdCheck(deps));
     },
     gc: async (ctx) => {
       if (nested()) return;
-      const [{ cmdGc }, deps] = await Promise.all([import("./cmd_gc.ts"), makeDeps(ctx)]);
+      const [{ cmdGc }, deps] = await Promise.all([import("./verbs/gc.ts"), makeDeps(ctx)]);
       await cmdGc(deps, ctx.config);
     },
     status: async (ctx) => {
       refuse();
-      const [{ cmdStatus }, deps] = await Promise.all([import("./cmd_gc.ts"), makeDeps(ctx)]);
+      const [{ cmdStatus }, deps] = await Promise.all([import("./verbs/gc.ts"), makeDeps(ctx)]);
       await cmdStatus(deps);
     },
   };

@@ -5,7 +5,7 @@
  *
  * Modules a mode does not use are never loaded: the Kubernetes client only with an API
  * connection, the NAD directory reader only in standalone mode, netlink only when the
- * kernel is first asked (see `kernel.ts`).
+ * kernel is first asked (see `status/kernel.ts`).
  *
  * @module
  */
@@ -15,14 +15,14 @@ import { findPlugin, type PluginExec, ProcessPluginExec } from "../cni/invoke.ts
 import { CniRuntime } from "../cni/runtime.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
-import { AttachmentCache } from "./cache.ts";
+import { AttachmentCache } from "./cache/cache.ts";
 import type { ManifoldConf } from "./config.ts";
 import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } from "./deps.ts";
-import type { NadSource } from "./nad_source.ts";
-import type { PodNetworkSource } from "./pod_networks.ts";
+import type { NadSource } from "./nad/source.ts";
+import type { PodNetworkSource } from "./plan/pod_networks.ts";
 import type { DraSource } from "../devices/dra.ts";
-import { netlinkKernel } from "./kernel.ts";
-import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./sinks.ts";
+import { netlinkKernel } from "./status/kernel.ts";
+import { ApiStatusSink, FileStatusSink, KubeEventSink, LogEventSink } from "./status/sinks.ts";
 
 /** What {@link buildDeps} takes from the process besides the config and the CNI environment. */
 export interface WiringOptions {
@@ -98,7 +98,7 @@ export async function buildDeps(
   const statusDir = `${conf.cniDir}/network-status`;
 
   if (conf.nadDir) {
-    const { DirectoryNadSource } = await import("./nad_source.ts");
+    const { DirectoryNadSource } = await import("./nad/source.ts");
     return {
       ...base,
       nads: new DirectoryNadSource(conf.nadDir),
@@ -169,7 +169,7 @@ function mirrorFirst(
   let source: Promise<NadSource> | undefined;
   return {
     get: async (namespace, name) => {
-      source ??= import("./nad_mirror.ts").then((m) => m.mirrorNadSource(dir, fromApi, logger));
+      source ??= import("./nad/mirror.ts").then((m) => m.mirrorNadSource(dir, fromApi, logger));
       return await (await source).get(namespace, name);
     },
   };
@@ -223,7 +223,7 @@ async function apiConnector(
       ] = await Promise.all([
         import("../k8s/kubeconfig.ts"),
         import("../k8s/client.ts"),
-        import("./api_sources.ts"),
+        import("./nad/api_sources.ts"),
       ]);
       const connection = inCluster ??
         await loadKubeconfig(conf.kubeconfig!).catch(async (e) => {

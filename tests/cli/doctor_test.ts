@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { DOCTOR_USAGE, formatDoctorReport, runDoctor } from "../../lib/cli/mod.ts";
 import { runInstaller } from "../../lib/install/mod.ts";
-import { AttachmentCache, CACHE_SCHEMA_VERSION } from "../../lib/multinet/cache.ts";
+import { AttachmentCache, CACHE_SCHEMA_VERSION } from "../../lib/multinet/cache/cache.ts";
 import { type KubeApiStandIn, startKubeApi } from "../support/kube_api.ts";
 import { type FakeHost, fakeHost } from "../install/fixtures.ts";
 

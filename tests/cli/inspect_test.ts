@@ -19,7 +19,7 @@ import {
   CACHE_SCHEMA_VERSION,
   type CachedAttachment,
   type CacheRecord,
-} from "../../lib/multinet/cache.ts";
+} from "../../lib/multinet/cache/cache.ts";
 import type { NetnsSnapshot, Route } from "../../lib/netlink/mod.ts";
 import { ip, ipJson, sh } from "../support/netns.ts";
 

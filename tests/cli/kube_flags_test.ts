@@ -12,7 +12,7 @@ import {
   AttachmentCache,
   CACHE_SCHEMA_VERSION,
   type CacheRecord,
-} from "../../lib/multinet/cache.ts";
+} from "../../lib/multinet/cache/cache.ts";
 
 interface Run {
   code: number;

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { runMirror } from "../../lib/cli/mirror.ts";
 import { nullLogger } from "../../lib/log/mod.ts";
-import { MIRROR_STATE_FILE, mirrorPath, parseMirrorState } from "../../lib/multinet/nad_mirror.ts";
+import { MIRROR_STATE_FILE, mirrorPath, parseMirrorState } from "../../lib/multinet/nad/mirror.ts";
 import { startKubeApi } from "../support/kube_api.ts";
 import { exists, until } from "../support/wait.ts";
 

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { pathInRoot } from "../../lib/cni/root.ts";
 import { nullLogger } from "../../lib/log/mod.ts";
 import { kernelInRoot } from "../../lib/multinet/chroot.ts";
-import { netlinkKernel } from "../../lib/multinet/kernel.ts";
+import { netlinkKernel } from "../../lib/multinet/status/kernel.ts";
 import { ip, isRoot, Scratch, sh } from "../support/netns.ts";
 
 Deno.test({

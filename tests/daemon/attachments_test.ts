@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { AttachmentTally, liveAttachments } from "../../lib/daemon/attachments.ts";
-import { AttachmentCache } from "../../lib/multinet/cache.ts";
+import { AttachmentCache } from "../../lib/multinet/cache/cache.ts";
 
 Deno.test("liveAttachments: completed ADDs of records that are not tombstones", () => {
   assert.equal(liveAttachments('{"attachments":[{"state":"added"},{"state":"adding"}]}'), 1);

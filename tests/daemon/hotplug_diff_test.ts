@@ -2,9 +2,9 @@
 
 import assert from "node:assert/strict";
 import { diffAttachments, pinSelection, selectionText } from "../../lib/daemon/hotplug_diff.ts";
-import type { CachedAttachment } from "../../lib/multinet/cache.ts";
+import type { CachedAttachment } from "../../lib/multinet/cache/cache.ts";
 import type { AttachmentPlan, NetworkSelectionElement } from "../../lib/multinet/types.ts";
-import { parseNetworkSelection } from "../../lib/multinet/selection.ts";
+import { parseNetworkSelection } from "../../lib/multinet/plan/selection.ts";
 
 function cached(
   statusName: string,

@@ -12,7 +12,7 @@ import { done, world } from "../support/world.ts";
 import { isRoot } from "../support/netns.ts";
 import { startDaemon } from "../support/daemon.ts";
 import { exists, until } from "../support/wait.ts";
-import { DEFAULT_NAD_MIRROR_DIR } from "../../lib/multinet/nad_mirror.ts";
+import { DEFAULT_NAD_MIRROR_DIR } from "../../lib/multinet/nad/mirror.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 

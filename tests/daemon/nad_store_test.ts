@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { NadStore } from "../../lib/daemon/nad_store.ts";
 import { parseNetworkAttachmentDefinition } from "../../lib/k8s/types.ts";
-import type { NadSource } from "../../lib/multinet/nad_source.ts";
+import type { NadSource } from "../../lib/multinet/nad/source.ts";
 
 const CONFIG = JSON.stringify({ cniVersion: "1.0.0", type: "bridge", bridge: "br1" });
 

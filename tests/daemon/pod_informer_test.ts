@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { KubeClient, loadKubeconfig } from "../../lib/k8s/mod.ts";
-import { apiPodSource } from "../../lib/multinet/api_sources.ts";
+import { apiPodSource } from "../../lib/multinet/nad/api_sources.ts";
 import { type PodChange, PodStore, startPodInformer } from "../../lib/daemon/pod_informer.ts";
 import { nullLogger } from "../../lib/log/mod.ts";
 import { startKubeApi } from "../support/kube_api.ts";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { KubeClient, loadKubeconfig } from "../../lib/k8s/mod.ts";
 import { nullLogger } from "../../lib/log/mod.ts";
 import { AttachmentCache, CACHE_SCHEMA_VERSION } from "../../lib/multinet/mod.ts";
-import { KubeEventSink } from "../../lib/multinet/sinks.ts";
+import { KubeEventSink } from "../../lib/multinet/status/sinks.ts";
 import { NftablesError, type NftRunner, PolicyApplier } from "../../lib/policy/mod.ts";
 import { POLICY_FAILED_REASON, PolicyAgent } from "../../lib/daemon/policy_agent.ts";
 import { NO_OBSERVER } from "../../lib/daemon/observer.ts";

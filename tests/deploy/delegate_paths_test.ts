@@ -19,7 +19,7 @@
 import assert from "node:assert/strict";
 import { parse } from "yaml";
 import { DEFAULT_CNI_DIR } from "../../lib/multinet/config.ts";
-import { DEFAULT_NAD_MIRROR_DIR } from "../../lib/multinet/nad_mirror.ts";
+import { DEFAULT_NAD_MIRROR_DIR } from "../../lib/multinet/nad/mirror.ts";
 import {
   DEFAULT_DEVICE_CHECKPOINT_FILE,
   DEFAULT_DEVICE_INFO_DIR,

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { parseAllDocuments } from "yaml";
 import { z } from "zod";
 import { runInstall } from "../../lib/cli/install.ts";
-import { DEFAULT_NAD_MIRROR_DIR } from "../../lib/multinet/nad_mirror.ts";
+import { DEFAULT_NAD_MIRROR_DIR } from "../../lib/multinet/nad/mirror.ts";
 
 const DEPLOY = new URL("../../deploy/", import.meta.url).pathname;
 

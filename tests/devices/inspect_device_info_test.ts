@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { buildInspectReport, formatInspectJson, formatInspectTable } from "../../lib/cli/mod.ts";
-import { CACHE_SCHEMA_VERSION, type CacheRecord } from "../../lib/multinet/cache.ts";
+import { CACHE_SCHEMA_VERSION, type CacheRecord } from "../../lib/multinet/cache/cache.ts";
 import type { NetnsSnapshot } from "../../lib/netlink/mod.ts";
 
 const snapshot: NetnsSnapshot = {

@@ -17,7 +17,7 @@ import assert from "node:assert/strict";
 import { CniError } from "../../lib/cni/errors.ts";
 import { parseNetworkConfig } from "../../lib/cni/types.ts";
 import { validateInterfaceName } from "../../lib/cni/env.ts";
-import { isValidInterfaceName, parseNetworkSelection } from "../../lib/multinet/selection.ts";
+import { isValidInterfaceName, parseNetworkSelection } from "../../lib/multinet/plan/selection.ts";
 import {
   AttributeDecoder,
   decodeError,

@@ -27,7 +27,7 @@ import {
   MAX_SELECTION_ELEMENTS,
   parseNetworkReference,
   parseNetworkSelection,
-} from "../../lib/multinet/selection.ts";
+} from "../../lib/multinet/plan/selection.ts";
 import type { NetworkSelectionElement } from "../../lib/multinet/types.ts";
 import {
   type FuzzTarget,

@@ -21,7 +21,7 @@ import {
   parseNetworkStatus,
   serializeNetworkStatus,
   type StatusInput,
-} from "../../lib/multinet/status.ts";
+} from "../../lib/multinet/status/network_status.ts";
 import type { NetworkStatus } from "../../lib/multinet/types.ts";
 import { SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
 import {

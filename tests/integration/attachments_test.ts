@@ -14,7 +14,7 @@
  */
 
 import assert from "node:assert/strict";
-import { AttachmentCache, CACHE_SCHEMA_VERSION } from "../../lib/multinet/cache.ts";
+import { AttachmentCache, CACHE_SCHEMA_VERSION } from "../../lib/multinet/cache/cache.ts";
 import { installWrapper, leasesOf, readRecord, recordPath } from "../support/faults.ts";
 import { isRoot, linkNames } from "../support/netns.ts";
 import { k8sArgs } from "../support/plugin.ts";
@@ -22,7 +22,7 @@ import { done, expectOk, NS, POD, UID, type World, world } from "../support/worl
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 
-/** lib/multinet/tombstones.ts PRUNE_MARKER and PRUNE_MAX_REMOVALS (literal: this test must run against older code). */
+/** lib/multinet/cache/tombstones.ts PRUNE_MARKER and PRUNE_MAX_REMOVALS (literal: this test must run against older code). */
 const PRUNE_MARKER = ".tombstones-pruned";
 const PRUNE_MAX_REMOVALS = 100;
 

@@ -256,7 +256,7 @@ matrix("the 2nd secondary delegate failing a half-done ADD rolls everything back
   assert.match((add2.json as { msg: string }).msg, new RegExp(`^${context(MACVLAN_NET)} `));
   // The real plugin's DEL fails as its ADD did (rollback: failed DEL 1). That failure is the
   // runtime's DEL's final error (§7.2; failed DEL 2) and the attachment stays cached, until
-  // the bound (lib/multinet/teardown.ts: 3 failed DELs) gives it up with a Warning event.
+  // the bound (lib/multinet/verbs/teardown.ts: 3 failed DELs) gives it up with a Warning event.
   assert.deepEqual(await linkNames(s2.netnsName), [], "nothing attached");
   const del1 = await s2.call("DEL");
   expectCniError(w, del1, (del1.json as { code: number }).code, new RegExp(context(MACVLAN_NET)));
@@ -369,7 +369,7 @@ Deno.test({
   name: "faults: DEL with no cache and the API down fails with code 11 (no tombstone); " +
     "with the API back it converges",
   // Was a leak: DEL returned 0 and wrote a tombstone, so net1/data0 and the bridge-net lease
-  // were never released (lib/multinet/cmd_del.ts now fails for a transient rebuild failure).
+  // were never released (lib/multinet/verbs/del.ts now fails for a transient rebuild failure).
   ...root,
   async fn() {
     const w = await faultWorld("1.0.0");

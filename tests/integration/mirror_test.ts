@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { MIRROR_STATE_FILE, mirrorPath } from "../../lib/multinet/nad_mirror.ts";
+import { MIRROR_STATE_FILE, mirrorPath } from "../../lib/multinet/nad/mirror.ts";
 import { isRoot, linkNames } from "../support/netns.ts";
 import { MANIFOLD } from "../support/plugin.ts";
 import { done, expectOk, NS, podStatus, type World, world } from "../support/world.ts";

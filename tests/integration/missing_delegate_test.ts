@@ -1,7 +1,7 @@
 /**
  * A delegate binary that is not installed, through the real plugin process (standalone, real
  * netns, real bridge + host-local): the ADD fails, and its first DEL gives the attachment up at
- * once when nothing of it ever ran (lib/multinet/teardown.ts `neverRan`), but keeps failing
+ * once when nothing of it ever ran (lib/multinet/verbs/teardown.ts `neverRan`), but keeps failing
  * (the retry bound) when an earlier plugin of the list did run. Needs root.
  */
 

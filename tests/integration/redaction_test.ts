@@ -127,7 +127,7 @@ Deno.test({
       assert.equal(failed.json?.code, 7);
       assert.match(String(failed.json?.msg), /invalid config/);
       // Its DEL fails as its ADD did: reported once (§7.2), then given up at the bound
-      // (lib/multinet/teardown.ts) with a TeardownAbandoned event carrying the error.
+      // (lib/multinet/verbs/teardown.ts) with a TeardownAbandoned event carrying the error.
       assert.equal((await call("DEL", leaky)).code, 1, "DEL after the failed ADD");
       expectOk(await call("DEL", leaky), "DEL after the failed ADD, at the bound");
       assert.ok(w.api.events.some((e) => e.reason === "TeardownAbandoned"));

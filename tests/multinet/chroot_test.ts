@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { CniError } from "../../lib/cni/errors.ts";
 import { assertChrootDir, delegateRoot, kernelInRoot } from "../../lib/multinet/chroot.ts";
 import { parseManifoldConf } from "../../lib/multinet/config.ts";
-import type { KernelAccess } from "../../lib/multinet/kernel.ts";
+import type { KernelAccess } from "../../lib/multinet/status/kernel.ts";
 import { nullLogger } from "../../lib/log/mod.ts";
 
 const base = { cniVersion: "1.0.0", type: "manifold", clusterNetwork: "/etc/cni/net.d/x.conf" };

@@ -1,25 +1,25 @@
 /**
  * Tests of the input caps of lib/multinet: JSON nesting depth of the selection annotation
- * (lib/multinet/selection.ts) and of NAD `spec.config`, and the NAD `spec.config` size cap
- * (lib/multinet/resolve.ts). Pure, except the confDir test (temp dir:
+ * (lib/multinet/plan/selection.ts) and of NAD `spec.config`, and the NAD `spec.config` size cap
+ * (lib/multinet/plan/resolve.ts). Pure, except the confDir test (temp dir:
  * `--allow-read --allow-write`), which is skipped without those permissions.
  */
 
 import assert from "node:assert/strict";
 import { CniError, CniErrorCode } from "../../lib/cni/errors.ts";
 import type { NetworkAttachmentDefinition } from "../../lib/k8s/types.ts";
-import { StaticNadSource } from "../../lib/multinet/nad_source.ts";
+import { StaticNadSource } from "../../lib/multinet/nad/source.ts";
 import {
   MAX_NAD_CONFIG_BYTES,
   resolveClusterNetwork,
   resolveNetwork,
   type ResolveOptions,
-} from "../../lib/multinet/resolve.ts";
+} from "../../lib/multinet/plan/resolve.ts";
 import {
   MAX_SELECTION_ANNOTATION_BYTES,
   MAX_SELECTION_DEPTH,
   parseNetworkSelection,
-} from "../../lib/multinet/selection.ts";
+} from "../../lib/multinet/plan/selection.ts";
 
 function nested(depth: number): string {
   return "[".repeat(depth) + "]".repeat(depth);

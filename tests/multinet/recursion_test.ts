@@ -1,6 +1,6 @@
 /**
  * Tests of the recursion guards of lib/multinet: delegates whose plugin type is Manifold
- * itself are refused at resolution (lib/multinet/resolve.ts `selfTypes`), and a Manifold
+ * itself are refused at resolution (lib/multinet/plan/resolve.ts `selfTypes`), and a Manifold
  * started as a delegate of Manifold does no work (lib/multinet/plugin.ts
  * `manifoldHandlers`). Pure, except the file-based test (`--allow-read --allow-write`,
  * skipped without).
@@ -11,7 +11,7 @@ import { CniError, CniErrorCode } from "../../lib/cni/errors.ts";
 import { DELEGATION_DEPTH_ENV } from "../../lib/cni/recursion.ts";
 import type { SkelContext } from "../../lib/cni/skel.ts";
 import type { NetworkAttachmentDefinition } from "../../lib/k8s/types.ts";
-import { StaticNadSource } from "../../lib/multinet/nad_source.ts";
+import { StaticNadSource } from "../../lib/multinet/nad/source.ts";
 import { manifoldHandlers } from "../../lib/multinet/plugin.ts";
 import {
   DEFAULT_SELF_TYPES,
@@ -19,7 +19,7 @@ import {
   resolveClusterNetwork,
   resolveNetwork,
   type ResolveOptions,
-} from "../../lib/multinet/resolve.ts";
+} from "../../lib/multinet/plan/resolve.ts";
 
 function nad(name: string, config: unknown): NetworkAttachmentDefinition {
   return { metadata: { name, namespace: "pod-ns" }, spec: { config: JSON.stringify(config) } };

@@ -33,7 +33,11 @@
  * @module
  */
 
-import { AttachmentCache, CacheCorruptError, type CacheRecord } from "../../lib/multinet/cache.ts";
+import {
+  AttachmentCache,
+  CacheCorruptError,
+  type CacheRecord,
+} from "../../lib/multinet/cache/cache.ts";
 import { type Crashpoint, CRASHPOINT_ENV, CRASHPOINTS } from "../../lib/multinet/crashpoint.ts";
 import { assertNoLeaks } from "./leaks.ts";
 import { k8sArgs, MANIFOLD, type PluginCall, type PluginOutcome } from "./plugin.ts";

@@ -159,7 +159,7 @@ export async function leasesOf(w: World, containerId: string): Promise<string[]>
   return out.sort();
 }
 
-/** The fields of a cache record the scenarios look at (`lib/multinet/cache.ts` CacheRecord). */
+/** The fields of a cache record the scenarios look at (`lib/multinet/cache/cache.ts` CacheRecord). */
 export interface RecordView {
   schemaVersion: number;
   deletedAt?: string;
@@ -168,7 +168,7 @@ export interface RecordView {
 
 /**
  * Path of a container's cache record for the runtime's interface: `<cniDir>/<containerId>@<ifName>.json`
- * (`lib/multinet/cache.ts`).
+ * (`lib/multinet/cache/cache.ts`).
  */
 export function recordPath(w: World, containerId: string, ifName = "eth0"): string {
   return `${w.dirs.cache}/${containerId}@${ifName}.json`;

@@ -68,7 +68,7 @@ export async function findLeaks(scope: LeakScope): Promise<LeakReport> {
         report.cache.push(`${path}: temp file`);
         continue;
       }
-      // `<containerId>@<ifName>.json` (lib/multinet/cache.ts), or a legacy `<containerId>.json`.
+      // `<containerId>@<ifName>.json` (lib/multinet/cache/cache.ts), or a legacy `<containerId>.json`.
       if (!base.endsWith(".json") || !ids.has(base.slice(0, -5).split("@")[0])) continue;
       let record: { deletedAt?: string; attachments?: unknown[] };
       try {

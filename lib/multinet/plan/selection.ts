@@ -1,0 +1,384 @@
+/**
+ * Parsing and validation of the pod's network selection annotation
+ * `k8s.v1.cni.cncf.io/networks` (NPWG v1.3 §4.1) and of single network references
+ * (`"name"`, `"ns/name"`, `"ns/name@ifname"`).
+ *
+ * The annotation is untrusted input: it is parsed once here, every key of
+ * NPWG v1.3 §4.1.2.1 is validated, and any invalid element fails the whole annotation
+ * with a {@link CniError} of code 7 ("the Network Attachment Selection Annotation shall
+ * be invalid", §4.1.2.1.3–10).
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { checkJsonDepth, MAX_JSON_DEPTH } from "../../cni/decode.ts";
+import { CniError, CniErrorCode } from "../../cni/errors.ts";
+import {
+  INTERFACE_RULE,
+  isDns1123Label,
+  isDns1123Subdomain,
+  isValidInterfaceName,
+  NAME_RULE,
+  NAMESPACE_RULE,
+  quote,
+  splitReference,
+} from "./network_reference.ts";
+import type { NetworkSelectionElement, PortMapping } from "../types.ts";
+
+export {
+  isDns1123Label,
+  isDns1123Subdomain,
+  isValidInterfaceName,
+  type NetworkReference,
+  parseNetworkReference,
+} from "./network_reference.ts";
+import { errorText } from "../../util/text.ts";
+
+/** Largest accepted annotation value, in bytes of UTF-8 (256 KiB; Kubernetes allows 256 KiB for all annotations together). */
+export const MAX_SELECTION_ANNOTATION_BYTES = 256 * 1024;
+/** Largest accepted number of elements in one annotation. */
+export const MAX_SELECTION_ELEMENTS = 32;
+/**
+ * Deepest accepted nesting of arrays/objects in a JSON annotation, in levels (the list is
+ * level 1, an element 2, so `cni-args` may nest 62 more): {@link MAX_JSON_DEPTH}, 64.
+ */
+export const MAX_SELECTION_DEPTH: number = MAX_JSON_DEPTH;
+
+const MAC_48 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/;
+const GUID_64 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){7}$/;
+const ENCODER = new TextEncoder();
+
+/**
+ * zod schemas are built on first use: building them costs milliseconds, and the common
+ * comma-delimited annotation (and a pod without one) never needs them.
+ */
+let schemas: ReturnType<typeof buildSchemas> | undefined;
+function getSchemas(): ReturnType<typeof buildSchemas> {
+  return schemas ??= buildSchemas();
+}
+
+/**
+ * True when `value` is an IPv4 or IPv6 address, optionally with a `/prefix`
+ * (`"10.2.2.42/24"`, `"2001:db8::5/64"`; NPWG v1.3 §4.1.2.1.3). Leading zeros and zone
+ * suffixes (`%eth0`) are rejected.
+ *
+ * @param value candidate address
+ * @returns whether it is valid
+ * @example
+ * ```ts
+ * isIpWithOptionalPrefix("10.2.2.42/24"); // true
+ * isIpWithOptionalPrefix("10.2.2.300"); // false
+ * ```
+ */
+export function isIpWithOptionalPrefix(value: string): boolean {
+  return getSchemas().ipOrCidr.safeParse(value).success;
+}
+
+/** zod `error` option: "required" when the key is missing, else `msg`. */
+function requiredOr(msg: string) {
+  return (issue: { input?: unknown }) => issue.input === undefined ? "required" : msg;
+}
+
+/** The zod schema of the spec keys of one element (NPWG v1.3 §4.1.2.1) and its parts. */
+function buildSchemas() {
+  const ipAddress = z.union([z.ipv4(), z.ipv6()]);
+  const ipOrCidr = z.union([z.ipv4(), z.ipv6(), z.cidrv4(), z.cidrv6()]);
+  const positiveInt = (what: string) =>
+    z.int({ error: `not a positive integer ${what}` }).min(1, {
+      error: `not a positive integer ${what}`,
+    });
+
+  const port = () =>
+    z.int({ error: requiredOr("not an integer port") })
+      .min(1, { error: "not a port between 1 and 65535" })
+      .max(65535, { error: "not a port between 1 and 65535" });
+
+  const portMappingSchema = z.strictObject({
+    hostPort: port(),
+    containerPort: port(),
+    protocol: z.string({ error: "not a string" }).refine(
+      (p) => ["tcp", "udp", "sctp"].includes(p.toLowerCase()),
+      { error: "not one of TCP, UDP or SCTP (case-insensitive)" },
+    ).optional(),
+    hostIP: z.string({ error: "not a string" }).refine(
+      (ip) => ip === "" || ipAddress.safeParse(ip).success,
+      { error: "not an IPv4 or IPv6 address" },
+    ).optional(),
+  }, { error: (i) => i.code === "unrecognized_keys" ? "unknown key" : "not an object" });
+
+  const bandwidthSchema = z.strictObject({
+    ingressRate: positiveInt("(bits/s)").optional(),
+    ingressBurst: positiveInt("(bits)").optional(),
+    egressRate: positiveInt("(bits/s)").optional(),
+    egressBurst: positiveInt("(bits)").optional(),
+  }, { error: (i) => i.code === "unrecognized_keys" ? "unknown key" : "not an object" })
+    .superRefine((b, ctx) => {
+      if (Object.keys(b).length === 0) {
+        ctx.addIssue({ code: "custom", message: "must contain at least one rate or burst" });
+      }
+      if (b.ingressBurst !== undefined && b.ingressRate === undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["ingressBurst"],
+          message: 'requires "ingressRate"',
+        });
+      }
+      if (b.egressBurst !== undefined && b.egressRate === undefined) {
+        ctx.addIssue({ code: "custom", path: ["egressBurst"], message: 'requires "egressRate"' });
+      }
+    });
+
+  const elementSchema = z.strictObject({
+    name: z.string({ error: requiredOr("not a string") }).refine(
+      (n) => n !== "",
+      { error: "required (empty)" },
+    ).refine((n) => n === "" || isDns1123Subdomain(n), { error: NAME_RULE }),
+    namespace: z.string({ error: "not a string" }).refine(
+      (n) => n === "" || isDns1123Label(n),
+      { error: NAMESPACE_RULE },
+    ).optional(),
+    ips: z.array(
+      z.string({ error: "not a string" }).refine((ip: string) => ipOrCidr.safeParse(ip).success, {
+        error: "not an IPv4 or IPv6 address with optional /prefix",
+      }),
+      { error: "not an array of strings" },
+    ).min(1, { error: "must contain at least one address" }).optional(),
+    mac: z.string({ error: "not a string" }).regex(MAC_48, {
+      error: "not a 6-byte MAC address (xx:xx:xx:xx:xx:xx)",
+    }).optional(),
+    interface: z.string({ error: "not a string" }).refine(isValidInterfaceName, {
+      error: INTERFACE_RULE,
+    }).optional(),
+    "cni-args": z.record(z.string(), z.unknown(), { error: "not a JSON object" }).optional(),
+    portMappings: z.array(portMappingSchema, { error: "not an array" }).min(1, {
+      error: "must contain at least one port mapping",
+    }).optional(),
+    bandwidth: bandwidthSchema.optional(),
+    "default-route": z.array(
+      z.string({ error: "not a string" }).refine((g) => ipAddress.safeParse(g).success, {
+        error: "not an IPv4 or IPv6 gateway address",
+      }),
+      { error: "not an array of strings" },
+    ).optional(),
+    "infiniband-guid": z.string({ error: "not a string" }).regex(GUID_64, {
+      error: "not an 8-byte InfiniBand GUID (xx:xx:xx:xx:xx:xx:xx:xx)",
+    }).optional(),
+    "ipam-claim-reference": z.string({ error: "not a string" }).refine(isDns1123Subdomain, {
+      error: "not an IPAMClaim name (DNS-1123 subdomain)",
+    }).optional(),
+  }, {
+    error: (i) =>
+      i.code === "unrecognized_keys"
+        ? 'reserved key not defined by NPWG v1.3 §4.1.2.1 (extension keys must use reverse-DNS names containing ".")'
+        : "not a JSON object",
+  }).superRefine((e, ctx) => {
+    if (e.ips !== undefined && e["ipam-claim-reference"] !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["ipam-claim-reference"],
+        message: 'must not be combined with "ips" (NPWG v1.3 §4.1.2.1.11)',
+      });
+    }
+  });
+  return { ipOrCidr, element: elementSchema };
+}
+
+/**
+ * Parses and validates the `k8s.v1.cni.cncf.io/networks` annotation (NPWG v1.3 §4.1).
+ *
+ * Formats:
+ * - JSON list (§4.1.2) — chosen, like Multus, when the text contains `[`, `{` or `"`; it must
+ *   then be a JSON array of objects.
+ * - comma-delimited (§4.1.1) — `"net-a, ns/net-b, net-c@eth5"`; each item goes through
+ *   {@link parseNetworkReference} (the `@ifname` suffix is Multus's extension). Empty
+ *   items (`"a,,b"`, a trailing comma) are rejected rather than silently dropped.
+ * - empty or whitespace-only → `[]`.
+ *
+ * Keys validated (§4.1.2.1): `name` (required, DNS-1123 subdomain: ≤ 253 characters, units
+ * ≤ 63), `namespace` (DNS-1123 label; missing or `""` → `podNamespace`), `ips` (non-empty;
+ * IPv4/IPv6 with optional `/prefix`), `mac` (6 bytes, `:`-separated hex), `interface`
+ * (kernel rules, 1–15 bytes), `cni-args` (object), `portMappings` (non-empty;
+ * `hostPort`/`containerPort` integers 1–65535; `protocol` TCP/UDP/SCTP case-insensitive,
+ * returned lower-case, default `"tcp"`; optional `hostIP`), `bandwidth` (at least one of
+ * `ingressRate`/`egressRate` in bits/s and `ingressBurst`/`egressBurst` in bits, positive
+ * integers; a burst requires its rate), `default-route` (array of gateway IPs, may be
+ * empty; at most ONE element of the list may carry the key, §4.1.2.1.9), `infiniband-guid`
+ * (8 bytes, `:`-separated hex), `ipam-claim-reference` (IPAMClaim name; following spec v1.3
+ * §4.1.2.1.11 it is an error together with `ips`, although NAD client v1.7.7 lifted that
+ * rule). Other keys without a `.` are reserved by the spec and rejected; keys with a `.`
+ * (reverse-DNS extensions) are kept verbatim in `extra`.
+ *
+ * @param annotation the annotation value (untrusted)
+ * @param podNamespace the pod's namespace, used when an element has no namespace
+ * @returns the elements in annotation order, with `namespace` always filled
+ * @throws {CniError} code 7 (invalid network config) for any invalid element, naming its
+ *   index, its name and the key, e.g.
+ *   `invalid network selection element [1] ("macvlan-conf"): "mac": not a 6-byte MAC address (xx:xx:xx:xx:xx:xx)`,
+ *   with `details` = the prettified zod error; also when the text is larger than
+ *   {@link MAX_SELECTION_ANNOTATION_BYTES} or has more than {@link MAX_SELECTION_ELEMENTS}
+ *   elements, is not valid JSON, or nests deeper than {@link MAX_SELECTION_DEPTH} levels
+ *   (`"network selection annotation is nested more than 64 levels deep (limit 64)"`)
+ * @example
+ * ```ts
+ * parseNetworkSelection("net-a, other/net-b@eth5", "default");
+ * // [{name: "net-a", namespace: "default"},
+ * //  {name: "net-b", namespace: "other", interface: "eth5"}]
+ * parseNetworkSelection('[{"name":"net-b","mac":"02:23:45:67:89:01"}]', "ns1");
+ * // [{name: "net-b", namespace: "ns1", mac: "02:23:45:67:89:01"}]
+ * ```
+ */
+export function parseNetworkSelection(
+  annotation: string,
+  podNamespace: string,
+): NetworkSelectionElement[] {
+  // UTF-8 bytes ≤ 3 × UTF-16 units: short values need no encoding to be measured.
+  if (annotation.length * 3 > MAX_SELECTION_ANNOTATION_BYTES) {
+    const size = ENCODER.encode(annotation).length;
+    if (size > MAX_SELECTION_ANNOTATION_BYTES) tooLarge(size);
+  }
+  const text = annotation.trim();
+  if (text === "") return [];
+  if (/[[{"]/.test(text)) return parseJsonList(text, podNamespace);
+  return parseCommaList(text, podNamespace);
+}
+
+function tooLarge(size: number): never {
+  throw new CniError(
+    CniErrorCode.InvalidNetworkConfig,
+    `network selection annotation is ${size} bytes, more than the limit of ${MAX_SELECTION_ANNOTATION_BYTES} bytes`,
+  );
+}
+
+function checkCount(count: number): void {
+  if (count > MAX_SELECTION_ELEMENTS) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `network selection annotation has ${count} elements, more than the limit of ${MAX_SELECTION_ELEMENTS} elements`,
+    );
+  }
+}
+
+function parseCommaList(text: string, podNamespace: string): NetworkSelectionElement[] {
+  const items = text.split(",");
+  checkCount(items.length);
+  return items.map((item, index) => {
+    const ref = item.trim();
+    const parsed = splitReference(ref, podNamespace);
+    if (typeof parsed === "string") {
+      throw new CniError(
+        CniErrorCode.InvalidNetworkConfig,
+        `invalid network selection element [${index}] (${quote(ref)}): ${
+          ref === "" ? "empty item (stray comma?)" : parsed
+        }`,
+      );
+    }
+    const element: NetworkSelectionElement = { name: parsed.name, namespace: parsed.namespace };
+    if (parsed.interface !== undefined) element.interface = parsed.interface;
+    return element;
+  });
+}
+
+function parseJsonList(text: string, podNamespace: string): NetworkSelectionElement[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "network selection annotation is neither a comma-delimited list nor valid JSON",
+      errorText(err),
+    );
+  }
+  checkJsonDepth(raw, "network selection annotation", { maxDepth: MAX_SELECTION_DEPTH });
+  if (!Array.isArray(raw)) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "network selection annotation in JSON format must be a list of objects (NPWG v1.3 §4.1.2)",
+    );
+  }
+  checkCount(raw.length);
+  let defaultRouteAt = -1;
+  return raw.map((item: unknown, index: number) => {
+    const element = parseElement(item, index, podNamespace);
+    if (element["default-route"] !== undefined) {
+      if (defaultRouteAt >= 0) {
+        throw new CniError(
+          CniErrorCode.InvalidNetworkConfig,
+          `${
+            elementLabel(index, element.name)
+          }: "default-route": may be set on only one element (already set on element [${defaultRouteAt}], NPWG v1.3 §4.1.2.1.9)`,
+        );
+      }
+      defaultRouteAt = index;
+    }
+    return element;
+  });
+}
+
+function elementLabel(index: number, name: unknown): string {
+  const base = `invalid network selection element [${index}]`;
+  return typeof name === "string" && name !== "" ? `${base} (${quote(name)})` : base;
+}
+
+function parseElement(item: unknown, index: number, podNamespace: string): NetworkSelectionElement {
+  if (typeof item !== "object" || item === null || Array.isArray(item)) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `${elementLabel(index, undefined)}: not a JSON object`,
+    );
+  }
+  // Object.fromEntries defines own properties, so a "__proto__" key stays a plain key.
+  const entries = Object.entries(item);
+  const spec = Object.fromEntries(entries.filter(([k]) => !k.includes(".")));
+  const extension = entries.filter(([k]) => k.includes("."));
+  const result = getSchemas().element.safeParse(spec);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const key = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0]] : issue.path;
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `${elementLabel(index, spec.name)}: ${formatPath(key)}: ${issue.message}`,
+      z.prettifyError(result.error),
+    );
+  }
+  const e = result.data;
+  const out: NetworkSelectionElement = {
+    name: e.name,
+    namespace: e.namespace === undefined || e.namespace === "" ? podNamespace : e.namespace,
+  };
+  if (e.interface !== undefined) out.interface = e.interface;
+  if (e.ips !== undefined) out.ips = e.ips;
+  if (e.mac !== undefined) out.mac = e.mac;
+  // The original object, not zod's rebuilt record (which would drop a "__proto__" key).
+  if (e["cni-args"] !== undefined) out["cni-args"] = spec["cni-args"] as Record<string, unknown>;
+  if (e.portMappings !== undefined) out.portMappings = e.portMappings.map(toPortMapping);
+  if (e.bandwidth !== undefined) out.bandwidth = e.bandwidth;
+  if (e["default-route"] !== undefined) out["default-route"] = e["default-route"];
+  if (e["infiniband-guid"] !== undefined) out["infiniband-guid"] = e["infiniband-guid"];
+  if (e["ipam-claim-reference"] !== undefined) {
+    out["ipam-claim-reference"] = e["ipam-claim-reference"];
+  }
+  if (extension.length > 0) out.extra = Object.fromEntries(extension);
+  return out;
+}
+
+function toPortMapping(
+  pm: { hostPort: number; containerPort: number; protocol?: string; hostIP?: string },
+): PortMapping {
+  const out: PortMapping = {
+    hostPort: pm.hostPort,
+    containerPort: pm.containerPort,
+    protocol: (pm.protocol ?? "tcp").toLowerCase(),
+  };
+  if (pm.hostIP !== undefined) out.hostIP = pm.hostIP;
+  return out;
+}
+
+/** `["portMappings", 0, "hostPort"]` → `"portMappings"[0]."hostPort"`. */
+function formatPath(path: readonly PropertyKey[]): string {
+  if (path.length === 0) return "(element)";
+  return path.map((p, i) =>
+    typeof p === "number" ? `[${p}]` : `${i === 0 ? "" : "."}${quote(String(p))}`
+  ).join("");
+}
