@@ -10,6 +10,8 @@
  * @module
  */
 
+import type { EventSink } from "../multinet/deps.ts";
+
 /** What the daemon reports as it serves; the metrics module implements it, tests may record it. */
 export interface DaemonObserver {
   /** One CNI request served by the daemon: command = CNI_COMMAND, result "success" | "error", seconds = wall time. */
@@ -44,6 +46,28 @@ export interface DaemonObserver {
    * rolled back) or a DEL failed.
    */
   hotPlugDuration?(seconds: number, result: "success" | "error"): void;
+  /**
+   * One Kubernetes event handed to the API (after the `events` policy): type `Normal` |
+   * `Warning`, reason e.g. `TeardownAbandoned` (NPWG v1.3 §7.2 give-up), `ErrorAddingNetwork`.
+   */
+  event?(type: "Normal" | "Warning", reason: string): void;
+}
+
+/**
+ * An event sink that tells the observer of each event it passes on (`manifold_events_total`).
+ *
+ * @param sink where the events go (e.g. a `KubeEventSink`)
+ * @param observer the daemon's observer
+ * @returns a sink with the same behaviour that also counts
+ */
+export function countingEventSink(sink: EventSink, observer: DaemonObserver): EventSink {
+  return {
+    emit(pod, ev) {
+      observer.event?.(ev.type, ev.reason);
+      sink.emit(pod, ev);
+    },
+    flush: () => sink.flush(),
+  };
 }
 /** An observer that records nothing. */
 export const NO_OBSERVER: DaemonObserver = {
