@@ -15,9 +15,12 @@ import { MANIFOLD } from "../support/plugin.ts";
 
 const PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/** Runs scripts/manifold with `args`, stdin from /dev/null (no terminal), no CNI_* variables. */
-async function manifold(args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(MANIFOLD, {
+/**
+ * Runs scripts/manifold (or `binary`, e.g. a symlink to it) with `args`, stdin from /dev/null (no
+ * terminal), no CNI_* variables.
+ */
+async function manifold(args: string[], env: Record<string, string> = {}, binary = MANIFOLD) {
+  const out = await new Deno.Command(binary, {
     args,
     clearEnv: true,
     env: { PATH, ...env },
@@ -108,16 +111,7 @@ async function asInstalled(name: string, args: string[], env: Record<string, str
   const dir = await Deno.makeTempDir({ prefix: "mf-argv0-" });
   try {
     await Deno.symlink(MANIFOLD, `${dir}/${name}`);
-    const out = await new Deno.Command(`${dir}/${name}`, {
-      args,
-      clearEnv: true,
-      env: { PATH, ...env },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const dec = new TextDecoder();
-    return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+    return await manifold(args, env, `${dir}/${name}`);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
