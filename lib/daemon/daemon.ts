@@ -156,6 +156,7 @@ export class ManifoldDaemon {
         events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
         observer,
         logger: logger.with({ component: "policy" }),
+        noSandboxGraceMs: opts.conf.policyNoSandboxGraceMs,
       });
       observer = kickingObserver(observer, policy);
     }

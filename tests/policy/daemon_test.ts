@@ -178,7 +178,12 @@ async function scenario(server?: KubeApiServer): Promise<void> {
       /^manifold_policy_sync_duration_seconds_count (\d+)/m.exec(metrics)?.[1],
     );
     assert.ok(count > 0, "sync histogram observed");
-    assert.match(metrics, /^manifold_policy_apply_failures_total 0$/m);
+    for (const reason of ["apply_failed", "remove_failed", "sync_failed", "no_sandbox"]) {
+      assert.match(
+        metrics,
+        new RegExp(`^manifold_policy_apply_failures_total{reason="${reason}"} 0$`, "m"),
+      );
+    }
   } finally {
     await runner.close();
     await lab.cleanup();
