@@ -9,8 +9,8 @@
  *   reference hands it to iptables, which reads it so (its own test: `except: ["1.1.1.1"]`);
  * - a peer with `ipBlock` and selectors is the `ipBlock` (the reference's
  *   "ignore podSelector and namespaceSelector when IPBlock field is set");
- * - `port: "8080"` (an all-digit string) is the number 8080, as the reference's
- *   `--dport 8080`; a named port needs a letter (Kubernetes `IsValidPortName`).
+ * - `port: "8080"` (an all-digit string, no leading zero) is the number 8080, as the
+ *   reference's `--dport 8080`; a named port needs a letter (Kubernetes `IsValidPortName`).
  *
  * When the spec is still invalid, {@link salvageIsolation} recovers what the policy isolates
  * (its own `podSelector` and `policyTypes`), so the engine closes exactly those pods and
@@ -149,8 +149,8 @@ const portValue = z.union([
   z.string().transform((s, ctx) => {
     if (/^\d+$/.test(s)) {
       const n = Number(s);
-      if (n >= 1 && n <= 65535) return n;
-      ctx.addIssue({ code: "custom", message: `port ${s} is not in 1–65535` });
+      if (/^[1-9]\d{0,4}$/.test(s) && n <= 65535) return n;
+      ctx.addIssue({ code: "custom", message: `port ${s} is not in 1–65535 (no leading zeros)` });
       return z.NEVER;
     }
     if (isValidPortName(s)) return s;

@@ -154,11 +154,14 @@ async function scenario(server?: KubeApiServer): Promise<void> {
       2000,
     );
 
-    // Fail closed: an invalid policy selecting the server drops everything and says why.
+    // Fail closed: an invalid policy selecting the server drops everything and says why
+    // (`In` without values: deploy/'s CRD admits it, the engine does not).
     await lab.api.createPolicy(
       policy("broken", {
         podSelector: { matchLabels: { app: "db" } },
-        ingress: [{ from: [{ podSelector: {} }], ports: [{ port: 0 }] }],
+        ingress: [{
+          from: [{ podSelector: { matchExpressions: [{ key: "app", operator: "In" }] } }],
+        }],
       }),
     );
     await reaches(web, srv, 80, false);
