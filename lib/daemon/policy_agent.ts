@@ -26,6 +26,7 @@ import { PolicyApplier } from "../policy/apply.ts";
 import { errorText } from "../util/text.ts";
 import type { DaemonObserver, PolicyFailures } from "./observer.ts";
 import { PodNetnsIndex } from "./policy_netns.ts";
+import { NoSandboxTracker } from "./policy_no_sandbox.ts";
 import {
   type KubeObject,
   MNP_LIST_WATCH,
@@ -89,8 +90,7 @@ export class PolicyAgent {
   #running: Promise<void> | undefined;
   #again: "no" | "yes" | "full" = "no";
   #reported = new Set<string>();
-  /** Selected local pods without a sandbox: since when (ms, `Date.now()`), and if counted. */
-  #missing = new Map<string, { since: number; counted: boolean }>();
+  readonly #missing: NoSandboxTracker;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #syncs = 0;
   #applier: PolicyApplier;
@@ -99,6 +99,10 @@ export class PolicyAgent {
     this.#opts = opts;
     this.#index = new PodNetnsIndex(opts.cniDir);
     this.#applier = opts.applier ?? new PolicyApplier();
+    this.#missing = new NoSandboxTracker({
+      graceMs: opts.noSandboxGraceMs ?? DEFAULT_POLICY_NO_SANDBOX_GRACE_MS,
+      cniDir: opts.cniDir,
+    });
     this.#reconciler = new PolicyReconciler({
       netnsOf: (pod) => this.#index.sandboxOf(pod)?.netns,
       nodeName: opts.nodeName,
@@ -308,45 +312,22 @@ export class PolicyAgent {
   }
 
   /**
-   * Tracks the selected local pods without a sandbox: one past the grace period gets a
-   * `NoSandbox` problem (every sync while it lasts, so its Warning is posted once) and is
-   * counted once; a sync is scheduled for the next pod reaching it.
+   * Reports the selected local pods without a sandbox past the grace period (problems added
+   * to `report`) and schedules a sync for the next pod reaching it.
    *
    * @returns how many pods reached the grace period in this sync
    */
   #noSandbox(report: SyncReport): number {
     if (this.#opts.nodeName === undefined) return 0; // every pod is "local": no way to tell
-    const grace = this.#opts.noSandboxGraceMs ?? DEFAULT_POLICY_NO_SANDBOX_GRACE_MS;
     const now = Date.now();
-    const next = new Map<string, { since: number; counted: boolean }>();
-    let counted = 0;
-    let wake = Infinity;
-    for (const pod of report.noSandbox) {
-      const m = this.#missing.get(pod) ?? { since: now, counted: false };
-      next.set(pod, m);
-      if (now - m.since < grace) {
-        wake = Math.min(wake, m.since + grace);
-        continue;
-      }
-      if (!m.counted) counted++;
-      m.counted = true;
-      report.problems.push({
-        reason: "NoSandbox",
-        pod,
-        message: `A MultiNetworkPolicy selects this pod on a network it is attached to, but ` +
-          `no sandbox of it is in the attachment cache (${this.#opts.cniDir}) after ${
-            grace / 1000
-          } s: no rules can be programmed (a damaged cache record, or a cniDir that differs ` +
-          `from the plugin's)`,
-      });
-    }
-    this.#missing = next;
+    const v = this.#missing.observe(report.noSandbox, now);
+    report.problems.push(...v.problems);
     clearTimeout(this.#graceTimer);
     this.#graceTimer = undefined;
-    if (wake !== Infinity && !this.#stop.signal.aborted) {
-      this.#graceTimer = setTimeout(() => this.#schedule("yes"), Math.max(0, wake - now) + 1);
+    if (v.wakeAt !== undefined && !this.#stop.signal.aborted) {
+      this.#graceTimer = setTimeout(() => this.#schedule("yes"), Math.max(0, v.wakeAt - now) + 1);
     }
-    return counted;
+    return v.counted;
   }
 
   /** Warning events for problems not reported by the previous sync (pod-less ones: a log line). */
