@@ -211,8 +211,8 @@ export interface Isolation {
 
 /**
  * What an invalid spec still says about isolation: the `podSelector` when it parses (absent
- * = `{}`), and the `policyTypes` when they parse (else: Ingress, plus Egress when `egress`
- * is a non-empty list, as for a valid spec; both when `policyTypes` itself is unreadable).
+ * = `{}`), and the `policyTypes` when they parse (absent or `[]`: Ingress, plus Egress when
+ * `egress` is a non-empty list, as for a valid spec; both when `policyTypes` is unreadable).
  *
  * @param raw the `spec` value as received
  * @returns the isolation the engine enforces, with no allow rule
@@ -227,8 +227,8 @@ export function salvageIsolation(raw: unknown): Isolation {
   const spec = raw as Record<string, unknown>;
   const sel = labelSelectorSchema.nullish().safeParse(spec.podSelector);
   const podSelector = sel.success ? sel.data ?? {} : null;
-  if (spec.policyTypes != null) {
-    const t = z.array(policyType).min(1).safeParse(spec.policyTypes);
+  if (spec.policyTypes != null && !(Array.isArray(spec.policyTypes) && !spec.policyTypes.length)) {
+    const t = z.array(policyType).safeParse(spec.policyTypes);
     return { podSelector, policyTypes: t.success ? [...new Set(t.data)] : both };
   }
   const egress = Array.isArray(spec.egress) && spec.egress.length > 0;

@@ -187,6 +187,10 @@ Deno.test("an invalid spec still says what it isolates: its podSelector and poli
     podSelector: sel,
     policyTypes: ["Ingress", "Egress"],
   }, "unreadable policyTypes: both directions");
+  assert.deepEqual(iso({ podSelector: sel, policyTypes: [], ingress: [bad] }), {
+    podSelector: sel,
+    policyTypes: ["Ingress"],
+  }, "[] is absent, as for a valid spec");
   assert.deepEqual(iso({ podSelector: "all" }), {
     podSelector: null,
     policyTypes: ["Ingress"],
