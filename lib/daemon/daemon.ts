@@ -161,6 +161,7 @@ export class ManifoldDaemon {
         events: eventPolicy(opts.conf.events, kubeEvents!),
         observer,
         logger: logger.with({ component: "policy" }),
+        noSandboxGraceMs: opts.conf.policyNoSandboxGraceMs,
       });
       observer = kickingObserver(observer, policy);
     }

@@ -10,8 +10,10 @@
  * - `manifold_delegate_duration_seconds{plugin,command}` histogram: delegate executions;
  * - `manifold_api_requests_total{verb,code}` counter: Kubernetes API requests (code 0 = no answer);
  * - `manifold_attachments` gauge: live attachments in the cache;
- * - `manifold_policy_sync_duration_seconds` histogram and `manifold_policy_apply_failures_total`
- *   counter: MultiNetworkPolicy syncs (`"multiNetworkPolicy": true`);
+ * - `manifold_policy_sync_duration_seconds` histogram and
+ *   `manifold_policy_apply_failures_total{reason}` counter: MultiNetworkPolicy syncs
+ *   (`"multiNetworkPolicy": true`), reason `apply_failed` | `remove_failed` | `sync_failed` |
+ *   `no_sandbox` (observer.ts {@link PolicyFailureReason}; every reason exported from 0);
  * - `manifold_hotplug_changes_total{op,result}` counter and
  *   `manifold_hotplug_change_duration_seconds{result}` histogram: hot-plug (`"hotPlug": true`),
  *   op `add` | `remove` | `change`, result `success` | `error` | `refused`;
@@ -35,7 +37,11 @@
 
 import { Counter, DEFAULT_METRICS, Gauge, Histogram, Registry } from "./prom.ts";
 import { type LoopLagSampler, registerEventLoopLag } from "./loop_delay.ts";
-import type { DaemonObserver } from "./observer.ts";
+import {
+  type DaemonObserver,
+  POLICY_FAILURE_REASONS,
+  type PolicyFailureReason,
+} from "./observer.ts";
 
 /** Histogram buckets in seconds, for CNI requests and delegates: 5 ms … 60 s. */
 export const DURATION_BUCKETS: readonly number[] = [
@@ -242,10 +248,12 @@ export function createDaemonMetrics(
   });
   const policyFailures = new Counter({
     name: "manifold_policy_apply_failures_total",
-    help:
-      "Pods whose MultiNetworkPolicy rules could not be applied as computed (closed or failed).",
+    help: "Pods whose MultiNetworkPolicy rules could not be applied as computed, by reason " +
+      "(apply_failed, remove_failed, sync_failed, no_sandbox).",
+    labelNames: ["reason"] as const,
     registers,
   });
+  for (const reason of POLICY_FAILURE_REASONS) policyFailures.inc({ reason }, 0);
   const hotPlugChanges = new Counter({
     name: "manifold_hotplug_changes_total",
     help: "Hot-plug changes of running pods' networks, by op (add, remove; change: a refused " +
@@ -315,7 +323,9 @@ export function createDaemonMetrics(
     },
     policySync(seconds, failures) {
       policySyncSeconds.observe(seconds);
-      if (failures > 0) policyFailures.inc(failures);
+      for (const [reason, n] of Object.entries(failures) as [PolicyFailureReason, number][]) {
+        if (n > 0 && POLICY_FAILURE_REASONS.includes(reason)) policyFailures.inc({ reason }, n);
+      }
     },
     hotPlugChange(op, result) {
       hotPlugChanges.inc({ op, result });

@@ -12,6 +12,27 @@
 
 import type { EventSink } from "../multinet/deps.ts";
 
+/**
+ * Why a MultiNetworkPolicy sync left a pod's rules other than computed (the `reason` label of
+ * `manifold_policy_apply_failures_total`): `apply_failed` (a batch refused: the pod's policed
+ * interfaces were closed, or could not be), `remove_failed` (a table no policy needs could not
+ * be removed), `sync_failed` (the whole sync failed, e.g. the cache directory unreadable),
+ * `no_sandbox` (a selected pod with interfaces on a policy's network has no sandbox in the
+ * attachment cache after the grace period: counted once per pod and episode).
+ */
+export type PolicyFailureReason = "apply_failed" | "remove_failed" | "sync_failed" | "no_sandbox";
+
+/** Failures of one sync by reason (a missing reason counts 0). */
+export type PolicyFailures = Partial<Record<PolicyFailureReason, number>>;
+
+/** Every {@link PolicyFailureReason}, in label order. */
+export const POLICY_FAILURE_REASONS: readonly PolicyFailureReason[] = [
+  "apply_failed",
+  "remove_failed",
+  "sync_failed",
+  "no_sandbox",
+];
+
 /** What the daemon reports as it serves; the metrics module implements it, tests may record it. */
 export interface DaemonObserver {
   /** One CNI request served by the daemon: command = CNI_COMMAND, result "success" | "error", seconds = wall time. */
@@ -27,9 +48,10 @@ export interface DaemonObserver {
   attachments(count: number): void;
   /**
    * One MultiNetworkPolicy sync (`"multiNetworkPolicy": true`): seconds = wall time (cache
-   * scan, engine, every batch); failures = pods whose rules could not be applied as computed.
+   * scan, engine, every batch); failures = pods whose rules could not be applied as computed,
+   * by {@link PolicyFailureReason} (reasons absent or 0: none).
    */
-  policySync?(seconds: number, failures: number): void;
+  policySync?(seconds: number, failures: PolicyFailures): void;
   /**
    * Hot-plug (`"hotPlug": true`): one selection element of a running pod added or removed
    * (result `"success"` or `"error"`), or a change refused (`"refused"`: op `"add"` for a new

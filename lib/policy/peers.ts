@@ -9,7 +9,8 @@
 import { canonicalIp, type IpFamily, parseIp } from "./cidr.ts";
 import type { PolicyProblem } from "./ruleset.ts";
 import { matchesSelector } from "./selector.ts";
-import type { NamespaceInfo, PodInfo, PolicyPeer } from "./types.ts";
+import type { PolicyPeer, PolicySpec } from "./spec.ts";
+import type { NamespaceInfo, PodInfo } from "./types.ts";
 
 /** `ns/name` of a namespaced object. */
 export const key = (o: { namespace: string; name: string }): string => `${o.namespace}/${o.name}`;
@@ -28,7 +29,6 @@ export class Resolver {
   /** Pods with their parsed addresses, per network; unreadable pods under `null`. */
   readonly #byNetwork = new Map<string | null, Member[]>();
   readonly #memo = new WeakMap<PolicyPeer, Map<string, Record<IpFamily, string[]>>>();
-  #warnedPeers = new Set<string>();
 
   /**
    * Indexes the pods' addresses per network.
@@ -84,9 +84,6 @@ export class Resolver {
   }
 
   #resolve(peer: PolicyPeer, policyNs: string, network: string): Record<IpFamily, string[]> {
-    for (const { pod } of this.#byNetwork.get(null) ?? []) {
-      if (this.#names(peer, policyNs, pod)) this.#warnPeer(pod);
-    }
     const out: Record<IpFamily, Map<string, bigint>> = { ipv4: new Map(), ipv6: new Map() };
     for (const m of this.#byNetwork.get(network) ?? []) {
       if (!this.#names(peer, policyNs, m.pod)) continue;
@@ -95,15 +92,32 @@ export class Resolver {
     return { ipv4: sortIps(out.ipv4), ipv6: sortIps(out.ipv6) };
   }
 
-  #warnPeer(pod: PodInfo): void {
-    const id = key(pod);
-    if (this.#warnedPeers.has(id)) return;
-    this.#warnedPeers.add(id);
-    this.problems.push({
-      reason: "UnreadableNetworkStatus",
-      pod: id,
-      message: `Network-status of ${id} is unreadable: it is not allowed as a peer`,
-    });
+  /**
+   * Reports each pod with an unreadable network-status that a selector peer of `policies`
+   * names (it cannot be allowed: its addresses are unknown), once per pod — only for pods
+   * `isLocal` accepts, so a pod's own node posts it and the other nodes stay quiet.
+   *
+   * @param policies the valid specs with their namespaces
+   * @param isLocal whether a pod runs on this node
+   */
+  reportUnreadablePeers(
+    policies: readonly { namespace: string; spec: PolicySpec }[],
+    isLocal: (pod: PodInfo) => boolean,
+  ): void {
+    for (const { pod } of this.#byNetwork.get(null) ?? []) {
+      if (!isLocal(pod)) continue;
+      const named = policies.some(({ namespace, spec }) =>
+        [...(spec.ingress ?? []).map((r) => r.from), ...(spec.egress ?? []).map((r) => r.to)]
+          .some((peers) => (peers ?? []).some((p) => !p.ipBlock && this.#names(p, namespace, pod)))
+      );
+      if (!named) continue;
+      const id = key(pod);
+      this.problems.push({
+        reason: "UnreadableNetworkStatus",
+        pod: id,
+        message: `Network-status of ${id} is unreadable: it is not allowed as a peer`,
+      });
+    }
   }
 }
 
