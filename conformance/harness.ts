@@ -18,7 +18,7 @@
 import { parse as parseYaml } from "yaml";
 import { type KubeApiServer, startKubeApiServer } from "../tests/support/kube_apiserver.ts";
 import { Scratch } from "../tests/support/netns.ts";
-import { NODE, POD, PodRun } from "./pod_run.ts";
+import { NODE, POD, type PodHost, type PodOptions, PodRun } from "./pod_run.ts";
 import { type DaemonExit, fillCommand, NodeDaemon } from "./daemon.ts";
 
 /** The recording delegate's CNI type. */
@@ -78,26 +78,8 @@ export interface SuiteOptions {
   daemonLog?: string;
 }
 
-/** A NAD of a {@link PodRun}: `spec.config` (object or raw text), or none (on-disk lookup). */
-export type NadSpec = Record<string, unknown> | string | null;
-
-/** Options of {@link Suite.pod}. */
-export interface PodOptions {
-  /** Pod annotations; a function when they name the run's other namespaces. */
-  annotations?: Record<string, string> | ((p: PodRun) => Record<string, string>);
-  /** NADs in the pod's namespace by name. */
-  nads?: Record<string, NadSpec>;
-  /** NADs in other namespaces: namespace suffix → name → spec (namespaces are created). */
-  otherNads?: Record<string, Record<string, NadSpec>>;
-  /** Files written into `confDir` for this pod (name → JSON object); removed afterwards. */
-  onDisk?: Record<string, Record<string, unknown>>;
-  /** Merged into the plugin config (e.g. the runtime's `runtimeConfig`). */
-  conf?: Record<string, unknown>;
-  cniVersion?: string;
-}
-
 /** The suite's shared state; {@link Suite.stop} it. */
-export class Suite {
+export class Suite implements PodHost {
   readonly scratch = new Scratch();
   api!: KubeApiServer;
   base = "";
@@ -302,3 +284,4 @@ export class Suite {
 }
 
 export { NODE, POD, PodRun };
+export type { NadSpec, PodOptions } from "./pod_run.ts";
