@@ -7,6 +7,11 @@
  *
  * Knows nothing of any plugin's internals: only the CNI interface and the Kubernetes API.
  *
+ * `clusterNetwork` forms: the default network's config is named either by its `.conflist`
+ * path or by its directory (a plugin then takes the directory's alphabetically first config,
+ * as Multus does); {@link Suite.clusterNetworkForm} says which the template's
+ * `{{clusterNetwork}}` gets (runConformance runs the checks once per form).
+ *
  * Daemon mode (`daemonCommand`, conformance/daemon.ts): a plugin with a resident node daemon
  * (Manifold's `manifold daemon`, Multus thick's `multus-daemon`) gets that daemon started
  * before the first check and stopped with SIGTERM after the last; the config names its socket
@@ -56,6 +61,9 @@ export const DAEMON_TEMPLATE = DEFAULT_TEMPLATE.replace(
   `,\n  "daemonSocket": "{{daemonSocket}}",\n  "daemonFallback": false\n}`,
 );
 
+/** How the template's `{{clusterNetwork}}` names the default network's config. */
+export type ClusterNetworkForm = "conflist" | "directory";
+
 /** Options of {@link Suite.start}. */
 export interface SuiteOptions {
   plugin: string;
@@ -92,6 +100,7 @@ export class Suite implements PodHost {
   readonly calls: Record<string, number> = {};
   /** Wall time spent in plugin calls so far, ms (each from spawn to exit). */
   callMs = 0;
+  #form: ClusterNetworkForm = "conflist";
   #daemon: NodeDaemon | undefined;
   #daemonStart: (() => Promise<NodeDaemon>) | undefined;
   #daemonExit: DaemonExit | undefined;
@@ -136,23 +145,7 @@ export class Suite implements PodHost {
     );
     await Deno.writeTextFile(
       `${this.dirs.net}/10-default.conflist`,
-      JSON.stringify({
-        cniVersion: "1.0.0",
-        name: DEFAULT_NET,
-        plugins: [{
-          type: RECORDER,
-          delegate: "macvlan",
-          master: this.master,
-          mode: "bridge",
-          ipam: {
-            type: "host-local",
-            dataDir: this.dirs.ipam,
-            ranges: [[{ subnet: "10.76.0.0/16", gateway: "10.76.0.1" }]],
-            routes: [{ dst: "0.0.0.0/0" }],
-          },
-          capabilities: { portMappings: true, bandwidth: true },
-        }],
-      }),
+      JSON.stringify(this.defaultConflist()),
     );
     if (this.opts.daemonCommand) await this.#startDaemon(this.opts.daemonCommand);
   }
@@ -174,6 +167,40 @@ export class Suite implements PodHost {
         log: this.opts.daemonLog ?? `${this.dirs.daemon}/daemon.log`,
       });
     this.#daemon = await this.#daemonStart();
+  }
+
+  /** How `{{clusterNetwork}}` names the default network now (default `"conflist"`). */
+  get clusterNetworkForm(): ClusterNetworkForm {
+    return this.#form;
+  }
+
+  /**
+   * Switches the `{{clusterNetwork}}` form for the checks that follow; in daemon mode the
+   * daemon is restarted with the new config (SIGTERM, same command).
+   * @throws Error when the daemon does not exit 0 or does not come back
+   */
+  async setClusterNetworkForm(form: ClusterNetworkForm): Promise<void> {
+    if (form === this.#form) return;
+    this.#form = form;
+    if (this.#daemon) {
+      await Deno.writeTextFile(
+        `${this.dirs.daemon}/conf.json`,
+        JSON.stringify(this.config(), null, 2),
+      );
+      await this.restartDaemon();
+    }
+  }
+
+  /**
+   * A default network of one check's own: writes `conflist` as `<dir>/10-default.conflist`
+   * (`dir` is created) and returns what the plugin config's `clusterNetwork` names it by in
+   * the current form (the file, or `dir`).
+   */
+  async defaultNetwork(dir: string, conflist: Record<string, unknown>): Promise<string> {
+    await Deno.mkdir(dir, { recursive: true });
+    const file = `${dir}/10-default.conflist`;
+    await Deno.writeTextFile(file, JSON.stringify(conflist));
+    return this.#form === "conflist" ? file : dir;
   }
 
   /** True in daemon mode (`daemonCommand`). */
@@ -228,7 +255,9 @@ export class Suite implements PodHost {
       type: this.opts.type,
       cniVersion,
       kubeconfig: this.kubeconfig,
-      clusterNetwork: `${this.dirs.net}/10-default.conflist`,
+      clusterNetwork: this.#form === "conflist"
+        ? `${this.dirs.net}/10-default.conflist`
+        : this.dirs.net,
       cniDir: this.dirs.cni,
       binDir: this.dirs.bin,
       confDir: this.dirs.conf,
@@ -239,6 +268,33 @@ export class Suite implements PodHost {
           daemonSocketDir: this.daemonSocket.slice(0, this.daemonSocket.lastIndexOf("/")),
         }
         : {},
+    };
+  }
+
+  /**
+   * The cluster default network's conflist: the recorder in front of macvlan on the suite's
+   * bridge, host-local IPAM on 10.76.0.0/16 with a default route; `cniVersion` "1.0.0", `name`
+   * {@link DEFAULT_NET} and the IPAM `dataDir` unless `opts` says otherwise.
+   */
+  defaultConflist(
+    opts: { cniVersion?: string; name?: string; ipamDir?: string } = {},
+  ): Record<string, unknown> {
+    return {
+      cniVersion: opts.cniVersion ?? "1.0.0",
+      name: opts.name ?? DEFAULT_NET,
+      plugins: [{
+        type: RECORDER,
+        delegate: "macvlan",
+        master: this.master,
+        mode: "bridge",
+        ipam: {
+          type: "host-local",
+          dataDir: opts.ipamDir ?? this.dirs.ipam,
+          ranges: [[{ subnet: "10.76.0.0/16", gateway: "10.76.0.1" }]],
+          routes: [{ dst: "0.0.0.0/0" }],
+        },
+        capabilities: { portMappings: true, bandwidth: true },
+      }],
     };
   }
 

@@ -69,6 +69,7 @@ export class PodRun {
   #namespaces: string[] = [];
   #files: string[] = [];
   #netns = false;
+  #netnsDeleted = false;
 
   constructor(readonly suite: PodHost, readonly opts: PodOptions) {}
 
@@ -150,6 +151,16 @@ export class PodRun {
     return out.sort((a, b) => a.t - b.t);
   }
 
+  /** Everything the recorder saw at or after `t` (ms, as `Recording.t`), any container. */
+  async recordsSince(t: number): Promise<Recording[]> {
+    const out: Recording[] = [];
+    for await (const e of Deno.readDir(this.suite.dirs.rec)) {
+      const r: Recording = JSON.parse(await Deno.readTextFile(`${this.suite.dirs.rec}/${e.name}`));
+      if (r.t >= t) out.push(r);
+    }
+    return out.sort((a, b) => a.t - b.t);
+  }
+
   /** The pod as the server has it now. */
   pod(): Promise<KubeObject> {
     return this.suite.api.admin.getPod(this.ns, POD);
@@ -187,11 +198,24 @@ export class PodRun {
     return JSON.parse(new TextDecoder().decode(r.stdout) || "[]");
   }
 
+  /**
+   * Deletes the pod's netns as a runtime does when the sandbox is gone (the interfaces in it go
+   * with it); {@link cleanup} still calls DEL.
+   * @throws Error when `ip netns del` fails
+   */
+  async deleteNetns(): Promise<void> {
+    const r = await new Deno.Command("ip", { args: ["netns", "del", this.netnsName] }).output();
+    if (r.code !== 0) throw new Error(`ip netns del: ${new TextDecoder().decode(r.stderr)}`);
+    this.#netnsDeleted = true;
+  }
+
   /** Best-effort DEL, then removes netns, on-disk files, pod and namespaces; never throws. */
   async cleanup(): Promise<void> {
     if (this.#netns) {
       await this.call("DEL").catch(() => {});
-      await new Deno.Command("ip", { args: ["netns", "del", this.netnsName] }).output();
+      if (!this.#netnsDeleted) {
+        await new Deno.Command("ip", { args: ["netns", "del", this.netnsName] }).output();
+      }
     }
     for (const f of this.#files) await Deno.remove(f).catch(() => {});
     const admin = this.suite.api.admin;
