@@ -23,6 +23,7 @@
  */
 
 import {
+  calls,
   type Check,
   expect,
   expectOk,
@@ -157,8 +158,9 @@ interface GcObserved {
   leases: Lease[];
   stale: GcAttachment[];
   kept: GcAttachment[];
-  /** Interfaces left in the kept pod's netns. */
+  /** Interfaces in the kept pod's netns before GC, and after. */
   keptLinks: string[];
+  keptLinksAfter: string[];
 }
 
 const GC_DEFAULT = "conformance-gc-default";
@@ -183,16 +185,32 @@ async function gcScenario(s: Suite, judge: (o: GcObserved) => void): Promise<voi
     nads: { [GC_NET]: net },
     conf: { cniDir: `${dir}/cni`, clusterNetwork },
   };
-  const attachments = (p: PodRun): GcAttachment[] => [
-    { containerID: p.containerId, ifname: "eth0", network: GC_DEFAULT },
-    { containerID: p.containerId, ifname: "gc1", network: GC_NET },
-  ];
+  // The attachments as the delegates got them on ADD (network name, CNI_IFNAME).
+  const attachments = async (p: PodRun): Promise<GcAttachment[]> => {
+    const seen = new Map<string, GcAttachment>();
+    for (const r of calls(await p.records(), "ADD")) {
+      const a = { containerID: p.containerId, ifname: r.env.CNI_IFNAME, network: r.config.name };
+      if (typeof a.network === "string") seen.set(`${a.network}\0${a.ifname}`, a as GcAttachment);
+    }
+    return [...seen.values()];
+  };
   await withPod(s, pod, (keep) =>
     withPod(s, pod, async (gone) => {
       expectOk(await keep.call("ADD"), "ADD of the pod that stays");
       expectOk(await gone.call("ADD"), "ADD of the pod that goes");
+      const [kept, stale, keptLinks] = [
+        await attachments(keep),
+        await attachments(gone),
+        await keep.links(),
+      ];
+      for (const [what, as] of [["stays", kept], ["goes", stale]] as const) {
+        const nets = as.map((a) => a.network);
+        expect(
+          nets.includes(GC_DEFAULT) && nets.includes(GC_NET),
+          `the pod that ${what} was not attached to ${GC_DEFAULT} and ${GC_NET}: ${nets}`,
+        );
+      }
       await gone.deleteNetns();
-      const kept = attachments(keep);
       const mark = Date.now();
       const gc = await gone.call("GC", {
         config: {
@@ -208,9 +226,10 @@ async function gcScenario(s: Suite, judge: (o: GcObserved) => void): Promise<voi
       judge({
         recs: await gone.recordsSince(mark),
         leases: await leasesIn(ipamDir),
-        stale: attachments(gone),
+        stale,
         kept,
-        keptLinks: await keep.links(),
+        keptLinks,
+        keptLinksAfter: await keep.links(),
       });
     }));
 }
@@ -225,7 +244,7 @@ export const GC_CHECKS: Check[] = [
       gcScenario(s, (o) => {
         const problems = gcForwardProblems(o.recs, o.stale, o.kept);
         expect(problems.length === 0, problems.join("; "));
-        const missing = ["eth0", "gc1"].filter((i) => !o.keptLinks.includes(i));
+        const missing = o.keptLinks.filter((i) => !o.keptLinksAfter.includes(i));
         expect(missing.length === 0, `the listed pod lost ${missing} in GC`);
       }),
   },

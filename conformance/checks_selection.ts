@@ -216,9 +216,9 @@ export const SELECTION_CHECKS: Check[] = [
     section: "NPWG §4.1.2.1.9",
     name: '"default-route": the default route goes via that gateway on that attachment',
     level: "MUST",
-    reading: '§4.1.2.1.9 (no MUST keyword): the key "is used to explicitly select which ' +
-      "attachment will receive the default route\", read as: the pod's default route goes via " +
-      "the given gateway on that attachment",
+    reading: 'no MUST keyword; the key "is used to explicitly select which attachment will ' +
+      "receive the default route\" is read as: the pod's default route goes via the given " +
+      "gateway on that attachment",
     run: (s) => {
       const net = s.net({ name: "gw-net" });
       const gw = (net.ipam as { ranges: { gateway: string }[][] }).ranges[0][0].gateway;
@@ -239,8 +239,8 @@ export const SELECTION_CHECKS: Check[] = [
     section: "NPWG §4.1.2.1.9",
     name: '"default-route" elsewhere: the default network\'s default route is cleared',
     level: "SHOULD",
-    reading: '§4.1.2.1.9 (no keyword): "it should be noted that the default route and gateway ' +
-      'will be cleared from the cluster-wide default network attachment", read as a SHOULD',
+    reading: 'no keyword; "it should be noted that the default route and gateway will be ' +
+      'cleared from the cluster-wide default network attachment" is read as a SHOULD',
     run: (s) => {
       const net = s.net({ name: "gw-net" });
       const gw = (net.ipam as { ranges: { gateway: string }[][] }).ranges[0][0].gateway;

@@ -30,14 +30,14 @@ export function table(outcomes: Outcome[]): string {
     ...new Map(
       outcomes.filter((o) => o.check.reading).map((
         o,
-      ) => [`${o.check.section}: ${o.check.reading}`, 0]),
+      ) => [`${o.check.section}, the suite's reading: ${o.check.reading}`, 0]),
     ).keys(),
   ];
   return [
     line(head),
     line(widths.map((w, i) => "-".repeat(i === 4 ? 6 : w))),
     ...rows.map(line),
-    ...readings.length ? ["", ...readings.map((r) => `* the suite's reading of ${r}`)] : [],
+    ...readings.length ? ["", ...readings.map((r) => `* ${r}`)] : [],
     "",
     `${outcomes.length} checks: ${count("PASS")} PASS, ${count("FAIL")} FAIL ` +
     `(${mustFails.length} MUST), ${count("SKIP")} SKIP, ${count("INFO")} INFO`,
