@@ -17,7 +17,7 @@ import { DEFAULT_NET, type PodRun } from "./harness.ts";
  * every §5.4 example writes it at the top level of the entry, beside `mtu` and `default`, never
  * inside `dns`. A plugin that follows the examples does not write an unreserved key.
  */
-export const SPEC_KEYS = [
+const SPEC_KEYS = [
   "name",
   "interface",
   "ips",
