@@ -1,9 +1,13 @@
 /**
  * The pod's KEP-3698 network list, carried in the annotation `multinetwork.manifold.dev/networks`
- * until `Pod.spec.networks` exists: a JSON array of `{podNetworkName | podNetworkAttachmentName,
- * interfaceName?, isDefaultGW?}`. Parsed once, here, with zod, with the KEP's static
- * validations ("Static validations"): exactly one of the two names, `interfaceName` Linux
- * naming rules and unique, `isDefaultGW` true at most once.
+ * until `Pod.spec.networks` exists: a JSON array of the KEP's `Network`,
+ * `{name | attachmentName, interfaceName?, isDefaultGW?}`. `podNetworkName` /
+ * `podNetworkAttachmentName` (the KEP's auto-population example, and Manifold before) are
+ * accepted as aliases of `name` / `attachmentName`; a key and its alias together are refused.
+ * Parsed once, here, with zod, with the KEP's static validations ("Static validations"):
+ * exactly one of the two names, `interfaceName` Linux naming rules and unique, `isDefaultGW`
+ * true at most once. Each failure names the field (`[1].interfaceName`), as the API server
+ * would for `spec.networks[1].interfaceName`.
  *
  * @module
  */
@@ -18,11 +22,15 @@ import { errorText } from "../../util/text.ts";
 /** Largest accepted number of entries (as the NPWG annotation). */
 export const MAX_PODNETWORK_ENTRIES = 32;
 
-/** One entry of the list (KEP-3698 `Network`); exactly one of the two names is set. */
+/**
+ * One entry of the list (KEP-3698 `Network`); exactly one of the two names is set. The fields
+ * keep the unambiguous names (`name` → `podNetworkName`, `attachmentName` →
+ * `podNetworkAttachmentName`).
+ */
 export interface PodNetworkEntry {
-  /** A cluster-scoped PodNetwork. */
+  /** A cluster-scoped PodNetwork (the KEP's `name`). */
   podNetworkName?: string;
-  /** A PodNetworkAttachment in the pod's namespace. */
+  /** A PodNetworkAttachment in the pod's namespace (the KEP's `attachmentName`). */
   podNetworkAttachmentName?: string;
   /** Interface in the pod; automatic (`netN`) when absent. */
   interfaceName?: string;
@@ -34,15 +42,33 @@ function buildSchema() {
   const name = z.string().refine(isDns1123Subdomain, { error: "not a DNS-1123 subdomain" });
   return z.array(
     z.strictObject({
+      name: name.optional(),
+      attachmentName: name.optional(),
       podNetworkName: name.optional(),
       podNetworkAttachmentName: name.optional(),
       interfaceName: z.string().refine(isValidInterfaceName, { error: INTERFACE_RULE })
         .optional(),
       isDefaultGW: z.boolean().optional(),
-    }).refine(
-      (e) => (e.podNetworkName === undefined) !== (e.podNetworkAttachmentName === undefined),
-      { error: "exactly one of podNetworkName and podNetworkAttachmentName must be set" },
-    ),
+    }).check((ctx) => {
+      const e = ctx.value;
+      const issue = (message: string, path: string) =>
+        ctx.issues.push({ code: "custom", message, path: [path], input: e });
+      if (e.name !== undefined && e.podNetworkName !== undefined) {
+        issue("name and its alias podNetworkName are both set", "podNetworkName");
+      }
+      if (e.attachmentName !== undefined && e.podNetworkAttachmentName !== undefined) {
+        issue(
+          "attachmentName and its alias podNetworkAttachmentName are both set",
+          "podNetworkAttachmentName",
+        );
+      }
+      const network = e.name !== undefined || e.podNetworkName !== undefined;
+      const attachment = e.attachmentName !== undefined ||
+        e.podNetworkAttachmentName !== undefined;
+      if (network === attachment) {
+        issue("exactly one of name and attachmentName must be set", "name");
+      }
+    }),
   ).max(MAX_PODNETWORK_ENTRIES);
 }
 
@@ -56,7 +82,7 @@ let schema: ReturnType<typeof buildSchema> | undefined;
  *   prettified zod error), an `interfaceName` repeats, or `isDefaultGW` is true twice.
  * @example
  * ```ts
- * parsePodNetworkAnnotation('[{"podNetworkName":"dataplane","interfaceName":"net5","isDefaultGW":true}]');
+ * parsePodNetworkAnnotation('[{"name":"dataplane","interfaceName":"net5","isDefaultGW":true}]');
  * // [{ podNetworkName: "dataplane", interfaceName: "net5", isDefaultGW: true }]
  * ```
  */
@@ -81,19 +107,19 @@ export function parsePodNetworkAnnotation(text: string): PodNetworkEntry[] {
   return r.data.map((e, i) => {
     if (e.interfaceName !== undefined) {
       if (seen.has(e.interfaceName)) {
-        throw invalid(`[${i}]: interfaceName "${e.interfaceName}" is used twice`);
+        throw invalid(`[${i}].interfaceName: "${e.interfaceName}" is used twice`);
       }
       seen.add(e.interfaceName);
     }
     if (e.isDefaultGW) {
-      if (gw >= 0) throw invalid(`[${i}]: isDefaultGW is already true on [${gw}]`);
+      if (gw >= 0) throw invalid(`[${i}].isDefaultGW: already true on [${gw}]`);
       gw = i;
     }
     const out: PodNetworkEntry = { isDefaultGW: e.isDefaultGW === true };
-    if (e.podNetworkName !== undefined) out.podNetworkName = e.podNetworkName;
-    if (e.podNetworkAttachmentName !== undefined) {
-      out.podNetworkAttachmentName = e.podNetworkAttachmentName;
-    }
+    const network = e.name ?? e.podNetworkName;
+    const attachment = e.attachmentName ?? e.podNetworkAttachmentName;
+    if (network !== undefined) out.podNetworkName = network;
+    if (attachment !== undefined) out.podNetworkAttachmentName = attachment;
     if (e.interfaceName !== undefined) out.interfaceName = e.interfaceName;
     return out;
   });

@@ -91,7 +91,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     const cached = run.cacheFinal(statuses);
     cached.catch(() => {}); // settled below
     crashpoint("add:before-patch");
-    const kep = plan.attachments.some((a) => a.selection?.podNetwork)
+    const kep = plan.podNetworks
       ? await import("../status/pod_network_status.ts").then((m) =>
         m.podNetworkStatusAnnotation(plan.attachments, statuses)
       )
