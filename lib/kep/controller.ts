@@ -56,7 +56,7 @@ interface PodItem extends PodReferences {
   resourceVersion?: string;
 }
 
-/** Pods of all namespaces, reduced to their KEP-3698 references. */
+/** Pods of all namespaces, reduced to their KEP-3698 references (none for hostNetwork pods). */
 const POD_LIST_WATCH: ListWatchResource<PodItem> = {
   path: "/api/v1/pods",
   parse(raw) {
@@ -67,11 +67,13 @@ const POD_LIST_WATCH: ListWatchResource<PodItem> = {
         resourceVersion?: string;
         annotations?: Record<string, string>;
       };
+      spec?: { hostNetwork?: boolean };
       status?: { phase?: string };
     };
     const text = o.metadata?.annotations?.[PODNETWORKS_ANNOTATION];
     let entries: PodReferences["entries"] = [];
-    if (typeof text === "string" && text.trim() !== "") {
+    // A hostNetwork pod never gets an ADD: it uses no network (KEP: no networks with hostNetwork).
+    if (typeof text === "string" && text.trim() !== "" && o.spec?.hostNetwork !== true) {
       try {
         entries = parsePodNetworkAnnotation(text);
       } catch { /* an invalid list references nothing (its ADD fails anyway) */ }

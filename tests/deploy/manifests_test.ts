@@ -547,6 +547,7 @@ Deno.test("manifold-controller: one replica, its own account, exactly the verbs 
       "multinetwork.manifold.dev|podnetworkattachments|patch",
       "multinetwork.manifold.dev|podnetworkattachments|watch",
       "multinetwork.manifold.dev|podnetworks/status|patch",
+      "multinetwork.manifold.dev|podnetworks|create",
       "multinetwork.manifold.dev|podnetworks|list",
       "multinetwork.manifold.dev|podnetworks|patch",
       "multinetwork.manifold.dev|podnetworks|watch",

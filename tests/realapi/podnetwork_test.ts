@@ -10,102 +10,26 @@
  */
 
 import assert from "node:assert/strict";
-import { runControllerCli } from "../../lib/cli/controller.ts";
-import { nullLogger } from "../../lib/log/mod.ts";
-import type { KubeApiServer } from "../support/kube_apiserver.ts";
 import { realApiSuite } from "../support/kube_apiserver.ts";
-import { type KubeObject, KubeRestError } from "../support/kube_rest.ts";
+import type { KubeObject } from "../support/kube_rest.ts";
 import { linkNames } from "../support/netns.ts";
 import { until } from "../support/wait.ts";
 import { expectOk } from "../support/world.ts";
-import { deployObjects, done, networkStatus, realWorld } from "./cluster.ts";
+import { done, networkStatus, realWorld } from "./cluster.ts";
+import {
+  condText,
+  getPn,
+  GV,
+  hasFinalizer,
+  install,
+  KEP,
+  NAD_CONFIG,
+  pn,
+  startController,
+  waitConditions,
+} from "./kep.ts";
 
 const suite = realApiSuite();
-const GV = "multinetwork.manifold.dev/v1alpha1";
-const FINALIZER = "multinetwork.manifold.dev/in-use";
-const KEP = "multinetwork.manifold.dev/networks";
-
-/** deploy/'s CRDs and the controller's ServiceAccount, role and binding, applied once. */
-let installed: Promise<void> | undefined;
-function install(api: KubeApiServer): Promise<void> {
-  return installed ??= (async () => {
-    for (const o of await deployObjects()) {
-      if (o.kind === "CustomResourceDefinition") await api.admin.installCrd(o);
-      else if (o.metadata?.name === "manifold-controller" && o.kind !== "Deployment") {
-        await api.admin.ensure(o);
-      }
-    }
-  })();
-}
-
-/** `manifold controller` in-process with the controller ServiceAccount's token. */
-async function startController(api: KubeApiServer, dir: string) {
-  const token = await api.admin.serviceAccountToken("kube-system", "manifold-controller");
-  const kubeconfig = `${dir}/controller.kubeconfig`;
-  await api.writeKubeconfig(kubeconfig, { token });
-  const stop = new AbortController();
-  let err = "";
-  const running = runControllerCli(["--kubeconfig", kubeconfig], {
-    signal: stop.signal,
-    logger: nullLogger,
-    stdout: () => {},
-    stderr: (s) => void (err += s),
-    timing: { debounceMs: 10 },
-  });
-  return {
-    async stop() {
-      stop.abort();
-      assert.equal(await running, 0, err);
-    },
-  };
-}
-
-const pn = (name: string, nad: { namespace: string; name: string }, extra: KubeObject = {}) => ({
-  apiVersion: GV,
-  kind: "PodNetwork",
-  metadata: { name },
-  spec: {
-    provider: "manifold.dev/cni",
-    parametersRefs: [{
-      group: "k8s.cni.cncf.io",
-      kind: "network-attachment-definitions",
-      ...nad,
-    }],
-    ...extra,
-  },
-});
-
-async function getPn(api: KubeApiServer, name: string): Promise<KubeObject | undefined> {
-  try {
-    return await api.admin.get(GV, "PodNetwork", undefined, name);
-  } catch (e) {
-    if (e instanceof KubeRestError && e.status === 404) return undefined;
-    throw e;
-  }
-}
-
-/** `"<ParamsReady status>/<reason> <Ready status>/<reason>"` of the object now. */
-function condText(o: KubeObject | undefined): string {
-  const c = (t: string) => o?.status?.conditions?.find((x: KubeObject) => x.type === t);
-  const f = (t: string) => `${c(t)?.status ?? "-"}/${c(t)?.reason ?? "-"}`;
-  return `${f("ParamsReady")} ${f("Ready")}`;
-}
-
-async function waitConditions(api: KubeApiServer, name: string, want: string) {
-  let last = "";
-  await until(
-    async () => (last = condText(await getPn(api, name))) === want,
-    `${name}: ${want} (last ${last})`,
-    10_000,
-  );
-}
-
-const NAD_CONFIG = JSON.stringify({
-  cniVersion: "1.0.0",
-  type: "bridge",
-  bridge: "mfkep0",
-  ipam: { type: "host-local", subnet: "10.240.9.0/24" },
-});
 
 suite.test("the CRDs enforce the KEP's schema: provider pattern, enabled default, immutable provider", async (api) => {
   await install(api);
@@ -120,7 +44,7 @@ suite.test("the CRDs enforce the KEP's schema: provider pattern, enabled default
     contentType: "application/merge-patch+json",
   });
   assert.equal(changed.status, 422, JSON.stringify(changed.body));
-  assert.match(JSON.stringify(changed.body), /provider is immutable/);
+  assert.match(JSON.stringify(changed.body), /spec is immutable but for enabled/);
   // enabled stays mutable (KEP "Mutability").
   await api.admin.patch({ apiVersion: GV, kind: "PodNetwork", name: "immut" }, {
     spec: { enabled: false },
@@ -187,16 +111,12 @@ suite.test("controller: the InUse finalizer blocks deletion while a pod or attac
     await api.admin.createNad(ns, "dp-net", NAD_CONFIG);
     await api.admin.create(pn("inuse", { namespace: ns, name: "dp-net" }));
     await waitConditions(api, "inuse", "True/ParamsReady True/Ready");
-    assert.deepEqual((await getPn(api, "inuse"))!.metadata.finalizers ?? [], [], "unused");
+    // Added when the controller first sees the network, before any user.
+    await until(() => hasFinalizer(api, "inuse"), "finalizer added", 10_000);
 
     await api.admin.createPod(ns, "user", {
       annotations: { [KEP]: JSON.stringify([{ podNetworkName: "inuse" }]) },
     });
-    await until(
-      async () => ((await getPn(api, "inuse"))?.metadata.finalizers ?? []).includes(FINALIZER),
-      "finalizer added",
-      10_000,
-    );
     await api.admin.delete(GV, "PodNetwork", undefined, "inuse");
     const pending = await getPn(api, "inuse");
     assert.ok(pending?.metadata.deletionTimestamp, "deletion pending, blocked by the finalizer");
@@ -237,11 +157,14 @@ suite.test("plugin: a pod attaches through a PodNetwork the controller made Read
   let w: Awaited<ReturnType<typeof realWorld>> | undefined;
   try {
     w = await realWorld(api, {
-      annotations: { [KEP]: JSON.stringify([{ podNetworkName: "real", interfaceName: "dp0" }]) },
+      annotations: {
+        [KEP]: JSON.stringify([{ name: "default" }, { name: "real", interfaceName: "dp0" }]),
+      },
     });
-    // The world's own bridge NAD, through a PodNetwork.
+    // The world's own bridge NAD, through a PodNetwork; "default" is the controller's.
     await api.admin.create(pn("real", { namespace: w.ns, name: "bridge-net" }));
     await waitConditions(api, "real", "True/ParamsReady True/Ready");
+    await waitConditions(api, "default", "True/ClusterDefaultNetwork True/Ready");
     expectOk(await w.call("ADD"), "ADD");
     assert.deepEqual(await linkNames(w.podNetns), ["dp0", "eth0"]);
     const status = networkStatus(await w.pod());
@@ -250,24 +173,16 @@ suite.test("plugin: a pod attaches through a PodNetwork the controller made Read
     const kep = JSON.parse((await w.pod()).metadata.annotations[`${KEP}-status`]);
     assert.deepEqual(kep.map((e: KubeObject) => [e.name, e.interfaceName, e.isDefaultGW]), [
       ["default", "eth0", true],
-      ["real", "dp0", false],
+      ["real", "dp0", undefined],
     ]);
-    assert.equal(kep[1].ips[0], String((status![1].ips as string[])[0]).replace(/\/\d+$/, ""));
-    await until(
-      async () => ((await getPn(api, "real"))?.metadata.finalizers ?? []).includes(FINALIZER),
-      "finalizer added for the pod",
-      10_000,
-    );
+    assert.equal(kep[1].ip, String((status![1].ips as string[])[0]).replace(/\/\d+$/, ""));
+    assert.ok(await hasFinalizer(api, "real"));
     expectOk(await w.call("DEL"), "DEL");
   } finally {
     if (w) await done(w);
-    await until(
-      async () => (await getPn(api, "real"))?.metadata.finalizers?.length !== 1,
-      "finalizer removed",
-      10_000,
-    )
-      .catch(() => {});
     await api.admin.delete(GV, "PodNetwork", undefined, "real");
+    await until(async () => (await getPn(api, "real")) === undefined, "real gone", 10_000)
+      .catch(() => {});
     await ctl.stop();
     await Deno.remove(dir, { recursive: true });
   }
