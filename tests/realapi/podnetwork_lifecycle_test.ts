@@ -15,7 +15,7 @@ import { realApiSuite } from "../support/kube_apiserver.ts";
 import type { KubeObject } from "../support/kube_rest.ts";
 import { linkNames } from "../support/netns.ts";
 import { until } from "../support/wait.ts";
-import { done, realWorld } from "./cluster.ts";
+import { done, POD, realWorld } from "./cluster.ts";
 import {
   condText,
   FINALIZER,
@@ -201,6 +201,39 @@ suite.test("plugin: a PodNetwork being deleted accepts no new pod (code 7 naming
     await api.admin.patch({ apiVersion: GV, kind: "PodNetwork", name: "leaving" }, {
       metadata: { finalizers: null },
     }).catch(() => {});
+  }
+});
+
+suite.test("plugin: a pod-side static check fails the ADD (code 7) and posts an event naming the field", async (api) => {
+  if (Deno.uid() !== 0) return; // real netns and delegates
+  await install(api);
+  let w: Awaited<ReturnType<typeof realWorld>> | undefined;
+  try {
+    w = await realWorld(api, {
+      annotations: {
+        [KEP]: JSON.stringify([
+          { podNetworkName: "a", interfaceName: "dp0" },
+          { podNetworkName: "b", interfaceName: "dp0" },
+        ]),
+      },
+    });
+    const add = await w.call("ADD");
+    assert.equal(add.json?.code, 7, add.stdout);
+    let events: KubeObject[] = [];
+    await until(
+      async () => (events = await api.admin.events(w!.ns, POD)).length > 0,
+      "an event",
+      10_000,
+    ).catch(() => {});
+    const ev = events.find((e) => e.reason === "InvalidPodNetworks");
+    assert.ok(ev, JSON.stringify(events.map((e) => e.reason)));
+    assert.equal(ev.type, "Warning");
+    assert.match(
+      ev.message,
+      /multinetwork\.manifold\.dev\/networks\[1\]\.interfaceName: "dp0" is used twice/,
+    );
+  } finally {
+    if (w) await done(w);
   }
 });
 

@@ -75,11 +75,45 @@ function buildSchema() {
 let schema: ReturnType<typeof buildSchema> | undefined;
 
 /**
+ * The Warning event a failed static check asks for (KEP-3698 puts these checks in the API
+ * server, which would name `spec.networks[i].<field>`; here they fail the ADD, and the event
+ * tells the pod's owner which field): `reason` `InvalidPodNetworks`.
+ */
+export interface PodNetworkListEvent {
+  /** `"InvalidPodNetworks"`. */
+  reason: string;
+  /** `"multinetwork.manifold.dev/networks[1].interfaceName: …"`. */
+  message: string;
+}
+
+/** A code-7 error of the list, carrying the event to post on the pod (`podEvent`). */
+function listError(field: string, why: string): CniError & { podEvent: PodNetworkListEvent } {
+  const err = new CniError(
+    CniErrorCode.InvalidNetworkConfig,
+    `invalid ${PODNETWORKS_ANNOTATION} annotation (KEP-3698 networks list)`,
+    field ? `${field}: ${why}` : why,
+  );
+  return Object.assign(err, {
+    podEvent: {
+      reason: "InvalidPodNetworks",
+      message: `${PODNETWORKS_ANNOTATION}${field}: ${why} (KEP-3698 static validation of ` +
+        `spec.networks${field}; the pod is not started until the list is fixed)`,
+    },
+  });
+}
+
+/** `[1].interfaceName` from a zod issue path. */
+function fieldOf(path: PropertyKey[]): string {
+  return path.map((p) => typeof p === "number" ? `[${p}]` : `.${String(p)}`).join("");
+}
+
+/**
  * Parses the annotation's value.
  * @param text the annotation value (JSON).
  * @returns the entries in order (`isDefaultGW` false when absent).
  * @throws {CniError} code 7 when the value is not JSON, an entry is invalid (details: the
- *   prettified zod error), an `interfaceName` repeats, or `isDefaultGW` is true twice.
+ *   prettified zod error), a `name` or an `interfaceName` repeats, or `isDefaultGW` is true
+ *   twice; the error carries `podEvent` ({@link PodNetworkListEvent}) naming the field.
  * @example
  * ```ts
  * parsePodNetworkAnnotation('[{"name":"dataplane","interfaceName":"net5","isDefaultGW":true}]');
@@ -87,37 +121,50 @@ let schema: ReturnType<typeof buildSchema> | undefined;
  * ```
  */
 export function parsePodNetworkAnnotation(text: string): PodNetworkEntry[] {
-  const invalid = (details: string) =>
-    new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      `invalid ${PODNETWORKS_ANNOTATION} annotation (KEP-3698 networks list)`,
-      details,
-    );
   let raw: unknown;
   try {
     raw = JSON.parse(text);
     checkJsonDepth(raw, `${PODNETWORKS_ANNOTATION} annotation`);
   } catch (e) {
-    throw invalid(errorText(e));
+    throw listError("", errorText(e));
   }
   const r = (schema ??= buildSchema()).safeParse(raw);
-  if (!r.success) throw invalid(z.prettifyError(r.error));
+  if (!r.success) {
+    const first = r.error.issues[0];
+    const err = listError(fieldOf(first?.path ?? []), first?.message ?? "invalid");
+    // details: every issue, as zod words them.
+    throw Object.assign(
+      new CniError(err.code, err.msg, z.prettifyError(r.error)),
+      { podEvent: err.podEvent },
+    );
+  }
   const seen = new Set<string>();
+  const networks = new Map<string, number>();
   let gw = -1;
   return r.data.map((e, i) => {
     if (e.interfaceName !== undefined) {
       if (seen.has(e.interfaceName)) {
-        throw invalid(`[${i}].interfaceName: "${e.interfaceName}" is used twice`);
+        throw listError(`[${i}].interfaceName`, `"${e.interfaceName}" is used twice`);
       }
       seen.add(e.interfaceName);
     }
     if (e.isDefaultGW) {
-      if (gw >= 0) throw invalid(`[${i}].isDefaultGW: already true on [${gw}]`);
+      if (gw >= 0) throw listError(`[${i}].isDefaultGW`, `already true on [${gw}]`);
       gw = i;
     }
     const out: PodNetworkEntry = { isDefaultGW: e.isDefaultGW === true };
     const network = e.name ?? e.podNetworkName;
     const attachment = e.attachmentName ?? e.podNetworkAttachmentName;
+    if (network !== undefined) {
+      const first = networks.get(network);
+      if (first !== undefined) {
+        throw listError(
+          `[${i}].name`,
+          `PodNetwork "${network}" is already referenced by [${first}] (a pod references a PodNetwork once)`,
+        );
+      }
+      networks.set(network, i);
+    }
     if (network !== undefined) out.podNetworkName = network;
     if (attachment !== undefined) out.podNetworkAttachmentName = attachment;
     if (e.interfaceName !== undefined) out.interfaceName = e.interfaceName;

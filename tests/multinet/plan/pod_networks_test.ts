@@ -243,7 +243,7 @@ Deno.test('plan: "default" is a PodNetwork checked like any other, referenced on
         DEFAULT_PN(),
       ]),
     )),
-    /\[1\]: PodNetwork "default" is already referenced by \[0\]/,
+    /\[1\]\.name: PodNetwork "default" is already referenced by \[0\]/,
   );
   const plan = await buildPodPlan(input({ [KEP]: '[{"name":"default"}]' }, source([DEFAULT_PN()])));
   assert.deepEqual(plan.attachments.map((a) => [a.delegate.statusName, a.ifName]), [
