@@ -6,8 +6,9 @@
  * Reasons (KEP-3698 "Status Conditions"; ParamsReady's are implementation-specific):
  * - PodNetwork `Ready`: `True`/`Ready`; `False`/`AdministrativelyDisabled` (`enabled: false`,
  *   checked first); `False`/`ParamsNotReady`.
- * - PodNetworkAttachment `Ready`: `True`/`Ready`; `False`/`PodNetworkNotReady` (its PodNetwork
- *   is missing or not Ready); `False`/`ParamsNotReady`.
+ * - PodNetworkAttachment `Ready`: `True`/`Ready`; `False`/`NamespaceNotAllowed` (Manifold's
+ *   extension: its namespace is outside the PodNetwork's `spec.allowedNamespaces`);
+ *   `False`/`PodNetworkNotReady` (its PodNetwork is missing or not Ready); `False`/`ParamsNotReady`.
  * - `ParamsReady`: `True`/`ParamsReady` (the one NAD exists, its `spec.config` parses, and
  *   namespace isolation lets the user reach it), `True`/`PodNetworkParameters` (an attachment
  *   without refs of its own), else `False` with `InvalidParametersRefs`,
@@ -30,6 +31,7 @@ import type { NetworkAttachmentDefinition } from "../k8s/types.ts";
 import { resolveNetwork } from "../multinet/plan/resolve.ts";
 import type { PodNetworkEntry } from "../multinet/plan/pod_network_annotation.ts";
 import { DEFAULT_PODNETWORK, nadOfRefs } from "../multinet/plan/pod_networks.ts";
+import { matchesSelector } from "../policy/selector.ts";
 
 /** A pod as the controller keeps it: only what references networks. */
 export interface PodReferences {
@@ -53,6 +55,8 @@ export interface Snapshot {
   nads: Map<string, NetworkAttachmentDefinition>;
   /** Pods by `namespace/name`. */
   pods: Map<string, PodReferences>;
+  /** Namespace labels by name (for PodNetwork `spec.allowedNamespaces`). */
+  namespaces?: Map<string, Record<string, string>>;
 }
 
 /** The controller's settings (`manifold controller` flags). */
@@ -216,7 +220,18 @@ export async function desiredAttachment(
       namespace,
     );
   const pn = snap.podNetworks.get(pna.spec.podNetworkName);
-  const ready = !podNetworkReady(pn)
+  const sel = pn?.spec.allowedNamespaces;
+  const labels = snap.namespaces?.get(namespace);
+  const allowed = !sel || (labels !== undefined && matchesSelector(sel, labels));
+  const ready = !allowed
+    ? cond(
+      "Ready",
+      false,
+      "NamespaceNotAllowed",
+      `namespace "${namespace}" is not allowed by PodNetwork "${pna.spec.podNetworkName}" ` +
+        "(spec.allowedNamespaces)",
+    )
+    : !podNetworkReady(pn)
     ? cond(
       "Ready",
       false,

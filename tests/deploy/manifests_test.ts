@@ -305,6 +305,7 @@ Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildca
     [...grants].sort(),
     [
       "|events|create",
+      "|namespaces|get",
       "|namespaces|list",
       "|namespaces|watch",
       "|pods/status|patch",
@@ -538,6 +539,8 @@ Deno.test("manifold-controller: one replica, its own account, exactly the verbs 
   assert.deepEqual(
     grants.sort(),
     [
+      "|namespaces|list",
+      "|namespaces|watch",
       "|pods|list",
       "|pods|watch",
       "k8s.cni.cncf.io|network-attachment-definitions|list",

@@ -302,6 +302,80 @@ suite.test('controller: the "default" PodNetwork is created, Ready, recreated wh
   }
 });
 
+suite.test("allowedNamespaces: an attachment outside is not Ready (NamespaceNotAllowed); a pod outside is refused at ADD (code 7)", async (api) => {
+  await install(api);
+  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
+  const inside = `mfk-${crypto.randomUUID().slice(0, 8)}`;
+  const outside = `mfk-${crypto.randomUUID().slice(0, 8)}`;
+  const label = (ns: string, team: string) =>
+    api.admin.patch({ apiVersion: "v1", kind: "Namespace", name: ns }, {
+      metadata: { labels: { team } },
+    });
+  await api.admin.createNamespace(inside);
+  await api.admin.createNamespace(outside);
+  await label(inside, "a");
+  const ctl = await startController(api, dir, ["--no-default-podnetwork"]);
+  let w: Awaited<ReturnType<typeof realWorld>> | undefined;
+  try {
+    await api.admin.createNad(inside, "dp-net", NAD_CONFIG);
+    await api.admin.create(
+      pn("restricted", { namespace: inside, name: "dp-net" }, {
+        allowedNamespaces: { matchLabels: { team: "a" } },
+      }),
+    );
+    await waitConditions(api, "restricted", "True/ParamsReady True/Ready");
+    for (const ns of [inside, outside]) {
+      await api.admin.create({
+        apiVersion: GV,
+        kind: "PodNetworkAttachment",
+        metadata: { name: "fast", namespace: ns },
+        spec: { podNetworkName: "restricted" },
+      });
+    }
+    await waitConditions(api, "fast", "True/PodNetworkParameters True/Ready", inside);
+    await waitConditions(
+      api,
+      "fast",
+      "True/PodNetworkParameters False/NamespaceNotAllowed",
+      outside,
+    );
+    await label(outside, "a");
+    await waitConditions(api, "fast", "True/PodNetworkParameters True/Ready", outside);
+    await label(outside, "b");
+    await waitConditions(
+      api,
+      "fast",
+      "True/PodNetworkParameters False/NamespaceNotAllowed",
+      outside,
+    );
+
+    if (Deno.uid() !== 0) return; // the plugin part: real netns and delegates
+    w = await realWorld(api, {
+      annotations: { [KEP]: JSON.stringify([{ podNetworkName: "restricted" }]) },
+    });
+    const add = await w.call("ADD");
+    assert.equal(add.json?.code, 7, add.stdout);
+    assert.match(
+      String(add.json?.msg),
+      new RegExp(`namespace "${w.ns}" is not allowed by PodNetwork "restricted"`),
+    );
+    assert.deepEqual(await linkNames(w.podNetns), [], "no delegate ran");
+    await label(w.ns, "a");
+    const ok = await w.call("ADD");
+    assert.equal(ok.code, 0, ok.stdout + ok.stderr.slice(-2000));
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+    assert.equal((await w.call("DEL")).code, 0);
+  } finally {
+    if (w) await done(w);
+    for (const ns of [inside, outside]) await api.admin.delete("v1", "Namespace", undefined, ns);
+    await api.admin.delete(GV, "PodNetwork", undefined, "restricted");
+    await until(async () => (await getPn(api, "restricted")) === undefined, "gone", 10_000)
+      .catch(() => {});
+    await ctl.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 suite.test("CRD: the KEP's static validations at apply time (refs, podNetworkName, allowedNamespaces)", async (api) => {
   await install(api);
   const ns = `mfk-${crypto.randomUUID().slice(0, 8)}`;

@@ -21,6 +21,8 @@
  *   a list without it puts its `isDefaultGW` entry (else the first) on CNI_IFNAME instead,
  *   through the default-network override path;
  * - a PodNetwork or PodNetworkAttachment being deleted accepts no new pods;
+ * - a PodNetwork with `spec.allowedNamespaces` (Manifold's extension, a label selector)
+ *   accepts pods of the namespaces it selects only (the namespace's labels are read then);
  * - a pod references a given PodNetwork once, "default" included (KEP "Active validations").
  *
  * @module
@@ -35,6 +37,7 @@ import {
   type PodNetworkAttachment,
 } from "../../k8s/multinetwork.ts";
 import { NAD_GROUP, NAD_RESOURCE } from "../../k8s/types.ts";
+import { matchesSelector } from "../../policy/selector.ts";
 import type { ManifoldConf } from "../config.ts";
 import type { NadSource } from "../nad/source.ts";
 import { inOrder, type ResolvedSelection, resolveSelection } from "./networks.ts";
@@ -63,6 +66,13 @@ export interface PodNetworkSource {
    * @throws {CniError} 11 when the API is unreachable after retries, 6 on a malformed object.
    */
   attachment(namespace: string, name: string): Promise<PodNetworkAttachment | undefined>;
+  /**
+   * The labels of a namespace, read only for a PodNetwork with `spec.allowedNamespaces`.
+   * Absent (a source that cannot read namespaces): such networks are refused (fail closed).
+   * @returns the labels (`{}` when none), or undefined when the namespace does not exist.
+   * @throws {CniError} 11 when the API is unreachable after retries, 7 when forbidden.
+   */
+  namespaceLabels?(name: string): Promise<Record<string, string> | undefined>;
 }
 
 /**
@@ -264,6 +274,16 @@ async function resolveEntry(
       podNetworkUnusable(pn, ctx.provider)
     : undefined;
   if (unusable) throw fail(unusable);
+  const sel = pn.spec.allowedNamespaces;
+  if (check && sel) {
+    const labels = await ctx.source.namespaceLabels?.(ctx.podNamespace);
+    if (!labels || !matchesSelector(sel, labels)) {
+      throw fail(
+        `namespace "${ctx.podNamespace}" is not allowed by PodNetwork "${pn.metadata.name}" ` +
+          `(spec.allowedNamespaces${labels ? "" : "; the namespace's labels could not be read"})`,
+      );
+    }
+  }
   if (isDefault) return { index, podNetwork: DEFAULT_PODNETWORK };
   const nad = pna && pna.spec.parametersRefs.length > 0
     ? nadOfRefs(pna.spec.parametersRefs, pnaName, pna.metadata.namespace)
