@@ -317,11 +317,15 @@ suite.test("allowedNamespaces: an attachment outside is not Ready (NamespaceNotA
   const ctl = await startController(api, dir, ["--no-default-podnetwork"]);
   let w: Awaited<ReturnType<typeof realWorld>> | undefined;
   try {
-    await api.admin.createNad(inside, "dp-net", NAD_CONFIG);
+    // With root, the plugin part's world (its own bridge NAD and IPAM directory).
+    if (Deno.uid() === 0) {
+      w = await realWorld(api, {
+        annotations: { [KEP]: JSON.stringify([{ podNetworkName: "restricted" }]) },
+      });
+    } else await api.admin.createNad(inside, "dp-net", NAD_CONFIG);
+    const nad = w ? { namespace: w.ns, name: "bridge-net" } : { namespace: inside, name: "dp-net" };
     await api.admin.create(
-      pn("restricted", { namespace: inside, name: "dp-net" }, {
-        allowedNamespaces: { matchLabels: { team: "a" } },
-      }),
+      pn("restricted", nad, { allowedNamespaces: { matchLabels: { team: "a" } } }),
     );
     await waitConditions(api, "restricted", "True/ParamsReady True/Ready");
     for (const ns of [inside, outside]) {
@@ -349,10 +353,7 @@ suite.test("allowedNamespaces: an attachment outside is not Ready (NamespaceNotA
       outside,
     );
 
-    if (Deno.uid() !== 0) return; // the plugin part: real netns and delegates
-    w = await realWorld(api, {
-      annotations: { [KEP]: JSON.stringify([{ podNetworkName: "restricted" }]) },
-    });
+    if (!w) return; // the plugin part: real netns and delegates
     const add = await w.call("ADD");
     assert.equal(add.json?.code, 7, add.stdout);
     assert.match(

@@ -10,6 +10,7 @@
  */
 
 import assert from "node:assert/strict";
+import { parseAllDocuments } from "yaml";
 import { realApiSuite } from "../support/kube_apiserver.ts";
 import type { KubeObject } from "../support/kube_rest.ts";
 import { linkNames } from "../support/netns.ts";
@@ -182,6 +183,101 @@ suite.test("plugin: a pod attaches through a PodNetwork the controller made Read
     if (w) await done(w);
     await api.admin.delete(GV, "PodNetwork", undefined, "real");
     await until(async () => (await getPn(api, "real")) === undefined, "real gone", 10_000)
+      .catch(() => {});
+    await ctl.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+function withDataDir(config: KubeObject, dataDir: string): KubeObject {
+  return { ...config, ipam: { ...config.ipam, dataDir } };
+}
+
+/** The YAML and JSON blocks of the KEP-3698 page (docs/kep-3698.md once merged). */
+async function docBlocks(): Promise<{ yaml: KubeObject[]; json: unknown[] }> {
+  const root = new URL("../../docs/", import.meta.url);
+  let text = "";
+  for (const page of ["kep-3698.md", "_incoming/kep.md"]) {
+    try {
+      text = await Deno.readTextFile(new URL(page, root));
+      if (text.includes("The KEP's example pod")) break;
+    } catch { /* next */ }
+  }
+  const blocks = (lang: string) =>
+    [...text.matchAll(new RegExp("```" + lang + "\\n([\\s\\S]*?)```", "g"))].map((m) => m[1]);
+  return {
+    yaml: blocks("yaml").flatMap((b) => parseAllDocuments(b).map((d) => d.toJS() as KubeObject)),
+    json: blocks("json").map((b) => JSON.parse(b)),
+  };
+}
+
+suite.test("docs: the KEP's example pod, its annotation as written, attached as the page shows", async (api) => {
+  if (Deno.uid() !== 0) return; // real netns and delegates
+  await install(api);
+  const { yaml, json } = await docBlocks();
+  const pod = yaml.find((o) => o.kind === "Pod")!;
+  assert.ok(pod, "the page has the example pod");
+  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
+  const ctl = await startController(api, dir);
+  let w: Awaited<ReturnType<typeof realWorld>> | undefined;
+  const made: KubeObject[] = [];
+  try {
+    w = await realWorld(api, { annotations: pod.metadata.annotations });
+    for (const bridge of ["kepdp1", "kepfast"]) w.scratch.trackLink(bridge);
+    for (const o of yaml) {
+      if (o.kind === "Pod" || o.metadata.name === "tenant-a-storage") continue;
+      // Namespaced objects go to the test's namespace; PodNetworks keep their refs.
+      // NADs' leases in the world's directory (removed with it), not /var/lib/cni.
+      const spec = o.kind === "NetworkAttachmentDefinition"
+        ? { config: JSON.stringify(withDataDir(JSON.parse(o.spec.config), w.dirs.ipam)) }
+        : o.spec;
+      const obj = o.kind === "PodNetworkAttachment" || o.kind === "NetworkAttachmentDefinition"
+        ? { ...o, metadata: { ...o.metadata, namespace: w.ns }, spec }
+        : o.kind === "PodNetwork"
+        ? {
+          ...o,
+          spec: {
+            ...o.spec,
+            parametersRefs: o.spec.parametersRefs.map((r: KubeObject) => ({
+              ...r,
+              namespace: w!.ns,
+            })),
+          },
+        }
+        : o;
+      made.push(await api.admin.create(obj));
+    }
+    for (const name of ["default", "dataplane1", "fast-net"]) {
+      await until(
+        async () => condText(await getPn(api, name)).endsWith("True/Ready"),
+        `${name} Ready`,
+        10_000,
+      );
+    }
+    await until(
+      async () =>
+        condText(await api.admin.get(GV, "PodNetworkAttachment", w!.ns, "my-interface-fast-net"))
+          .endsWith("True/Ready"),
+      "attachment Ready",
+      10_000,
+    );
+    expectOk(await w.call("ADD"), "ADD");
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net1", "net2"]);
+    const kep = JSON.parse((await w.pod()).metadata.annotations[`${KEP}-status`]);
+    // The page's status, but for the addresses this machine handed out.
+    const shown = json.find((j) => Array.isArray(j)) as KubeObject[];
+    const shape = (l: KubeObject[]) => l.map((e) => ({ ...e, ip: typeof e.ip }));
+    assert.deepEqual(shape(kep), shape(shown));
+    assert.match(kep[1].ip, /^10\.0\.0\./);
+    assert.match(kep[2].ip, /^2011::/);
+    expectOk(await w.call("DEL"), "DEL");
+  } finally {
+    if (w) await done(w);
+    for (const o of made.reverse()) {
+      await api.admin.delete(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name)
+        .catch(() => {});
+    }
+    await until(async () => (await getPn(api, "fast-net")) === undefined, "gone", 10_000)
       .catch(() => {});
     await ctl.stop();
     await Deno.remove(dir, { recursive: true });
