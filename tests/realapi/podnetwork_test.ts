@@ -225,7 +225,7 @@ suite.test("docs: the KEP's example pod, its annotation as written, attached as 
     w = await realWorld(api, { annotations: pod.metadata.annotations });
     for (const bridge of ["kepdp1", "kepfast"]) w.scratch.trackLink(bridge);
     for (const o of yaml) {
-      if (o.kind === "Pod" || o.metadata.name === "tenant-a-storage") continue;
+      if (o.kind === "Pod") continue;
       // Namespaced objects go to the test's namespace; PodNetworks keep their refs.
       // NADs' leases in the world's directory (removed with it), not /var/lib/cni.
       const spec = o.kind === "NetworkAttachmentDefinition"
