@@ -31,7 +31,8 @@ import {
   resolveSelection,
 } from "./networks.ts";
 import { planAttachments, type PlanInput } from "./plan.ts";
-import type { PodNetworkPlan, PodNetworkSource } from "./pod_networks.ts";
+import type { PodNetworkPlan } from "./pod_network_plan.ts";
+import type { PodNetworkSource } from "./pod_networks.ts";
 import { planPodOf, type PodRef } from "./pod.ts";
 import {
   type AttachmentPlan,
@@ -184,7 +185,7 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
   const kepText = pod ? annotations[PODNETWORKS_ANNOTATION]?.trim() : undefined;
   // Loaded only for such pods: the others pay nothing for KEP-3698.
   const kepP: Promise<PodNetworkPlan> = pod && kepText
-    ? import("./pod_networks.ts").then((m) =>
+    ? import("./pod_network_plan.ts").then((m) =>
       m.podNetworkPlan(kepText, {
         conf,
         nads,
