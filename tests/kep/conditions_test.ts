@@ -214,6 +214,30 @@ Deno.test("PodNetworkAttachment: PodNetworkNotReady, ParamsNotReady, Ready; in u
   );
 });
 
+Deno.test("PodNetworkAttachment outside the PodNetwork's allowedNamespaces: Ready=False NamespaceNotAllowed", async () => {
+  const restricted = parsePodNetwork({
+    metadata: { name: "a", generation: 1 },
+    spec: {
+      provider: "manifold.dev/cni",
+      parametersRefs: [ref("dp")],
+      allowedNamespaces: { matchLabels: { team: "a" } },
+    },
+    status: { conditions: [{ type: "Ready", status: "True" }] },
+  });
+  const pna = parsePodNetworkAttachment({
+    metadata: { name: "fast", namespace: "ns1" },
+    spec: { podNetworkName: "a" },
+  });
+  const snap = snapshot({ pns: [restricted], pnas: [pna] });
+  snap.namespaces = new Map([["ns1", { team: "b" }]]);
+  assert.match(
+    text(await desiredAttachment(snap, POLICY, pna)),
+    /Ready=False\/NamespaceNotAllowed/,
+  );
+  snap.namespaces.set("ns1", { team: "a" });
+  assert.match(text(await desiredAttachment(snap, POLICY, pna)), /Ready=True\/Ready/);
+});
+
 Deno.test("conditionUpdate keeps lastTransitionTime while the status holds; undefined when nothing changes", () => {
   const d = [{ type: "Ready", status: "True", reason: "Ready", message: "m" }];
   const first = conditionUpdate([], d, 2, "2026-01-01T00:00:00Z")!;

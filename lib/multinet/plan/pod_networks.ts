@@ -4,7 +4,7 @@
  * NetworkAttachmentDefinition — so the plan treats them exactly as a NAD selection (same
  * delegate resolution, isolation, duplicate-interface check and default-route rule).
  *
- * Rules (README "KEP-3698 PodNetwork (preview)"):
+ * Rules (docs/kep-3698.md):
  * - the PodNetwork must exist, name this installation as `spec.provider`
  *   (`podNetworkProvider`), be `enabled`, and have condition `Ready=True` (set by
  *   `manifold controller`); a PodNetworkAttachment must exist in the pod's namespace and be

@@ -252,6 +252,35 @@ Deno.test('plan: "default" is a PodNetwork checked like any other, referenced on
   assert.equal(plan.podNetworks, true, "networks-status is written for it");
 });
 
+Deno.test("plan: allowedNamespaces admits the namespaces it selects only (their labels read then)", async () => {
+  const restricted = pn("dataplane", {
+    allowedNamespaces: { matchExpressions: [{ key: "team", operator: "In", values: ["a"] }] },
+  });
+  const withLabels = (labels: Record<string, string> | undefined) => {
+    const src = source([restricted]);
+    return Object.assign(src, {
+      namespaceLabels(name: string) {
+        src.reads.push(`ns:${name}`);
+        return Promise.resolve(labels);
+      },
+    });
+  };
+  const list = { [KEP]: '[{"name":"dataplane"}]' };
+  const ok = withLabels({ team: "a" });
+  await buildPodPlan(input(list, ok));
+  assert.deepEqual(ok.reads.sort(), ["ns:ns1", "pn:dataplane"]);
+  await rejects7(
+    buildPodPlan(input(list, withLabels({ team: "b" }))),
+    /namespace "ns1" is not allowed by PodNetwork "dataplane" \(spec.allowedNamespaces\)/,
+  );
+  // A source that cannot read namespaces: refused (fail closed).
+  await rejects7(buildPodPlan(input(list, source([restricted]))), /could not be read/);
+  // Without the field, no namespace is read.
+  const open = source([pn("dataplane")]);
+  await buildPodPlan(input(list, open));
+  assert.deepEqual(open.reads, ["pn:dataplane"]);
+});
+
 Deno.test("plan: a PodNetwork or PodNetworkAttachment being deleted accepts no new pods", async () => {
   const gone = parsePodNetwork({
     metadata: { name: "dataplane", deletionTimestamp: "2026-11-27T10:00:00Z" },
