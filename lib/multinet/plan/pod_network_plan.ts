@@ -90,9 +90,19 @@ export async function podNetworkPlan(
         `attachment, and "${other.namespace}/${other.name}" sets "default-route" (NPWG v1.3 §4.1.2.1.9)`,
     );
   }
-  const explicit = entries.some((e) => e.podNetworkName === DEFAULT_PODNETWORK);
+  const resolved = await podNetworkSelections(entries, {
+    source: input.source,
+    provider: input.conf.podNetworkProvider,
+    podNamespace: input.pod.namespace,
+    ifName: input.ifName,
+    checkReady: input.checkReady,
+  });
+  const elements = resolved.flatMap((r) => r.element ? [r.element] : []);
+  // "default" named directly or through an attachment keeps the cluster default network.
+  const explicit = resolved.some((r) => r.podNetwork === DEFAULT_PODNETWORK);
   const primaryAt = explicit ? -1 : Math.max(gw, 0);
-  if (primaryAt >= 0) {
+  const primaryEl = primaryAt >= 0 ? resolved[primaryAt].element : undefined;
+  if (primaryEl) {
     const p = entries[primaryAt];
     const what = p.podNetworkName !== undefined
       ? `PodNetwork "${p.podNetworkName}"`
@@ -115,22 +125,6 @@ export async function podNetworkPlan(
           "cluster default network there",
       );
     }
-  }
-  const resolved = await podNetworkSelections(entries, {
-    source: input.source,
-    provider: input.conf.podNetworkProvider,
-    podNamespace: input.pod.namespace,
-    ifName: input.ifName,
-    checkReady: input.checkReady,
-  });
-  const elements = resolved.flatMap((r) => r.element ? [r.element] : []);
-  const primaryEl = primaryAt >= 0 ? resolved[primaryAt].element : undefined;
-  if (primaryAt >= 0 && !primaryEl) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      `${PODNETWORKS_ANNOTATION} [${primaryAt}]: the attachment's PodNetwork is "default"; ` +
-        `list it as {"name":"default"}`,
-    );
   }
   if (primaryEl) {
     const { interface: _ifName, ...rest } = primaryEl;

@@ -245,6 +245,21 @@ Deno.test('plan: "default" is a PodNetwork checked like any other, referenced on
     )),
     /\[1\]\.name: PodNetwork "default" is already referenced by \[0\]/,
   );
+  // "default" through an attachment keeps the cluster network on eth0 too.
+  const viaAttachment = await buildPodPlan(input(
+    { [KEP]: '[{"name":"dataplane"},{"attachmentName":"to-default"}]' },
+    source([DEFAULT_PN(), pn("dataplane")], [
+      parsePodNetworkAttachment({
+        metadata: { name: "to-default", namespace: "ns1" },
+        spec: { podNetworkName: "default" },
+        status: READY,
+      }),
+    ]),
+  ));
+  assert.deepEqual(viaAttachment.attachments.map((a) => [a.delegate.statusName, a.ifName]), [
+    ["cbr0", "eth0"],
+    ["ns1/dp", "net1"],
+  ]);
   const plan = await buildPodPlan(input({ [KEP]: '[{"name":"default"}]' }, source([DEFAULT_PN()])));
   assert.deepEqual(plan.attachments.map((a) => [a.delegate.statusName, a.ifName]), [
     ["cbr0", "eth0"],
