@@ -41,7 +41,7 @@ export interface HotPlugEvent {
    * attached element, or a selection that cannot be planned at all); counted once per
    * annotation value in `manifold_hotplug_changes_total{result="refused"}`.
    */
-  refused?: "add" | "change";
+  refused?: "add" | "change" | "remove";
 }
 
 /** One element added or removed by a pass, or not (metrics: `manifold_hotplug_changes_total`). */
@@ -134,7 +134,7 @@ async function change(
     pod: `${pod.namespace}/${pod.name}`,
   });
   const podRef = podRefOf(record);
-  const refuse = (message: string, op: "add" | "change" = "change") =>
+  const refuse = (message: string, op: "add" | "change" | "remove" = "change") =>
     outcome.events.push({ reason: "HotPlugRefused", message, type: "Warning", refused: op });
   let annotations = pod.annotations;
   try {
