@@ -216,20 +216,33 @@ class Controller implements HotPlug {
     const k = `${meta.namespace}/${meta.name}`;
     let seen = this.#seen.get(k);
     if (!force && seen?.uid === uid && seen.text === text && seen.ok) return;
-    const key = await this.#sandboxOf(meta.namespace, meta.name);
+    let key = await this.#sandboxOf(meta.namespace, meta.name);
     if (!key) return; // not running on this node (yet): its ADD reads the annotation itself
     const started = performance.now();
-    const outcome = await hotPlugPod({
-      conf: this.#opts.conf,
-      cache: this.#cache,
-      key,
-      pod: { namespace: meta.namespace, name: meta.name, uid, annotations },
-      makeDeps: (record) => this.#deps(record),
-      logger: this.#log,
-    });
+    const pass = (key: CacheKey) =>
+      hotPlugPod({
+        conf: this.#opts.conf,
+        cache: this.#cache,
+        key,
+        pod: { namespace: meta.namespace, name: meta.name, uid, annotations },
+        makeDeps: (record) => this.#deps(record),
+        logger: this.#log,
+      });
+    let outcome = await pass(key);
     if (outcome.kind === "gone") {
+      // The indexed record is a tombstone (or another pod's, or its netns is gone): the
+      // sandbox may have been restarted. Follow the pod's newest live record at once.
       this.#index.delete(k);
-      return;
+      const again = await this.#sandboxOf(meta.namespace, meta.name, true);
+      if (!again || (again.containerId === key.containerId && again.ifName === key.ifName)) {
+        return;
+      }
+      key = again;
+      outcome = await pass(key);
+      if (outcome.kind === "gone") {
+        this.#index.delete(k);
+        return;
+      }
     }
     if (seen?.uid !== uid || seen.text !== text) {
       seen = { uid, text, ok: false, warned: new Set() };
@@ -288,19 +301,31 @@ class Controller implements HotPlug {
     await events.flush();
   }
 
-  /** The pod's sandbox record key: from the index, else from a scan of the cache. */
-  async #sandboxOf(namespace: string, name: string): Promise<CacheKey | undefined> {
+  /**
+   * The pod's sandbox record key: from the index, else from a scan of the cache. The index
+   * holds, per pod, its newest live record (`createdAt`, as `PodNetnsIndex` picks the policy
+   * side's sandbox): after a sandbox restart the old record may still be live for a while (its
+   * DEL not yet run, or lost with a node reboot).
+   * @param rescan scan even when the cache directory did not change since the last scan
+   */
+  async #sandboxOf(
+    namespace: string,
+    name: string,
+    rescan = false,
+  ): Promise<CacheKey | undefined> {
     const k = `${namespace}/${name}`;
     const known = this.#index.get(k);
-    if (known) return known;
+    if (known && !rescan) return known;
     // A pod without a sandbox here (host network, not started yet) must not cost a scan at
     // each of its events: scan again only when the cache directory changed since the last
     // scan (mtime, compared with a 1 s margin for its ms precision).
     const mtime = (await Deno.stat(this.#cache.dir).catch(() => undefined))?.mtime?.getTime();
-    if (mtime === undefined || mtime < this.#scannedAt - 1000) return undefined;
+    if (mtime === undefined) return undefined;
+    if (!rescan && mtime < this.#scannedAt - 1000) return undefined;
     this.#scannedAt = Date.now();
     const scan = ++this.#scans;
     const index = new Map<string, CacheKey>(); // filled, then swapped in (workers scan concurrently)
+    const createdAt = new Map<string, string>();
     for (const key of await this.#cache.list()) {
       let record: CacheRecord | undefined;
       try {
@@ -313,7 +338,10 @@ class Controller implements HotPlug {
       if (held && record.pod.uid && held.metadata.uid && held.metadata.uid !== record.pod.uid) {
         continue;
       }
+      const newest = createdAt.get(rk);
+      if (newest !== undefined && newest > record.createdAt) continue;
       index.set(rk, key);
+      createdAt.set(rk, record.createdAt);
     }
     // Only over an older scan's: a slow scan that listed before a newer one must not hide what
     // that one found (the mtime gate above would then never scan for it again).
