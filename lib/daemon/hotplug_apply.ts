@@ -30,7 +30,12 @@ import { diffAttachments, pinSelection, selectionText } from "./hotplug_diff.ts"
 
 /** One Kubernetes Event for the pod. */
 export interface HotPlugEvent {
-  /** `AddedInterface`, `RemovedInterface`, `HotPlugRefused`, `HotPlugFailed`, `HotUnplugFailed`. */
+  /**
+   * `AddedInterface`, `RemovedInterface`, `FailedAddingInterface`, `FailedRemovingInterface`
+   * (multus-dynamic-networks-controller's reasons, so alerts written for it keep working),
+   * `HotPlugRefused` (Manifold's own: a change it will not make), `InterfaceAddRejected` (a
+   * host-network pod, as the controller says).
+   */
   reason: string;
   /** The event's message. */
   message: string;
@@ -193,7 +198,11 @@ async function change(
     if (!diff.remove.includes(a)) return [a];
     const f = failed.find((f) => f.attachment.ifName === a.ifName);
     if (f) {
-      outcome.events.push({ reason: "HotUnplugFailed", message: f.error.message, type: "Warning" });
+      outcome.events.push({
+        reason: "FailedRemovingInterface",
+        message: f.error.message,
+        type: "Warning",
+      });
       outcome.changes.push({ op: "remove", result: "error" });
       return [f.attachment];
     }
@@ -225,7 +234,7 @@ async function change(
     run.results.splice(base, run.results.length - base, ...left.map(() => undefined));
     outcome.kind = "failed";
     outcome.events.push({
-      reason: "HotPlugFailed",
+      reason: "FailedAddingInterface",
       message: outcome.removed.length
         ? `${err.message}; the additions were rolled back, the removals (${
           outcome.removed.join(", ")
