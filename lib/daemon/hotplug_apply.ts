@@ -138,7 +138,9 @@ async function change(
     containerId: record.containerId,
     pod: `${pod.namespace}/${pod.name}`,
   });
-  const podRef = podRefOf(record);
+  // The pod's UID for the PATCH's precondition and the delegates' K8S_POD_UID: the sandbox's
+  // (K8S_POD_UID at its ADD; hotPlugPod checked it is the informer's), else the informer's.
+  const podRef = podRefOf(record, pod.uid);
   const refuse = (message: string, op: "add" | "change" | "remove" = "change") =>
     outcome.events.push({ reason: "HotPlugRefused", message, type: "Warning", refused: op });
   let annotations = pod.annotations;
@@ -265,11 +267,15 @@ async function change(
   return outcome;
 }
 
-/** The pod of a record, its infra container from the default attachment's CNI_ARGS. */
-function podRefOf(record: CacheRecord): PodRef {
+/**
+ * The pod of a record, its infra container from the default attachment's CNI_ARGS, its UID
+ * the record's or, when the runtime sent none, `uid` (the informer's).
+ */
+function podRefOf(record: CacheRecord, uid: string): PodRef {
   const args = record.attachments[0]?.cniArgs ?? [];
   return {
     ...record.pod,
+    uid: record.pod.uid || uid,
     infraContainerId: args.find(([k]) => k === "K8S_POD_INFRA_CONTAINER_ID")?.[1] ||
       record.containerId,
   };

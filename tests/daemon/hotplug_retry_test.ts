@@ -34,7 +34,7 @@ Deno.test(
       const leases = await w.leases();
       d = await startHotPlugDaemon(w);
       setNetworks(w, "bad-net");
-      await until(async () => (await failedAdds(w)).length >= 5, "5 tries", 40_000, 100);
+      await until(async () => (await failedAdds(w)).length >= 5, "5 tries", 50_000, 100);
       const tries = await failedAdds(w);
       const gaps = tries.slice(1).map((t, i) => t - tries[i]);
       // Never sooner than the back-off; later only by the pass's own time (a loaded machine's
