@@ -120,8 +120,8 @@ class Controller implements HotPlug {
   #queue = new Map<string, boolean>();
   /**
    * Per pod (`ns/name`): its UID, the selection annotation last looked at, whether it was
-   * brought in line (or refused: `ok`; a failed change is retried at the pod's next event and
-   * at the resync) and the warnings already sent for it. Forgotten when the pod leaves.
+   * brought in line (or refused: `ok`; a failed change is retried as {@link HotPlugBackoff}
+   * says) and the warnings already sent for it. Forgotten when the pod leaves.
    */
   #seen = new Map<string, Seen>();
   /** The pods' sandbox records (hotplug_index.ts). */
@@ -313,6 +313,7 @@ class Controller implements HotPlug {
       this.#index.delete(k);
       const again = await this.#index.sandboxOf(meta.namespace, meta.name, true);
       if (!again || (again.containerId === key.containerId && again.ifName === key.ifName)) {
+        this.#index.delete(k); // not indexed: its next event scans only if the cache changed
         return;
       }
       key = again;
