@@ -13,6 +13,13 @@
  * annotation (its attachments come from PodNetwork objects). Warnings are sent once per
  * annotation value, not at every resync.
  *
+ * A host-network pod (`spec.hostNetwork`) has no sandbox of its own: one asking for networks
+ * gets one `InterfaceAddRejected` Warning per annotation value.
+ *
+ * A failed change is tried again with a back-off per (pod, change) — 1 s, 2 s, 4 s, 8 s, then
+ * not until the annotation changes (hotplug_backoff.ts); a NAD change of a network it names
+ * tries it again at once.
+ *
  * Events: `AddedInterface` / `RemovedInterface` and the Warnings are posted unless the
  * `events` setting is `"none"` — also with its default `"warnings"`, which silences a sandbox
  * ADD's `AddedInterface`: a running pod's networking changing is rare and the operator's only
@@ -32,6 +39,8 @@ import { NETWORKS_ANNOTATION, PODNETWORKS_ANNOTATION } from "../multinet/types.t
 import { type ApiDeps, buildDeps } from "../multinet/wiring.ts";
 import { errorText } from "../util/text.ts";
 import { type HotPlugOutcome, hotPlugPod, runtimeArgsOf } from "./hotplug_apply.ts";
+import { HotPlugBackoff } from "./hotplug_backoff.ts";
+import { SandboxIndex } from "./hotplug_index.ts";
 import type { DaemonObserver } from "./observer.ts";
 import type { PodStore } from "./pod_informer.ts";
 
@@ -95,6 +104,14 @@ export function startHotPlug(opts: HotPlugOptions): HotPlug {
   return new Controller(opts);
 }
 
+/** What hot-plug remembers of a pod's last pass (see `Controller.#seen`). */
+interface Seen {
+  uid: string;
+  text: string;
+  ok: boolean;
+  warned: Set<string>;
+}
+
 class Controller implements HotPlug {
   #opts: HotPlugOptions;
   #cache: AttachmentCache;
@@ -103,17 +120,16 @@ class Controller implements HotPlug {
   #queue = new Map<string, boolean>();
   /**
    * Per pod (`ns/name`): its UID, the selection annotation last looked at, whether it was
-   * brought in line (or refused: `ok`; a failed change is retried at the pod's next event and
-   * at the resync) and the warnings already sent for it. Forgotten when the pod leaves.
+   * brought in line (or refused: `ok`; a failed change is retried as {@link HotPlugBackoff}
+   * says) and the warnings already sent for it. Forgotten when the pod leaves.
    */
-  #seen = new Map<string, { uid: string; text: string; ok: boolean; warned: Set<string> }>();
-  /** Sandbox record by `ns/name`, from the last cache scan. */
-  #index = new Map<string, CacheKey>();
-  /** When the last cache scan started (`Date.now()`); 0: never. */
-  #scannedAt = 0;
-  /** Cache scans started, and the number of the one {@link Controller.#index} comes from. */
-  #scans = 0;
-  #indexScan = 0;
+  #seen = new Map<string, Seen>();
+  /** The pods' sandbox records (hotplug_index.ts). */
+  #index: SandboxIndex;
+  /** Failed changes and when to try them again (hotplug_backoff.ts). */
+  #backoff = new HotPlugBackoff();
+  /** The retry timer of each pod with a failed change. */
+  #retries = new Map<string, ReturnType<typeof setTimeout>>();
   /** Pods being changed now (never two passes for one pod at once). */
   #active = new Set<string>();
   /** The running workers. */
@@ -126,6 +142,7 @@ class Controller implements HotPlug {
   constructor(opts: HotPlugOptions) {
     this.#opts = opts;
     this.#cache = new AttachmentCache(opts.conf.cniDir);
+    this.#index = new SandboxIndex(this.#cache, opts.pods);
     this.#log = opts.logger.with({ component: "hotplug" });
     this.#unsubscribe = opts.pods.onChange((c) => {
       if (c.pod) this.#enqueue(`${c.namespace}/${c.name}`, false);
@@ -135,6 +152,8 @@ class Controller implements HotPlug {
       for (const p of opts.pods.pods()) {
         // A cheap filter (the name appears in the selection text); the pass itself decides.
         if ((p.metadata.annotations?.[NETWORKS_ANNOTATION] ?? "").includes(name)) {
+          // A changed NAD may be the fix of a failed change: try it again now.
+          this.#unschedule(podKey(p));
           this.#enqueue(podKey(p), true);
         }
       }
@@ -154,6 +173,8 @@ class Controller implements HotPlug {
     clearInterval(this.#timer);
     this.#unsubscribe();
     this.#unsubscribeNads();
+    for (const timer of this.#retries.values()) clearTimeout(timer);
+    this.#retries.clear();
     this.#queue.clear();
     await Promise.all(this.#workers);
   }
@@ -186,6 +207,41 @@ class Controller implements HotPlug {
   #forget(namespace: string, name: string): void {
     this.#index.delete(`${namespace}/${name}`);
     this.#seen.delete(`${namespace}/${name}`);
+    this.#unschedule(`${namespace}/${name}`);
+  }
+
+  /** Forgets the pod's failed change and its retry timer. */
+  #unschedule(k: string): void {
+    clearTimeout(this.#retries.get(k));
+    this.#retries.delete(k);
+    this.#backoff.forget(k);
+  }
+
+  /** Records a failed pass of the pod's change and sets the timer of its retry (if any). */
+  #retryLater(k: string, change: string): void {
+    if (this.#stopped) return;
+    const retry = this.#backoff.failed(k, change, Date.now());
+    clearTimeout(this.#retries.get(k));
+    this.#retries.delete(k);
+    if (retry.kind === "given-up") {
+      this.#log.warn("hot-plug gave up this change; the next change of the annotation is tried", {
+        pod: k,
+        failures: retry.failures,
+      });
+      return;
+    }
+    this.#log.info("hot-plug change failed; trying again later", {
+      pod: k,
+      failures: retry.failures,
+      delayMs: retry.delayMs,
+    });
+    this.#retries.set(
+      k,
+      setTimeout(() => {
+        this.#retries.delete(k);
+        this.#enqueue(k, true);
+      }, retry.delayMs),
+    );
   }
 
   async #work(): Promise<void> {
@@ -214,29 +270,68 @@ class Controller implements HotPlug {
     if (raw?.deletionTimestamp) return; // being deleted: left alone
     if (annotations[PODNETWORKS_ANNOTATION]) return; // KEP-3698 pods: not hot-plugged
     const k = `${meta.namespace}/${meta.name}`;
-    let seen = this.#seen.get(k);
+    if ((pod.raw.spec as Record<string, unknown> | undefined)?.hostNetwork === true) {
+      if (text.trim() !== "") await this.#rejectHostNetwork(pod);
+      return;
+    }
+    const change = `${uid}\0${text}`;
+    // A failed change waits for its retry time (or for good after too many failures).
+    if (this.#backoff.waiting(k, change, Date.now())) return;
+    const seen = this.#seen.get(k);
     if (!force && seen?.uid === uid && seen.text === text && seen.ok) return;
-    const key = await this.#sandboxOf(meta.namespace, meta.name);
+    try {
+      await this.#pass(pod, seen);
+    } catch (e) {
+      this.#log.error("hot-plug pass failed", { pod: k, error: errorText(e) });
+      this.#retryLater(k, change);
+    }
+  }
+
+  /** One pass of the pod (see {@link Controller.#reconcile}); throws on cache or API errors. */
+  async #pass(pod: Pod, seen: Seen | undefined): Promise<void> {
+    const meta = pod.metadata;
+    const uid = meta.uid ?? "";
+    const annotations = meta.annotations ?? {};
+    const text = annotations[NETWORKS_ANNOTATION] ?? "";
+    const k = `${meta.namespace}/${meta.name}`;
+    let key = await this.#index.sandboxOf(meta.namespace, meta.name);
     if (!key) return; // not running on this node (yet): its ADD reads the annotation itself
     const started = performance.now();
-    const outcome = await hotPlugPod({
-      conf: this.#opts.conf,
-      cache: this.#cache,
-      key,
-      pod: { namespace: meta.namespace, name: meta.name, uid, annotations },
-      makeDeps: (record) => this.#deps(record),
-      logger: this.#log,
-    });
+    const pass = (key: CacheKey) =>
+      hotPlugPod({
+        conf: this.#opts.conf,
+        cache: this.#cache,
+        key,
+        pod: { namespace: meta.namespace, name: meta.name, uid, annotations },
+        makeDeps: (record) => this.#deps(record),
+        logger: this.#log,
+      });
+    let outcome = await pass(key);
     if (outcome.kind === "gone") {
+      // The indexed record is a tombstone (or another pod's, or its netns is gone): the
+      // sandbox may have been restarted. Follow the pod's newest live record at once.
       this.#index.delete(k);
-      return;
+      const again = await this.#index.sandboxOf(meta.namespace, meta.name, true);
+      if (!again || (again.containerId === key.containerId && again.ifName === key.ifName)) {
+        this.#index.delete(k); // not indexed: its next event scans only if the cache changed
+        return;
+      }
+      key = again;
+      outcome = await pass(key);
+      if (outcome.kind === "gone") {
+        this.#index.delete(k);
+        return;
+      }
     }
     if (seen?.uid !== uid || seen.text !== text) {
       seen = { uid, text, ok: false, warned: new Set() };
       // A pod deleted while its pass ran was forgotten then: do not remember it again.
       if (this.#opts.pods.get(meta.namespace, meta.name)) this.#seen.set(k, seen);
     }
-    seen.ok = outcome.kind !== "failed";
+    const failed = outcome.kind === "failed" || outcome.changes.some((c) => c.result === "error");
+    seen.ok = !failed;
+    if (failed) this.#retryLater(k, `${uid}\0${text}`);
+    else this.#unschedule(k);
     this.#measure(outcome, (performance.now() - started) / 1000);
     await this.#send(meta.namespace, meta.name, uid, outcome, seen.warned);
     if (outcome.kind !== "unchanged") {
@@ -249,6 +344,24 @@ class Controller implements HotPlug {
       });
     }
     this.#opts.onOutcome?.(`${meta.namespace}/${meta.name}`, outcome);
+  }
+
+  /**
+   * A host-network pod asking for networks: one `InterfaceAddRejected` Warning per annotation
+   * value (multus-dynamic-networks-controller's reason and message), nothing else.
+   */
+  async #rejectHostNetwork(pod: Pod): Promise<void> {
+    const { namespace, name } = pod.metadata;
+    const uid = pod.metadata.uid ?? "";
+    const text = pod.metadata.annotations?.[NETWORKS_ANNOTATION] ?? "";
+    const k = `${namespace}/${name}`;
+    const seen = this.#seen.get(k);
+    if (seen?.uid === uid && seen.text === text) return;
+    const fresh: Seen = { uid, text, ok: true, warned: new Set() };
+    this.#seen.set(k, fresh);
+    const message = `pod [${k}]: will not add interface to host networked pod`;
+    const events = [{ reason: "InterfaceAddRejected", message, type: "Warning" as const }];
+    await this.#send(namespace, name, uid, { ...NOTHING, events }, fresh.warned);
   }
 
   /** Tells the observer what the pass did (refusals: in {@link Controller.#send}). */
@@ -288,42 +401,6 @@ class Controller implements HotPlug {
     await events.flush();
   }
 
-  /** The pod's sandbox record key: from the index, else from a scan of the cache. */
-  async #sandboxOf(namespace: string, name: string): Promise<CacheKey | undefined> {
-    const k = `${namespace}/${name}`;
-    const known = this.#index.get(k);
-    if (known) return known;
-    // A pod without a sandbox here (host network, not started yet) must not cost a scan at
-    // each of its events: scan again only when the cache directory changed since the last
-    // scan (mtime, compared with a 1 s margin for its ms precision).
-    const mtime = (await Deno.stat(this.#cache.dir).catch(() => undefined))?.mtime?.getTime();
-    if (mtime === undefined || mtime < this.#scannedAt - 1000) return undefined;
-    this.#scannedAt = Date.now();
-    const scan = ++this.#scans;
-    const index = new Map<string, CacheKey>(); // filled, then swapped in (workers scan concurrently)
-    for (const key of await this.#cache.list()) {
-      let record: CacheRecord | undefined;
-      try {
-        record = await this.#cache.read(key.containerId, key.ifName);
-      } catch { /* damaged: not a running sandbox */ }
-      if (!record || record.deletedAt || !record.pod.name) continue;
-      const rk = `${record.pod.namespace}/${record.pod.name}`;
-      const held = this.#opts.pods.get(record.pod.namespace, record.pod.name);
-      // A record of an older pod of the same name is not this pod's sandbox.
-      if (held && record.pod.uid && held.metadata.uid && held.metadata.uid !== record.pod.uid) {
-        continue;
-      }
-      index.set(rk, key);
-    }
-    // Only over an older scan's: a slow scan that listed before a newer one must not hide what
-    // that one found (the mtime gate above would then never scan for it again).
-    if (scan > this.#indexScan) {
-      this.#index = index;
-      this.#indexScan = scan;
-    }
-    return index.get(k);
-  }
-
   /** The dependencies of a change: a CNI environment as the sandbox's ADD had it. */
   async #deps(record: CacheRecord) {
     const { conf, env, api } = this.#opts;
@@ -340,6 +417,15 @@ class Controller implements HotPlug {
     return await buildDeps(conf, cniEnv, this.#log, { processEnv: env, api });
   }
 }
+
+/** A pass that did nothing. */
+const NOTHING: HotPlugOutcome = {
+  kind: "unchanged",
+  events: [],
+  added: [],
+  removed: [],
+  changes: [],
+};
 
 function podKey(p: Pod): string {
   return `${p.metadata.namespace}/${p.metadata.name}`;

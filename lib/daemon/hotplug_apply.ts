@@ -30,7 +30,12 @@ import { diffAttachments, pinSelection, selectionText } from "./hotplug_diff.ts"
 
 /** One Kubernetes Event for the pod. */
 export interface HotPlugEvent {
-  /** `AddedInterface`, `RemovedInterface`, `HotPlugRefused`, `HotPlugFailed`, `HotUnplugFailed`. */
+  /**
+   * `AddedInterface`, `RemovedInterface`, `FailedAddingInterface`, `FailedRemovingInterface`
+   * (multus-dynamic-networks-controller's reasons, so alerts written for it keep working),
+   * `HotPlugRefused` (Manifold's own: a change it will not make), `InterfaceAddRejected` (a
+   * host-network pod, as the controller says).
+   */
   reason: string;
   /** The event's message. */
   message: string;
@@ -41,7 +46,7 @@ export interface HotPlugEvent {
    * attached element, or a selection that cannot be planned at all); counted once per
    * annotation value in `manifold_hotplug_changes_total{result="refused"}`.
    */
-  refused?: "add" | "change";
+  refused?: "add" | "change" | "remove";
 }
 
 /** One element added or removed by a pass, or not (metrics: `manifold_hotplug_changes_total`). */
@@ -133,8 +138,10 @@ async function change(
     containerId: record.containerId,
     pod: `${pod.namespace}/${pod.name}`,
   });
-  const podRef = podRefOf(record);
-  const refuse = (message: string, op: "add" | "change" = "change") =>
+  // The pod's UID for the PATCH's precondition and the delegates' K8S_POD_UID: the sandbox's
+  // (K8S_POD_UID at its ADD; hotPlugPod checked it is the informer's), else the informer's.
+  const podRef = podRefOf(record, pod.uid);
+  const refuse = (message: string, op: "add" | "change" | "remove" = "change") =>
     outcome.events.push({ reason: "HotPlugRefused", message, type: "Warning", refused: op });
   let annotations = pod.annotations;
   try {
@@ -193,7 +200,11 @@ async function change(
     if (!diff.remove.includes(a)) return [a];
     const f = failed.find((f) => f.attachment.ifName === a.ifName);
     if (f) {
-      outcome.events.push({ reason: "HotUnplugFailed", message: f.error.message, type: "Warning" });
+      outcome.events.push({
+        reason: "FailedRemovingInterface",
+        message: f.error.message,
+        type: "Warning",
+      });
       outcome.changes.push({ op: "remove", result: "error" });
       return [f.attachment];
     }
@@ -225,7 +236,7 @@ async function change(
     run.results.splice(base, run.results.length - base, ...left.map(() => undefined));
     outcome.kind = "failed";
     outcome.events.push({
-      reason: "HotPlugFailed",
+      reason: "FailedAddingInterface",
       message: outcome.removed.length
         ? `${err.message}; the additions were rolled back, the removals (${
           outcome.removed.join(", ")
@@ -256,11 +267,15 @@ async function change(
   return outcome;
 }
 
-/** The pod of a record, its infra container from the default attachment's CNI_ARGS. */
-function podRefOf(record: CacheRecord): PodRef {
+/**
+ * The pod of a record, its infra container from the default attachment's CNI_ARGS, its UID
+ * the record's or, when the runtime sent none, `uid` (the informer's).
+ */
+function podRefOf(record: CacheRecord, uid: string): PodRef {
   const args = record.attachments[0]?.cniArgs ?? [];
   return {
     ...record.pod,
+    uid: record.pod.uid || uid,
     infraContainerId: args.find(([k]) => k === "K8S_POD_INFRA_CONTAINER_ID")?.[1] ||
       record.containerId,
   };

@@ -14,8 +14,11 @@
  * one means a DEL and an ADD, i.e. a re-plug with a new lease and a link down/up, which the
  * annotation writer must ask for. A new element with `default-route` (it would rewrite the
  * sandbox's routes) or of a device-backed network (a NAD with a `resourceName`: devices are
- * allocated when the pod is created) is refused too. The cluster default network (the
- * record's first attachment) and Multus `defaultNetworks` attachments are never removed.
+ * allocated when the pod is created) is refused too. Only attachments the selection made
+ * (origin `"selection"`, recorded in the plan and the cache) are ever removed: the cluster
+ * default network, Multus `defaultNetworks` / inline `delegates[1..]` and KEP-3698
+ * attachments stay, and a new element asking for an interface one of them holds is refused
+ * (issue 21 §1).
  *
  * @module
  */
@@ -24,7 +27,12 @@ import { isPlainObject } from "../cni/types.ts";
 import type { CachedAttachment } from "../multinet/cache/cache.ts";
 import { canonicalJson } from "../multinet/verbs/gc_networks.ts";
 import { SELECTION_CAPABILITIES } from "../multinet/plan/plan.ts";
-import type { AttachmentPlan, NetworkSelectionElement } from "../multinet/types.ts";
+import {
+  ATTACHMENT_ORIGINS,
+  type AttachmentOrigin,
+  type AttachmentPlan,
+  type NetworkSelectionElement,
+} from "../multinet/types.ts";
 
 /**
  * The keys of a selection element that cannot change while its network is attached (NPWG
@@ -44,8 +52,11 @@ export const ATTACHED_KEYS = [
 
 /** One refused change: what kind (for metrics) and the sentence of its Warning event. */
 export interface HotPlugRefusal {
-  /** `"add"`: a new element; `"change"`: keys of an attached element. */
-  op: "add" | "change";
+  /**
+   * `"add"`: a new element; `"change"`: keys of an attached element; `"remove"`: an
+   * attachment of unknown origin no element names any more.
+   */
+  op: "add" | "change" | "remove";
   /** One sentence, e.g. `network ns/a interface net1: changing "ips" of an attached …`. */
   message: string;
 }
@@ -61,43 +72,90 @@ export interface HotPlugDiff {
 }
 
 /**
- * The selection with every element that has no `interface` pinned to the interface its
- * network already has in the pod (the first such attachment no element claims explicitly),
- * so that planning gives existing attachments their existing names and new ones free names.
+ * An attachment's {@link AttachmentOrigin} as its record says, for a record's `index`-th
+ * attachment. Records written before origins were kept (or by a newer build, with a value
+ * this one does not know) say nothing: the first attachment (or one marked `isDefault`) is
+ * the cluster default network; any other is `"unknown"`, which hot-plug never removes
+ * (conservative: it may be a `defaultNetworks` attachment) unless a selection element names
+ * it exactly (`name@ifName`).
+ *
+ * @param a the cached attachment
+ * @param index its position in the record (`0`: the runtime's interface)
+ * @returns its origin, or `"unknown"`
+ * @example
+ * ```ts
+ * attachmentOrigin({ statusName: "ns/a", ifName: "net1", isDefault: false } as CachedAttachment, 1); // "unknown"
+ * ```
+ */
+export function attachmentOrigin(
+  a: CachedAttachment,
+  index: number,
+): AttachmentOrigin | "unknown" {
+  const known = (ATTACHMENT_ORIGINS as readonly string[]).includes(a.origin ?? "");
+  if (known) return a.origin!;
+  return index === 0 || a.isDefault ? "clusterDefault" : "unknown";
+}
+
+/**
+ * The selection with an `interface` on every element, so that planning gives existing
+ * attachments their existing names and new ones names nobody holds:
+ * - an element without `interface` keeps the interface its network already has in the pod
+ *   (the first selection-made attachment of that network no element claims explicitly;
+ *   an attachment of unknown origin counts as selection-made here);
+ * - any other element without `interface` gets the first free `netN`: not held by an
+ *   attachment hot-plug never removes (cluster default, `defaultNetworks`, KEP-3698, unknown
+ *   origin), not requested by an element, not pinned. (The planner alone would number
+ *   after the `defaultNetworks` it plans, whose names depend on what the selection requests,
+ *   not on what the pod has.)
  *
  * @param elements the parsed selection, in annotation order
- * @param cached the record's attachments (the first, the cluster default network, is skipped)
+ * @param cached the record's attachments (`[0]` the cluster default network)
  * @returns new elements (the input is not changed)
  * @example
  * ```ts
  * pinSelection(
- *   [{ namespace: "ns", name: "a" }],
- *   [{ statusName: "cbr0", ifName: "eth0" }, { statusName: "ns/a", ifName: "net2" }] as CachedAttachment[],
- * ); // [{ namespace: "ns", name: "a", interface: "net2" }]
+ *   [{ namespace: "ns", name: "a" }, { namespace: "ns", name: "b" }],
+ *   [{ statusName: "cbr0", ifName: "eth0", isDefault: true }, { statusName: "ns/a", ifName: "net2", origin: "selection" }] as CachedAttachment[],
+ * ); // [{ namespace: "ns", name: "a", interface: "net2" }, { namespace: "ns", name: "b", interface: "net1" }]
  * ```
  */
 export function pinSelection(
   elements: NetworkSelectionElement[],
   cached: CachedAttachment[],
 ): NetworkSelectionElement[] {
+  const origins = cached.map(attachmentOrigin);
   const explicit = new Set(
     elements.filter((e) => e.interface !== undefined).map((e) =>
       `${e.namespace}/${e.name}@${e.interface}`
     ),
   );
-  const requested = new Set(
-    elements.flatMap((e) => e.interface === undefined ? [] : [e.interface]),
-  );
-  const taken = new Set<CachedAttachment>();
-  return elements.map((e) => {
+  const taken = new Set<string>(elements.flatMap((e) => e.interface ?? []));
+  cached.forEach((c, i) => {
+    if (origins[i] !== "selection" && origins[i] !== "unknown") taken.add(c.ifName);
+  });
+  const claimed = new Set<CachedAttachment>();
+  const pinned = elements.map((e) => {
     if (e.interface !== undefined) return { ...e };
-    const a = cached.slice(1).find((c) =>
-      !taken.has(c) && !c.isDefault && c.statusName === `${e.namespace}/${e.name}` &&
-      !requested.has(c.ifName) && !explicit.has(`${c.statusName}@${c.ifName}`)
+    const a = cached.find((c, i) =>
+      (origins[i] === "selection" || origins[i] === "unknown") && !claimed.has(c) &&
+      c.statusName === `${e.namespace}/${e.name}` && !taken.has(c.ifName) &&
+      !explicit.has(`${c.statusName}@${c.ifName}`)
     );
     if (!a) return { ...e };
-    taken.add(a);
+    claimed.add(a);
+    taken.add(a.ifName);
     return { ...e, interface: a.ifName };
+  });
+  // Unknown-origin attachments nobody claimed stay (never removed): their names are held.
+  cached.forEach((c, i) => {
+    if (origins[i] === "unknown" && !claimed.has(c)) taken.add(c.ifName);
+  });
+  let n = 1;
+  return pinned.map((e) => {
+    if (e.interface !== undefined) return e;
+    while (taken.has(`net${n}`)) n++;
+    taken.add(`net${n}`);
+    return { ...e, interface: `net${n}` };
   });
 }
 
@@ -117,6 +175,12 @@ export function selectionText(elements: NetworkSelectionElement[]): string {
 /**
  * Compares a running pod's cached attachments with the plan of its current selection.
  *
+ * Only `"selection"` attachments follow the annotation ({@link attachmentOrigin}): an
+ * attachment of any other origin is kept whatever the plan says, and a new element whose
+ * interface it holds is refused, naming it (`interface net1: … held by network ns/b
+ * (defaultNetworks)`). An attachment of unknown origin (an older record) is the selection's
+ * only when an element names it exactly (`name@ifName`); otherwise it is kept.
+ *
  * @param cached the record's attachments, in ADD order (`[0]` the cluster default network)
  * @param plan the pod's plan for the pinned selection (`[0]` the cluster default network)
  * @returns what to add, what to remove, what is refused (see the module doc: a changed key of
@@ -135,16 +199,24 @@ export function diffAttachments(
   plan: AttachmentPlan[],
 ): HotPlugDiff {
   const diff: HotPlugDiff = { add: [], remove: [], refused: [] };
+  const origins = cached.map(attachmentOrigin);
   const id = (statusName: string, ifName: string) => `${statusName}@${ifName}`;
-  const byId = new Map(cached.slice(1).map((c) => [id(c.statusName, c.ifName), c]));
-  const wanted = new Set<CachedAttachment>();
-  for (const p of plan.slice(1)) {
-    const c = byId.get(id(p.delegate.statusName, p.ifName));
-    const what = `network ${p.delegate.statusName} interface ${p.ifName}`;
-    if (!p.selection || p.selection.podNetwork) { // defaultNetworks, KEP-3698: not ours
-      if (c) wanted.add(c);
-      continue;
+  const byId = new Map<string, CachedAttachment>();
+  const holders = new Map<string, { c: CachedAttachment; origin: string }>();
+  cached.forEach((c, i) => {
+    const origin = origins[i];
+    if (origin === "selection" || origin === "unknown") {
+      if (i > 0) byId.set(id(c.statusName, c.ifName), c);
     }
+    if (origin !== "selection") holders.set(c.ifName, { c, origin });
+  });
+  const wanted = new Set<CachedAttachment>();
+  const matched = new Set<CachedAttachment>();
+  for (const p of plan.slice(1)) {
+    if (p.origin !== "selection") continue; // defaultNetworks, KEP-3698: not hot-plug's
+    const c = byId.get(id(p.delegate.statusName, p.ifName));
+    if (c) matched.add(c);
+    const what = `network ${p.delegate.statusName} interface ${p.ifName}`;
     if (c && c.state === "added") {
       wanted.add(c);
       const keys = changedKeys(c, p);
@@ -157,6 +229,17 @@ export function diffAttachments(
       }
       continue;
     }
+    const holder = holders.get(p.ifName);
+    if (holder && holder.c !== c) {
+      if (c) wanted.add(c);
+      diff.refused.push({
+        op: "add",
+        message: `${what}: the interface is held by network ${holder.c.statusName} ` +
+          `(${ORIGIN_TEXT[holder.origin]}), which hot-plug never removes; choose another ` +
+          `interface name`,
+      });
+      continue;
+    }
     if (p.delegate.resourceName !== undefined) {
       if (c) wanted.add(c);
       diff.refused.push({
@@ -166,7 +249,7 @@ export function diffAttachments(
       });
       continue;
     }
-    if (p.selection["default-route"] !== undefined) {
+    if (p.selection?.["default-route"] !== undefined) {
       if (c) wanted.add(c);
       diff.refused.push({
         op: "add",
@@ -176,12 +259,33 @@ export function diffAttachments(
     }
     diff.add.push(p);
   }
-  for (const c of cached.slice(1)) {
-    if (c.isDefault) continue;
-    if (!wanted.has(c)) diff.remove.push(c);
-  }
+  const configured = new Set(
+    plan.filter((p) => p.origin === "defaultNetworks").map((p) => p.delegate.statusName),
+  );
+  cached.forEach((c, i) => {
+    if (i === 0 || wanted.has(c)) return;
+    if (origins[i] === "selection" || (origins[i] === "unknown" && matched.has(c))) {
+      diff.remove.push(c);
+    } else if (origins[i] === "unknown" && !configured.has(c.statusName)) {
+      // Not a defaultNetworks attachment as configured now: most likely an element removed
+      // from the selection. Kept (conservative), and said so.
+      diff.refused.push({
+        op: "remove",
+        message: `network ${c.statusName} interface ${c.ifName}: ${ORIGIN_TEXT.unknown}, so ` +
+          `hot-plug does not remove it; it goes with the pod's sandbox`,
+      });
+    }
+  });
   return diff;
 }
+
+/** How a refusal names an origin. */
+const ORIGIN_TEXT: Record<string, string> = {
+  clusterDefault: "the cluster default network",
+  defaultNetworks: "defaultNetworks",
+  kep: "KEP-3698 networks annotation",
+  unknown: "attached by a Manifold that did not record why",
+};
 
 /**
  * The {@link ATTACHED_KEYS} whose value in the plan differs from what the attachment was made

@@ -56,7 +56,8 @@ export interface DaemonObserver {
    * Hot-plug (`"hotPlug": true`): one selection element of a running pod added or removed
    * (result `"success"` or `"error"`), or a change refused (`"refused"`: op `"add"` for a new
    * element, `"change"` for keys of an attached element or a selection that cannot be
-   * planned; once per annotation value).
+   * planned, `"remove"` for an attachment of unknown origin left in place; once per
+   * annotation value).
    */
   hotPlugChange?(
     op: "add" | "remove" | "change",

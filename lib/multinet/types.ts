@@ -103,10 +103,33 @@ export interface Delegate {
   resourceName?: string;
 }
 
+/**
+ * Why an attachment exists, i.e. who may take it away:
+ * - `"clusterDefault"`: the cluster default network (NPWG v1.3 §6), also when the
+ *   `v1.multus-cni.io/default-network` annotation overrides it;
+ * - `"defaultNetworks"`: Multus `defaultNetworks`, or an inline `delegates[1..]` entry
+ *   (configuration, every pod);
+ * - `"selection"`: an element of the `k8s.v1.cni.cncf.io/networks` annotation (NPWG v1.3 §4.1);
+ * - `"kep"`: an entry of the KEP-3698 annotation (`multinetwork.manifold.dev/networks`).
+ *
+ * Only `"selection"` attachments follow their annotation on a running pod (hot-plug).
+ */
+export type AttachmentOrigin = "clusterDefault" | "defaultNetworks" | "selection" | "kep";
+
+/** Every {@link AttachmentOrigin}, in plan order. */
+export const ATTACHMENT_ORIGINS = [
+  "clusterDefault",
+  "defaultNetworks",
+  "selection",
+  "kep",
+] as const satisfies readonly AttachmentOrigin[];
+
 /** One attachment to perform: [containerID, network name, ifName] (NPWG v1.3 §4.2.1) plus its inputs. */
 export interface AttachmentPlan {
   /** The resolved network to attach. */
   delegate: Delegate;
+  /** Why the pod has it (see {@link AttachmentOrigin}); cached with the attachment. */
+  origin: AttachmentOrigin;
   /** CNI_IFNAME for this attachment. */
   ifName: string;
   /** The selection element that asked for it (absent for the default network and defaultNetworks). */

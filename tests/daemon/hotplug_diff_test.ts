@@ -1,7 +1,12 @@
 /** Hot-plug's difference between a pod's cached attachments and its plan (pure, no permissions). */
 
 import assert from "node:assert/strict";
-import { diffAttachments, pinSelection, selectionText } from "../../lib/daemon/hotplug_diff.ts";
+import {
+  attachmentOrigin,
+  diffAttachments,
+  pinSelection,
+  selectionText,
+} from "../../lib/daemon/hotplug_diff.ts";
 import type { CachedAttachment } from "../../lib/multinet/cache/cache.ts";
 import type { AttachmentPlan, NetworkSelectionElement } from "../../lib/multinet/types.ts";
 import { parseNetworkSelection } from "../../lib/multinet/plan/selection.ts";
@@ -15,6 +20,7 @@ function cached(
     statusName,
     ifName,
     isDefault: false,
+    origin: "selection",
     conflist: {},
     capabilityArgs: {},
     cniArgs: [],
@@ -32,6 +38,7 @@ function planned(
   const [namespace, name] = statusName.split("/");
   return {
     delegate: { statusName, isDefault: false, source: "test", conflist: {} } as never,
+    origin: selection ? "selection" : "defaultNetworks",
     ifName,
     selection: selection && { namespace, name, ...selection },
     capabilityArgs,
@@ -39,19 +46,110 @@ function planned(
   };
 }
 
-const DEFAULT = cached("cbr0", "eth0", { isDefault: true });
-const PLAN_DEFAULT = { ...planned("cbr0", "eth0"), selection: undefined };
+const DEFAULT = cached("cbr0", "eth0", { isDefault: true, origin: "clusterDefault" });
+const PLAN_DEFAULT: AttachmentPlan = {
+  ...planned("cbr0", "eth0"),
+  origin: "clusterDefault",
+  selection: undefined,
+};
+/** A record written before origins were kept. */
+function legacy(statusName: string, ifName: string): CachedAttachment {
+  const { origin: _, ...rest } = cached(statusName, ifName);
+  return rest;
+}
 
 Deno.test("pinSelection: elements without interface keep their network's interface", () => {
   const els = parseNetworkSelection("a, b, a", "ns");
   const pinned = pinSelection(els, [DEFAULT, cached("ns/a", "net1"), cached("ns/b", "net2")]);
-  assert.deepEqual(pinned.map((e) => e.interface), ["net1", "net2", undefined]);
+  assert.deepEqual(pinned.map((e) => e.interface), ["net1", "net2", "net3"]);
   // An explicit interface claims its attachment; the unnamed one does not take it.
   const explicit = pinSelection(parseNetworkSelection("a, a@net1", "ns"), [
     DEFAULT,
     cached("ns/a", "net1"),
   ]);
-  assert.deepEqual(explicit.map((e) => e.interface), [undefined, "net1"]);
+  assert.deepEqual(explicit.map((e) => e.interface), ["net2", "net1"]);
+});
+
+Deno.test("pinSelection: new elements get names no defaultNetworks or KEP attachment holds", () => {
+  const dn = cached("ns/dn", "net2", { origin: "defaultNetworks" });
+  const kep = cached("ns/k", "net3", { origin: "kep" });
+  const els = parseNetworkSelection("dn, x, y@net1, z", "ns");
+  // `dn` as a selection element is a second attachment of that network, not the default one.
+  assert.deepEqual(pinSelection(els, [DEFAULT, dn, kep]).map((e) => e.interface), [
+    "net4",
+    "net5",
+    "net1",
+    "net6",
+  ]);
+  // A removed selection attachment's name is free again; a legacy one's is not, unless claimed.
+  const old = [DEFAULT, cached("ns/gone", "net1"), legacy("ns/l", "net2"), legacy("ns/m", "net3")];
+  assert.deepEqual(
+    pinSelection(parseNetworkSelection("m, new", "ns"), old).map((e) => e.interface),
+    ["net3", "net1"],
+  );
+});
+
+Deno.test("attachmentOrigin: recorded, else inferred conservatively", () => {
+  assert.equal(attachmentOrigin(cached("ns/a", "net1"), 1), "selection");
+  assert.equal(attachmentOrigin(legacy("ns/a", "net1"), 1), "unknown");
+  assert.equal(attachmentOrigin(legacy("cbr0", "eth0"), 0), "clusterDefault");
+  assert.equal(attachmentOrigin({ ...legacy("x", "net1"), isDefault: true }, 1), "clusterDefault");
+  // A value this build does not know (a newer writer) is unknown, not trusted.
+  assert.equal(
+    attachmentOrigin({ ...legacy("x", "net1"), origin: "later" as never }, 1),
+    "unknown",
+  );
+});
+
+Deno.test("diffAttachments: only selection attachments are removed; held names refused", () => {
+  const dn = cached("ns/bridge", "net1", { origin: "defaultNetworks" });
+  const kep = cached("ns/k", "net3", { origin: "kep" });
+  const sel = cached("ns/mac", "net2");
+  // The issue's reproduction: the selection asks for net1, which defaultNetworks holds; the
+  // planner numbered the defaultNetworks attachment net4 this time.
+  const d = diffAttachments([DEFAULT, dn, sel, kep], [
+    PLAN_DEFAULT,
+    planned("ns/bridge", "net4"),
+    planned("ns/mac", "net1", { interface: "net1" }),
+  ]);
+  assert.deepEqual(d.add, []);
+  assert.deepEqual(d.remove.map((a) => a.ifName), ["net2"]);
+  assert.equal(d.refused.length, 1);
+  assert.equal(d.refused[0].op, "add");
+  assert.equal(
+    d.refused[0].message,
+    "network ns/mac interface net1: the interface is held by network ns/bridge " +
+      "(defaultNetworks), which hot-plug never removes; choose another interface name",
+  );
+  // A KEP-3698 attachment holds its name too, and stays.
+  const k = diffAttachments([DEFAULT, kep], [PLAN_DEFAULT, planned("ns/x", "net3", {})]);
+  assert.deepEqual([k.add, k.remove], [[], []]);
+  assert.match(k.refused[0].message, /held by network ns\/k \(KEP-3698/);
+});
+
+Deno.test("diffAttachments: an attachment of unknown origin stays unless named exactly", () => {
+  const old = legacy("ns/a", "net1");
+  // Still selected (name@ifName, as pinSelection pins it): kept; the selection's from now on.
+  const kept = diffAttachments([DEFAULT, old], [PLAN_DEFAULT, planned("ns/a", "net1", {})]);
+  assert.deepEqual([kept.add, kept.remove, kept.refused], [[], [], []]);
+  // No longer selected: kept, with a Warning (not for a configured defaultNetworks one).
+  const gone = diffAttachments([DEFAULT, old], [PLAN_DEFAULT]);
+  assert.deepEqual(gone.remove, []);
+  assert.equal(gone.refused[0].op, "remove");
+  assert.match(gone.refused[0].message, /^network ns\/a interface net1: .*does not remove it/);
+  const dn = diffAttachments([DEFAULT, old], [PLAN_DEFAULT, planned("ns/a", "net2")]);
+  assert.deepEqual([dn.add, dn.remove, dn.refused], [[], [], []]);
+  // Its interface is held: a different network asking for it is refused.
+  const other = diffAttachments([DEFAULT, old], [PLAN_DEFAULT, planned("ns/b", "net1", {})]);
+  assert.deepEqual(other.add, []);
+  assert.match(other.refused[0].message, /held by network ns\/a \(attached by a Manifold/);
+  // Named exactly but its ADD never completed: re-plugged like a selection attachment.
+  const half = diffAttachments(
+    [DEFAULT, { ...old, state: "adding" }],
+    [PLAN_DEFAULT, planned("ns/a", "net1", {})],
+  );
+  assert.deepEqual(half.remove.map((a) => a.ifName), ["net1"]);
+  assert.deepEqual(half.add.map((p) => p.ifName), ["net1"]);
 });
 
 Deno.test("selectionText round-trips through the annotation parser, extensions kept", () => {
@@ -63,7 +161,12 @@ Deno.test("selectionText round-trips through the annotation parser, extensions k
 
 Deno.test("diffAttachments: added, removed, kept; default networks never removed", () => {
   const d = diffAttachments(
-    [DEFAULT, cached("ns/a", "net1"), cached("ns/b", "net2"), cached("extra", "net3")],
+    [
+      DEFAULT,
+      cached("ns/a", "net1"),
+      cached("ns/b", "net2"),
+      cached("extra", "net3", { origin: "defaultNetworks" }),
+    ],
     [
       PLAN_DEFAULT,
       planned("ns/a", "net1", {}),

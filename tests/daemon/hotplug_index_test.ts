@@ -159,3 +159,31 @@ Deno.test("hot-plug: a pod deleted while its pass runs is not remembered afterwa
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+for (const order of ["older first", "newer first"]) {
+  Deno.test(`hot-plug: a pod's newest live record is its sandbox (${order})`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "mft-hpidx-" });
+    const { store, outcomes, release, close } = stalledScanWorld(dir);
+    release(); // no stall here
+    try {
+      const cache = new AttachmentCache(dir);
+      // A sandbox restarted across a node reboot: the old record never got its DEL, and its
+      // netns is gone; the new sandbox's record is newer.
+      const old = {
+        ...record("a"),
+        containerId: "c-old",
+        netns: `${dir}/gone-netns`,
+        createdAt: new Date(Date.now() - 60_000).toISOString(),
+      };
+      const fresh = { ...record("a"), containerId: "c-new" };
+      for (const r of order === "older first" ? [old, fresh] : [fresh, old]) {
+        await cache.write(r);
+      }
+      await store.replace([pod("a", "1")], "1");
+      await until(() => outcomes.includes("ns/a unchanged"), "a pass on the new sandbox");
+    } finally {
+      await close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}

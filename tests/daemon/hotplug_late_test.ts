@@ -32,7 +32,7 @@ Deno.test(
       d = await startHotPlugDaemon(w);
       setNetworks(w, "late-net");
       await until(
-        () => events(w, "HotPlugRefused").length + events(w, "HotPlugFailed").length > 0,
+        () => events(w, "HotPlugRefused").length + events(w, "FailedAddingInterface").length > 0,
         "the change is refused while late-net does not exist",
       );
       assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
@@ -74,8 +74,12 @@ Deno.test(
       d = await startHotPlugDaemon(w);
       // One pass: hp0 is removed (done), bad-net is added (its chain fails: rolled back).
       setNetworks(w, "bad-net");
-      await until(() => events(w, "HotPlugFailed").length === 1, "HotPlugFailed", 20_000);
-      const [message] = events(w, "HotPlugFailed");
+      await until(
+        () => events(w, "FailedAddingInterface").length === 1,
+        "FailedAddingInterface",
+        20_000,
+      );
+      const [message] = events(w, "FailedAddingInterface");
       assert.match(message, /the additions were rolled back, the removals \(hp0\) were done/);
       // (bad-net's retries may hold a net1 for a moment; hp0 stays gone.)
       assert.ok(!(await linkNames(w.podNetns)).includes("hp0"));

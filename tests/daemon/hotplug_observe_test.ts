@@ -60,7 +60,11 @@ Deno.test(
 
       // A failing delegate: one add error, the pod left as it was.
       setNetworks(w, "bad-net");
-      await until(() => events(w, "HotPlugFailed").length === 1, "HotPlugFailed", 20_000);
+      await until(
+        () => events(w, "FailedAddingInterface").length === 1,
+        "FailedAddingInterface",
+        20_000,
+      );
       await until(async () => await changes(port, "add", "error") === 1, "add error counted");
       assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
 
@@ -108,7 +112,7 @@ Deno.test('hot-plug with "events": "none" posts no event', root, async () => {
     await new Promise((r) => setTimeout(r, 1000));
     const log = await stop(d);
     d = undefined;
-    assert.match(log, /HotPlugFailed/, "the failure was logged");
+    assert.match(log, /FailedAddingInterface/, "the failure was logged");
     assert.deepEqual(w.api.events, [], "no event at all");
     expectOk(await w.call("DEL"), "sandbox DEL");
   } finally {

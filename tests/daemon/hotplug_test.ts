@@ -85,8 +85,12 @@ Deno.test("hot-plug: a failing delegate leaves the pod as it was (+ Warning)", r
     d = await startHotPlugDaemon(w);
     // bridge-net@net2 attaches, then bad-net's chain fails: both are rolled back.
     setNetworks(w, "bridge-net, bridge-net@net2, bad-net");
-    await until(() => events(w, "HotPlugFailed").length === 1, "HotPlugFailed", 20_000);
-    assert.match(events(w, "HotPlugFailed")[0], /bad-net/);
+    await until(
+      () => events(w, "FailedAddingInterface").length === 1,
+      "FailedAddingInterface",
+      20_000,
+    );
+    assert.match(events(w, "FailedAddingInterface")[0], /bad-net/);
     assert.deepEqual(await linkNames(w.podNetns), before.links);
     assert.deepEqual(await w.leases(), before.leases);
     assert.deepEqual(podStatus(w), before.status);
@@ -95,7 +99,7 @@ Deno.test("hot-plug: a failing delegate leaves the pod as it was (+ Warning)", r
     // Warning for the same annotation value.
     w.api.patchPod(NS, POD, { metadata: { labels: { retry: "1" } } });
     await new Promise((r) => setTimeout(r, 1500));
-    assert.equal(events(w, "HotPlugFailed").length, 1, "the Warning is not repeated");
+    assert.equal(events(w, "FailedAddingInterface").length, 1, "the Warning is not repeated");
     assert.deepEqual(await linkNames(w.podNetns), before.links);
     assert.deepEqual(await w.leases(), before.leases);
     assert.deepEqual(podStatus(w), before.status);

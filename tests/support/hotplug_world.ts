@@ -16,14 +16,24 @@ export const NETS = "k8s.v1.cni.cncf.io/networks";
 /** The node of the pod and of the daemon (`--node-name`). */
 export const NODE = "node-a";
 
-/** A chained plugin (in binDir) whose ADD fails and whose DEL succeeds. */
+/**
+ * A chained plugin (in binDir) whose ADD fails and whose DEL succeeds; each ADD appends its
+ * time (`date +%s.%N`) to {@link failedAdds}' file.
+ */
 async function failingPlugin(w: World): Promise<void> {
   await Deno.writeTextFile(
     `${w.dirs.bin}/failing-plugin`,
     `#!/bin/sh\ncat >/dev/null\nif [ "$CNI_COMMAND" = ADD ]; then\n` +
+      `  date +%s.%N >>${w.dirs.bin}/failing-plugin.adds\n` +
       `  echo '{"cniVersion":"1.0.0","code":11,"msg":"failing-plugin refuses ADD"}'\n  exit 1\nfi\n`,
     { mode: 0o755 },
   );
+}
+
+/** When `bad-net`'s failing plugin was asked to ADD, in seconds since the epoch. */
+export async function failedAdds(w: World): Promise<number[]> {
+  const text = await Deno.readTextFile(`${w.dirs.bin}/failing-plugin.adds`).catch(() => "");
+  return text.split("\n").filter((l) => l.trim()).map(Number);
 }
 
 /**

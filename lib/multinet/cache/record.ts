@@ -8,7 +8,7 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
-import type { DeviceInfo, NetworkStatus } from "../types.ts";
+import type { AttachmentOrigin, DeviceInfo, NetworkStatus } from "../types.ts";
 import { isJsonPrefix } from "./json_prefix.ts";
 import { errorText } from "../../util/text.ts";
 
@@ -21,6 +21,12 @@ export interface CachedAttachment {
   statusName: string;
   /** True for the cluster-wide default network. */
   isDefault: boolean;
+  /**
+   * Why the pod has it (`AttachmentOrigin`); absent in records written before it was kept
+   * (read as unknown: never hot-unplugged). Any string is read, so a newer origin does not make
+   * the record unreadable.
+   */
+  origin?: AttachmentOrigin;
   /** CNI_IFNAME used for this attachment. */
   ifName: string;
   /** The full delegate conflist exactly as executed: all plugin fields, lossless (Multus #1449). */
@@ -168,6 +174,9 @@ function buildRecordSchema() {
   const attachmentSchema = z.looseObject({
     statusName: z.string(),
     isDefault: z.boolean(),
+    // Any string: a value a newer build writes must not make the record unreadable (readers
+    // check it against ATTACHMENT_ORIGINS).
+    origin: z.custom<AttachmentOrigin>((v) => typeof v === "string").optional(),
     ifName: z.string(),
     conflist: z.record(z.string(), z.unknown()),
     capabilityArgs: z.record(z.string(), z.unknown()),

@@ -81,6 +81,9 @@ export function declaresCapability(conflist: Record<string, unknown>, capability
  * 2. `defaultNetworks`, with empty capabilityArgs;
  * 3. the selections in annotation order; the same NAD twice gives two attachments (§4.2).
  *
+ * Each plan's `origin` says which of these it is (`"clusterDefault"`, `"defaultNetworks"`,
+ * `"selection"`, or `"kep"` for a selection resolved from a KEP-3698 entry).
+ *
  * ifNames: a selection's `interface`, else the next free `"net1"`, `"net2"`, … — a name is
  * skipped when it is already used or explicitly requested by any selection, so an automatic
  * name never collides with a later explicit one. An explicit `interface` equal to an
@@ -147,6 +150,7 @@ export function planAttachments(input: PlanInput): AttachmentPlan[] {
     def
       ? {
         delegate: withCniArgs(input.defaultNetwork, def),
+        origin: "clusterDefault",
         ifName: defaultIfName,
         selection: def,
         capabilityArgs: {
@@ -157,6 +161,7 @@ export function planAttachments(input: PlanInput): AttachmentPlan[] {
       }
       : {
         delegate: input.defaultNetwork,
+        origin: "clusterDefault",
         ifName: defaultIfName,
         capabilityArgs: { ...input.runtimeCapabilityArgs },
         cniArgs: [...baseArgs],
@@ -165,7 +170,13 @@ export function planAttachments(input: PlanInput): AttachmentPlan[] {
   for (const delegate of input.defaultNetworks) {
     const ifName = nextFree();
     used.set(ifName, delegate.statusName);
-    plans.push({ delegate, ifName, capabilityArgs: {}, cniArgs: [...baseArgs] });
+    plans.push({
+      delegate,
+      origin: "defaultNetworks",
+      ifName,
+      capabilityArgs: {},
+      cniArgs: [...baseArgs],
+    });
   }
   for (const { delegate, selection } of input.selections) {
     const network = delegate.statusName;
@@ -185,6 +196,7 @@ export function planAttachments(input: PlanInput): AttachmentPlan[] {
     used.set(ifName, network);
     plans.push({
       delegate: withCniArgs(delegate, selection),
+      origin: selection.podNetwork ? "kep" : "selection",
       ifName,
       selection,
       capabilityArgs: capabilityArgsFor(delegate, selection),

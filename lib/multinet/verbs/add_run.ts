@@ -136,6 +136,7 @@ export class AddRun {
     const entry: CachedAttachment = {
       statusName: plan.delegate.statusName,
       isDefault: plan.delegate.isDefault,
+      origin: plan.origin,
       ifName: plan.ifName,
       conflist: list.raw,
       capabilityArgs: prepared.capabilityArgs ?? plan.capabilityArgs,

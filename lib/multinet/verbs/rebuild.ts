@@ -78,6 +78,7 @@ export async function rebuildAttachments(
     const a: CachedAttachment = {
       statusName: p.delegate.statusName,
       isDefault: p.delegate.isDefault,
+      origin: p.origin,
       ifName: p.ifName,
       conflist: p.delegate.conflist,
       capabilityArgs: p.capabilityArgs,
