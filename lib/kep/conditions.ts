@@ -31,7 +31,7 @@ import type { NetworkAttachmentDefinition } from "../k8s/types.ts";
 import { resolveNetwork } from "../multinet/plan/resolve.ts";
 import type { PodNetworkEntry } from "../multinet/plan/pod_network_annotation.ts";
 import { DEFAULT_PODNETWORK, nadOfRefs } from "../multinet/plan/pod_networks.ts";
-import { matchesSelector } from "../policy/selector.ts";
+import { matchesSelector } from "../k8s/label_selector.ts";
 
 /** A pod as the controller keeps it: only what references networks. */
 export interface PodReferences {
