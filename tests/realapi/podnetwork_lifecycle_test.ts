@@ -14,7 +14,7 @@ import { realApiSuite } from "../support/kube_apiserver.ts";
 import type { KubeObject } from "../support/kube_rest.ts";
 import { linkNames } from "../support/netns.ts";
 import { until } from "../support/wait.ts";
-import { done, realWorld } from "./cluster.ts";
+import { done, POD, realWorld } from "./cluster.ts";
 import {
   condText,
   FINALIZER,
@@ -104,6 +104,40 @@ suite.test("controller: finalizer from first sight; hostNetwork pods are no user
   } finally {
     await ctl.stop();
     await api.admin.delete("v1", "Namespace", undefined, ns);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+suite.test("controller: a pod whose list was edited after its ADD still holds the PodNetwork it got (networks-status)", async (api) => {
+  if (Deno.uid() !== 0) return; // real netns and delegates
+  await install(api);
+  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
+  const ctl = await startController(api, dir, ["--no-default-podnetwork"]);
+  let w: Awaited<ReturnType<typeof realWorld>> | undefined;
+  try {
+    w = await realWorld(api, { annotations: { [KEP]: JSON.stringify([{ name: "held" }]) } });
+    await api.admin.create(pn("held", { namespace: w.ns, name: "bridge-net" }));
+    await waitConditions(api, "held", "True/ParamsReady True/Ready");
+    const add = await w.call("ADD");
+    assert.equal(add.code, 0, add.stdout + add.stderr.slice(-2000));
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+    // Pod.spec.networks would be immutable; the annotation is not. The interface stays.
+    await api.admin.patch({ apiVersion: "v1", kind: "Pod", namespace: w.ns, name: POD }, {
+      metadata: { annotations: { [KEP]: null } },
+    });
+    await new Promise((r) => setTimeout(r, 300)); // the controller's pod watch sees it
+    await api.admin.delete(GV, "PodNetwork", undefined, "held");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.ok((await getPn(api, "held"))?.metadata.deletionTimestamp, "attached: kept");
+    assert.equal((await w.call("DEL")).code, 0);
+    await api.admin.delete("v1", "Pod", w.ns, POD);
+    await until(async () => (await getPn(api, "held")) === undefined, "gone with its pod", 10_000);
+  } finally {
+    if (w) await done(w);
+    await api.admin.patch({ apiVersion: GV, kind: "PodNetwork", name: "held" }, {
+      metadata: { finalizers: null },
+    }).catch(() => {});
+    await ctl.stop();
     await Deno.remove(dir, { recursive: true });
   }
 });
