@@ -274,6 +274,26 @@ Deno.test({
 });
 
 Deno.test({
+  name: 'an empty list is the KEP\'s auto-population: [{"name":"default"}], its PodNetwork checked',
+  ...root,
+  async fn() {
+    const w = await world({ annotations: { [KEP]: "[]" } });
+    try {
+      await refused(w, /\[0\]: PodNetwork "default" does not exist/);
+      defaultPodNetwork(w);
+      expectOk(await w.call("ADD"), "ADD");
+      assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+      assert.deepEqual(kepStatus(w), [
+        { name: "default", interfaceName: "eth0", ip: bare(podStatus(w)[0]), isDefaultGW: true },
+      ]);
+      expectOk(await w.call("DEL"), "DEL");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
   name: "disabled, not Ready, missing, foreign PodNetworks: code 7 naming why, no delegate ran",
   ...root,
   async fn() {

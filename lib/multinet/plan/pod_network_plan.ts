@@ -4,7 +4,8 @@
  * route check against the NPWG elements, the explicit-list rule (KEP "only the listed
  * PodNetworks will be attached": without "default", the `isDefaultGW` entry, else the first,
  * takes CNI_IFNAME through the default-network override path), and the entries resolved
- * (pod_networks.ts) to delegates.
+ * (pod_networks.ts) to delegates. An empty list is the KEP's auto-population,
+ * `[{"name": "default"}]`.
  *
  * @module
  */
@@ -73,8 +74,12 @@ export async function podNetworkPlan(
   text: string,
   input: PodNetworkPlanInput,
 ): Promise<PodNetworkPlan> {
-  const entries = parsePodNetworkAnnotation(text);
-  if (entries.length === 0) return { selections: [] };
+  const parsed = parsePodNetworkAnnotation(text);
+  // KEP "Auto-population": an empty list (`networks: []` is unset under omitempty) is
+  // `[{name: "default"}]`, its PodNetwork checked like a listed one.
+  const entries = parsed.length > 0
+    ? parsed
+    : [{ podNetworkName: DEFAULT_PODNETWORK, isDefaultGW: false }];
   if (!input.source) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
