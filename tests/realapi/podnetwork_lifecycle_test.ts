@@ -5,7 +5,8 @@
  * the controller first sees a network; hostNetwork pods never users; a network being deleted
  * refused at ADD; an attachment whose PodNetwork is missing left to its provider; the
  * "default" PodNetwork created, Ready, recreated when deleted (not with
- * `--no-default-podnetwork`). Skipped (one line) without `MANIFOLD_KUBE_APISERVER`; the plugin
+ * `--no-default-podnetwork`, where the operator's "default" is kept while in use); a pod whose
+ * list was edited after its ADD still holds what its networks-status names. Skipped (one line) without `MANIFOLD_KUBE_APISERVER`; the plugin
  * parts need root.
  */
 
@@ -246,6 +247,42 @@ suite.test('controller: the "default" PodNetwork is created, Ready, recreated wh
     assert.equal(await getPn(api, "default"), undefined, "not recreated");
   } finally {
     await ctl.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+suite.test('controller --no-default-podnetwork: the operator\'s "default" is kept while a pod lists it (KEP "InUse state", "Network Migration")', async (api) => {
+  await install(api);
+  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
+  const ns = `mfk-${crypto.randomUUID().slice(0, 8)}`;
+  await api.admin.createNamespace(ns);
+  const ctl = await startController(api, dir, ["--no-default-podnetwork"]);
+  try {
+    await until(async () => (await getPn(api, "default")) === undefined, "no default", 10_000);
+    // The operator's object (nobody recreates it): an ordinary PodNetwork of ours.
+    await api.admin.create({
+      apiVersion: GV,
+      kind: "PodNetwork",
+      metadata: { name: "default" },
+      spec: { enabled: true, provider: "manifold.dev/cni" },
+    });
+    await waitConditions(api, "default", "True/ClusterDefaultNetwork True/Ready");
+    await until(() => hasFinalizer(api, "default"), "finalizer", 10_000);
+    await api.admin.createPod(ns, "user", {
+      annotations: { [KEP]: JSON.stringify([{ name: "default" }]) },
+    });
+    await new Promise((r) => setTimeout(r, 300)); // the controller's pod watch sees it
+    await api.admin.delete(GV, "PodNetwork", undefined, "default");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.ok((await getPn(api, "default"))?.metadata.deletionTimestamp, "in use: kept");
+    await api.admin.delete("v1", "Pod", ns, "user");
+    await until(async () => (await getPn(api, "default")) === undefined, "unused: gone", 10_000);
+  } finally {
+    await ctl.stop();
+    await api.admin.delete("v1", "Namespace", undefined, ns);
+    await api.admin.patch({ apiVersion: GV, kind: "PodNetwork", name: "default" }, {
+      metadata: { finalizers: null },
+    }).catch(() => {});
     await Deno.remove(dir, { recursive: true });
   }
 });
