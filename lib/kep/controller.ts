@@ -27,7 +27,10 @@ import {
   NAD_LIST_WATCH,
 } from "../k8s/watch.ts";
 import type { Logger } from "../log/mod.ts";
-import { parsePodNetworkAnnotation } from "../multinet/plan/pod_network_annotation.ts";
+import {
+  autoPopulated,
+  parsePodNetworkAnnotation,
+} from "../multinet/plan/pod_network_annotation.ts";
 import { PODNETWORKS_STATUS_ANNOTATION } from "../multinet/status/pod_network_status.ts";
 import { PODNETWORKS_ANNOTATION } from "../multinet/types.ts";
 import { errorText } from "../util/text.ts";
@@ -78,7 +81,7 @@ const POD_LIST_WATCH: ListWatchResource<PodItem> = {
     if (o.spec?.hostNetwork !== true) {
       if (typeof text === "string" && text.trim() !== "") {
         try {
-          entries = parsePodNetworkAnnotation(text);
+          entries = autoPopulated(parsePodNetworkAnnotation(text)); // [] lists "default"
         } catch { /* an invalid list references nothing (its ADD fails anyway) */ }
       }
       attached = attachedPodNetworks(o.metadata?.annotations?.[PODNETWORKS_STATUS_ANNOTATION]);

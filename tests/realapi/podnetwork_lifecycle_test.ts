@@ -271,11 +271,16 @@ suite.test('controller --no-default-podnetwork: the operator\'s "default" is kep
     await api.admin.createPod(ns, "user", {
       annotations: { [KEP]: JSON.stringify([{ name: "default" }]) },
     });
-    await new Promise((r) => setTimeout(r, 300)); // the controller's pod watch sees it
+    // An empty list is the KEP's auto-population: it lists "default" too.
+    await api.admin.createPod(ns, "empty", { annotations: { [KEP]: "[]" } });
+    await new Promise((r) => setTimeout(r, 300)); // the controller's pod watch sees them
     await api.admin.delete(GV, "PodNetwork", undefined, "default");
     await new Promise((r) => setTimeout(r, 500));
     assert.ok((await getPn(api, "default"))?.metadata.deletionTimestamp, "in use: kept");
     await api.admin.delete("v1", "Pod", ns, "user");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.ok(await getPn(api, "default"), "[] lists it: kept");
+    await api.admin.delete("v1", "Pod", ns, "empty");
     await until(async () => (await getPn(api, "default")) === undefined, "unused: gone", 10_000);
   } finally {
     await ctl.stop();

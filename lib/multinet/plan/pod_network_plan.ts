@@ -14,7 +14,7 @@ import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import type { ManifoldConf } from "../config.ts";
 import type { NadSource } from "../nad/source.ts";
 import { inOrder, type ResolvedSelection, resolveSelection } from "./networks.ts";
-import { parsePodNetworkAnnotation } from "./pod_network_annotation.ts";
+import { autoPopulated, parsePodNetworkAnnotation } from "./pod_network_annotation.ts";
 import { DEFAULT_PODNETWORK, podNetworkSelections, type PodNetworkSource } from "./pod_networks.ts";
 import type { PodRef } from "./pod.ts";
 import {
@@ -74,12 +74,8 @@ export async function podNetworkPlan(
   text: string,
   input: PodNetworkPlanInput,
 ): Promise<PodNetworkPlan> {
-  const parsed = parsePodNetworkAnnotation(text);
-  // KEP "Auto-population": an empty list (`networks: []` is unset under omitempty) is
-  // `[{name: "default"}]`, its PodNetwork checked like a listed one.
-  const entries = parsed.length > 0
-    ? parsed
-    : [{ podNetworkName: DEFAULT_PODNETWORK, isDefaultGW: false }];
+  // KEP "Auto-population": [] is [{name: "default"}], its PodNetwork checked like a listed one.
+  const entries = autoPopulated(parsePodNetworkAnnotation(text));
   if (!input.source) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
