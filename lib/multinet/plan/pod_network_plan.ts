@@ -54,6 +54,8 @@ export interface PodNetworkPlan {
   primary?: ResolvedSelection;
   /** The other entries, resolved, in list order. */
   selections: ResolvedSelection[];
+  /** The list names "default" (directly or through an attachment): that entry's index. */
+  defaultIndex?: number;
 }
 
 /**
@@ -100,7 +102,8 @@ export async function podNetworkPlan(
   });
   const elements = resolved.flatMap((r) => r.element ? [r.element] : []);
   // "default" named directly or through an attachment keeps the cluster default network.
-  const explicit = resolved.some((r) => r.podNetwork === DEFAULT_PODNETWORK);
+  const defaultIndex = resolved.find((r) => r.podNetwork === DEFAULT_PODNETWORK)?.index;
+  const explicit = defaultIndex !== undefined;
   const primaryAt = explicit ? -1 : Math.max(gw, 0);
   const primaryEl = primaryAt >= 0 ? resolved[primaryAt].element : undefined;
   if (primaryEl) {
@@ -143,5 +146,6 @@ export async function podNetworkPlan(
     selections: await inOrder(
       elements.map((e) => resolveSelection(input.conf, input.nads, input.pod, e)),
     ),
+    defaultIndex,
   };
 }

@@ -284,7 +284,7 @@ async function resolveEntry(
   const el: NetworkSelectionElement = {
     name: nad.name,
     namespace: nad.namespace,
-    podNetwork: { name: pn.metadata.name, isDefaultGW: entry.isDefaultGW },
+    podNetwork: { name: pn.metadata.name, isDefaultGW: entry.isDefaultGW, index },
   };
   if (pna) el.podNetwork!.attachment = pna.metadata.name;
   if (entry.interfaceName !== undefined) el.interface = entry.interfaceName;
