@@ -28,6 +28,7 @@ export {
   runExecCredentialPlugin,
   withExecCredential,
 } from "./exec_credential.ts";
+export * from "./label_selector.ts";
 export * from "./multinetwork.ts";
 export * from "./pod_list_watch.ts";
 export * from "./resource.ts";

@@ -19,8 +19,9 @@
  *   `True`/`ClusterDefaultNetwork` without refs, `False`/`InvalidParametersRefs` with some.
  *
  * In use (KEP-3698 "InUse state"): a PodNetwork referenced by a PodNetworkAttachment or by a
- * pod (directly or through an attachment in its namespace), an attachment referenced by a
- * pod; pods in phase Succeeded or Failed do not count.
+ * pod (directly or through an attachment in its namespace, or named in its networks-status:
+ * attached, whatever its list says now), an attachment referenced by a pod; pods in phase
+ * Succeeded or Failed do not count.
  *
  * @module
  */
@@ -31,7 +32,7 @@ import type { NetworkAttachmentDefinition } from "../k8s/types.ts";
 import { resolveNetwork } from "../multinet/plan/resolve.ts";
 import type { PodNetworkEntry } from "../multinet/plan/pod_network_annotation.ts";
 import { DEFAULT_PODNETWORK, nadOfRefs } from "../multinet/plan/pod_networks.ts";
-import { matchesSelector } from "../policy/selector.ts";
+import { matchesSelector } from "../k8s/label_selector.ts";
 
 /** A pod as the controller keeps it: only what references networks. */
 export interface PodReferences {
@@ -43,6 +44,11 @@ export interface PodReferences {
   phase: string;
   /** The parsed `multinetwork.manifold.dev/networks` entries (`[]` when absent or invalid). */
   entries: PodNetworkEntry[];
+  /**
+   * The PodNetworks its `multinetwork.manifold.dev/networks-status` names: attached by its
+   * ADD, so still in use when the list was edited since (the annotation is mutable).
+   */
+  attached?: string[];
 }
 
 /** Everything the controller has listed, by key (`name` or `namespace/name`). */
@@ -151,6 +157,7 @@ export function podNetworkInUse(snap: Snapshot, name: string): boolean {
   const byAttachment = [...snap.attachments.values()].some((a) => a.spec.podNetworkName === name);
   return byAttachment ||
     livePods(snap).some((p) =>
+      p.attached?.includes(name) ||
       p.entries.some((e) =>
         e.podNetworkName === name ||
         (e.podNetworkAttachmentName !== undefined &&

@@ -1,7 +1,7 @@
 /**
  * The KEP-3698 PodNetwork controller (`manifold controller`): five list + watch loops
  * (lib/k8s/watch.ts) keep PodNetworks, PodNetworkAttachments, NADs, pods (only their
- * network references) and namespaces (only their labels) in memory; any change schedules one level-triggered pass
+ * network references: the list, and the PodNetworks their networks-status names) and namespaces (only their labels) in memory; any change schedules one level-triggered pass
  * (reconcile.ts) over everything, at most one pass at a time, debounced. No pass runs before
  * every collection has been listed once (a finalizer must never be removed because the pods
  * were not listed yet), and a pass also runs every `resyncMs` to retry failed writes.
@@ -27,7 +27,11 @@ import {
   NAD_LIST_WATCH,
 } from "../k8s/watch.ts";
 import type { Logger } from "../log/mod.ts";
-import { parsePodNetworkAnnotation } from "../multinet/plan/pod_network_annotation.ts";
+import {
+  autoPopulated,
+  parsePodNetworkAnnotation,
+} from "../multinet/plan/pod_network_annotation.ts";
+import { PODNETWORKS_STATUS_ANNOTATION } from "../multinet/status/pod_network_status.ts";
 import { PODNETWORKS_ANNOTATION } from "../multinet/types.ts";
 import { errorText } from "../util/text.ts";
 import type { LifecyclePolicy, PodReferences, Snapshot } from "./conditions.ts";
@@ -72,22 +76,45 @@ const POD_LIST_WATCH: ListWatchResource<PodItem> = {
     };
     const text = o.metadata?.annotations?.[PODNETWORKS_ANNOTATION];
     let entries: PodReferences["entries"] = [];
+    let attached: string[] = [];
     // A hostNetwork pod never gets an ADD: it uses no network (KEP: no networks with hostNetwork).
-    if (typeof text === "string" && text.trim() !== "" && o.spec?.hostNetwork !== true) {
-      try {
-        entries = parsePodNetworkAnnotation(text);
-      } catch { /* an invalid list references nothing (its ADD fails anyway) */ }
+    if (o.spec?.hostNetwork !== true) {
+      if (typeof text === "string" && text.trim() !== "") {
+        try {
+          entries = autoPopulated(parsePodNetworkAnnotation(text)); // [] lists "default"
+        } catch { /* an invalid list references nothing (its ADD fails anyway) */ }
+      }
+      attached = attachedPodNetworks(o.metadata?.annotations?.[PODNETWORKS_STATUS_ANNOTATION]);
     }
     return {
       namespace: String(o.metadata?.namespace ?? ""),
       name: String(o.metadata?.name ?? ""),
       phase: String(o.status?.phase ?? ""),
       entries,
+      attached,
       resourceVersion: o.metadata?.resourceVersion,
     };
   },
   resourceVersion: (p) => p.resourceVersion,
 };
+
+/**
+ * The PodNetwork names of a pod's `multinetwork.manifold.dev/networks-status` (what the plugin
+ * attached; the KEP's `status.networks`). The list annotation is mutable, `Pod.spec.networks`
+ * would not be: a pod whose list was edited after its ADD still holds these networks.
+ * Anything unreadable names none.
+ */
+function attachedPodNetworks(text: unknown): string[] {
+  if (typeof text !== "string" || text.trim() === "") return [];
+  try {
+    const list: unknown = JSON.parse(text);
+    if (!Array.isArray(list)) return [];
+    const names = list.map((e) => (e as { name?: unknown } | null)?.name);
+    return [...new Set(names.filter((n): n is string => typeof n === "string" && n !== ""))];
+  } catch {
+    return [];
+  }
+}
 
 /** A namespace's labels (PodNetwork `spec.allowedNamespaces` selects on them). */
 interface NamespaceItem {

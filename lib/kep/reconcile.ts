@@ -20,7 +20,8 @@
  * - the "default" PodNetwork (KEP-3698 "Default PodNetwork"): created when missing
  *   (`{enabled: true, provider}`, unless `createDefault` is false) and, when deleted, its
  *   finalizer released at once so that the next pass recreates it (the cluster default
- *   network its users are on does not go away);
+ *   network its users are on does not go away); with `createDefault` false nothing recreates
+ *   it, so it is kept while in use like any other PodNetwork;
  * - an attachment whose PodNetwork is missing is this installation's only while it carries
  *   the finalizer (it was attached to one of our networks): another provider's attachment
  *   is never written (two controllers never fight).
@@ -215,8 +216,13 @@ export async function reconcileAll(
     }
     ours.add(pn.metadata.name);
     const desired = await desiredPodNetwork(snap, policy, pn);
-    // "default" is recreated, not kept: its users are on the cluster default network.
-    if (pn.metadata.name === DEFAULT_PODNETWORK && pn.metadata.deletionTimestamp) {
+    // "default" is recreated, not kept: its users are on the cluster default network. Not
+    // recreated (`--no-default-podnetwork`: the operator's), it is kept while in use, like
+    // any other (KEP "Network Migration": replaced once no longer InUse).
+    if (
+      pn.metadata.name === DEFAULT_PODNETWORK && pn.metadata.deletionTimestamp &&
+      policy.createDefault !== false
+    ) {
       desired.inUse = false;
     }
     await apply("PodNetwork", path, pn.metadata, pn.status.conditions, desired);

@@ -79,9 +79,10 @@ export interface NetworkSelectionElement {
   /**
    * Set when the element comes from the KEP-3698 annotation (`multinetwork.manifold.dev/networks`):
    * the PodNetwork (and PodNetworkAttachment) it resolved through, and `isDefaultGW` (the
-   * default route goes via this interface, gateways from the delegate's result).
+   * default route goes via this interface, gateways from the delegate's result), and `index`,
+   * the entry's place in that list (the order of its networks-status).
    */
-  podNetwork?: { name: string; attachment?: string; isDefaultGW: boolean };
+  podNetwork?: { name: string; attachment?: string; isDefaultGW: boolean; index?: number };
 }
 
 /**

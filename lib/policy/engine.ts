@@ -29,7 +29,7 @@ import type {
   PodRuleset,
   PolicyProblem,
 } from "./ruleset.ts";
-import { matchesSelector } from "./selector.ts";
+import { matchesSelector } from "../k8s/label_selector.ts";
 import type { LabelSelector, PolicyPeer, PolicyPort } from "./spec.ts";
 import {
   type MultiNetworkPolicy,

@@ -9,7 +9,7 @@
  */
 export * from "./types.ts";
 export * from "./spec.ts";
-export * from "./selector.ts";
+export { matchesSelector } from "../k8s/label_selector.ts";
 export * from "./cidr.ts";
 export * from "./ports.ts";
 export * from "./ruleset.ts";

@@ -8,7 +8,7 @@
 
 import { canonicalIp, type IpFamily, parseIp } from "./cidr.ts";
 import type { PolicyProblem } from "./ruleset.ts";
-import { matchesSelector } from "./selector.ts";
+import { matchesSelector } from "../k8s/label_selector.ts";
 import type { PolicyPeer, PolicySpec } from "./spec.ts";
 import type { NamespaceInfo, PodInfo } from "./types.ts";
 

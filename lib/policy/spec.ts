@@ -21,24 +21,10 @@
 
 import { z } from "zod";
 import { parseCidr, parseIp } from "./cidr.ts";
+import type { LabelSelector } from "../k8s/label_selector.ts";
 
-/** One `matchExpressions` requirement (`metav1.LabelSelectorRequirement`). */
-export interface LabelSelectorRequirement {
-  /** The label key. */
-  key: string;
-  /** How `values` apply. */
-  operator: "In" | "NotIn" | "Exists" | "DoesNotExist";
-  /** Non-empty for `In`/`NotIn`, empty or absent otherwise. */
-  values?: string[] | null;
-}
-
-/** A validated `metav1.LabelSelector`: matchLabels AND every requirement; `{}` selects all. */
-export interface LabelSelector {
-  /** Labels that must be present with these values. */
-  matchLabels?: Record<string, string> | null;
-  /** Requirements that must all hold. */
-  matchExpressions?: LabelSelectorRequirement[] | null;
-}
+/** Label selectors (`metav1.LabelSelector`): Kubernetes semantics, lib/k8s/label_selector.ts. */
+export type { LabelSelector, LabelSelectorRequirement } from "../k8s/label_selector.ts";
 
 /** One `from[]`/`to[]` entry of a rule: an `ipBlock`, or pod and/or namespace selectors. */
 export interface PolicyPeer {

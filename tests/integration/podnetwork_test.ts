@@ -253,6 +253,34 @@ Deno.test({
 });
 
 Deno.test({
+  name: "networks-status reflects the list's order, not the interfaces' (\"default\" listed last)",
+  ...root,
+  async fn() {
+    const w = await world({
+      annotations: {
+        [KEP]: JSON.stringify([{ name: "dataplane", interfaceName: "dp0" }, { name: "default" }]),
+      },
+    });
+    try {
+      dpNad(w);
+      podNetwork(w, "dataplane");
+      defaultPodNetwork(w);
+      expectOk(await w.call("ADD"), "ADD");
+      const status = podStatus(w);
+      assert.deepEqual(status.map((s) => s.interface), ["eth0", "dp0"], "attached in plan order");
+      // KEP "Status": "a list reflecting the spec section".
+      assert.deepEqual(kepStatus(w), [
+        { name: "dataplane", interfaceName: "dp0", ip: bare(status[1]) },
+        { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
+      ]);
+      expectOk(await w.call("DEL"), "DEL");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
   name: 'a pod listing only "default" gets the cluster network and its networks-status',
   ...root,
   async fn() {
@@ -265,6 +293,26 @@ Deno.test({
       const status = podStatus(w);
       assert.deepEqual(kepStatus(w), [
         { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
+      ]);
+      expectOk(await w.call("DEL"), "DEL");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: 'an empty list is the KEP\'s auto-population: [{"name":"default"}], its PodNetwork checked',
+  ...root,
+  async fn() {
+    const w = await world({ annotations: { [KEP]: "[]" } });
+    try {
+      await refused(w, /\[0\]: PodNetwork "default" does not exist/);
+      defaultPodNetwork(w);
+      expectOk(await w.call("ADD"), "ADD");
+      assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+      assert.deepEqual(kepStatus(w), [
+        { name: "default", interfaceName: "eth0", ip: bare(podStatus(w)[0]), isDefaultGW: true },
       ]);
       expectOk(await w.call("DEL"), "DEL");
     } finally {

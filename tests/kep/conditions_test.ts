@@ -163,6 +163,11 @@ Deno.test("PodNetwork in use: by a live pod, directly or through an attachment, 
   );
   assert.equal(await inUse(snapshot({ pnas: [pnaOf("f", "a")] })), true);
   assert.equal(await inUse(snapshot({ pnas: [pnaOf("f", "b")] })), false);
+  // Attached by its ADD (networks-status), its list edited since: still a user.
+  const edited = (phase: string) =>
+    snapshot({ pods: [{ namespace: "x", name: "p", phase, entries: [], attached: ["a"] }] });
+  assert.equal(await inUse(edited("Running")), true);
+  assert.equal(await inUse(edited("Failed")), false);
 });
 
 Deno.test("PodNetworkAttachment: PodNetworkNotReady, ParamsNotReady, Ready; in use by a pod of its namespace", async () => {

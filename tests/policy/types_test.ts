@@ -209,3 +209,18 @@ Deno.test("an invalid spec still says what it isolates: its podSelector and poli
   });
   assert.equal(iso({ podSelector: sel }), undefined, "a valid spec has no isolation");
 });
+
+Deno.test("label selectors: the schema rejects ill-formed requirements", () => {
+  const bad = [
+    { matchExpressions: [{ key: "a", operator: "In", values: [] }] },
+    { matchExpressions: [{ key: "a", operator: "In" }] },
+    { matchExpressions: [{ key: "a", operator: "Exists", values: ["x"] }] },
+    { matchExpressions: [{ key: "a", operator: "Gt", values: ["1"] }] },
+    { matchLabels: { a: 1 } },
+  ];
+  const valid = (podSelector: unknown) =>
+    parseMultiNetworkPolicy({ metadata: { name: "p", namespace: "a" }, spec: { podSelector } })
+      .spec !== null;
+  for (const s of bad) assert.ok(!valid(s), JSON.stringify(s));
+  assert.ok(valid({ matchExpressions: [{ key: "a", operator: "Exists" }] }));
+});

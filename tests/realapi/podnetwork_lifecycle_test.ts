@@ -5,7 +5,8 @@
  * the controller first sees a network; hostNetwork pods never users; a network being deleted
  * refused at ADD; an attachment whose PodNetwork is missing left to its provider; the
  * "default" PodNetwork created, Ready, recreated when deleted (not with
- * `--no-default-podnetwork`). Skipped (one line) without `MANIFOLD_KUBE_APISERVER`; the plugin
+ * `--no-default-podnetwork`, where the operator's "default" is kept while in use); a pod whose
+ * list was edited after its ADD still holds what its networks-status names. Skipped (one line) without `MANIFOLD_KUBE_APISERVER`; the plugin
  * parts need root.
  */
 
@@ -14,7 +15,7 @@ import { realApiSuite } from "../support/kube_apiserver.ts";
 import type { KubeObject } from "../support/kube_rest.ts";
 import { linkNames } from "../support/netns.ts";
 import { until } from "../support/wait.ts";
-import { done, realWorld } from "./cluster.ts";
+import { done, POD, realWorld } from "./cluster.ts";
 import {
   condText,
   FINALIZER,
@@ -104,6 +105,40 @@ suite.test("controller: finalizer from first sight; hostNetwork pods are no user
   } finally {
     await ctl.stop();
     await api.admin.delete("v1", "Namespace", undefined, ns);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+suite.test("controller: a pod whose list was edited after its ADD still holds the PodNetwork it got (networks-status)", async (api) => {
+  if (Deno.uid() !== 0) return; // real netns and delegates
+  await install(api);
+  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
+  const ctl = await startController(api, dir, ["--no-default-podnetwork"]);
+  let w: Awaited<ReturnType<typeof realWorld>> | undefined;
+  try {
+    w = await realWorld(api, { annotations: { [KEP]: JSON.stringify([{ name: "held" }]) } });
+    await api.admin.create(pn("held", { namespace: w.ns, name: "bridge-net" }));
+    await waitConditions(api, "held", "True/ParamsReady True/Ready");
+    const add = await w.call("ADD");
+    assert.equal(add.code, 0, add.stdout + add.stderr.slice(-2000));
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+    // Pod.spec.networks would be immutable; the annotation is not. The interface stays.
+    await api.admin.patch({ apiVersion: "v1", kind: "Pod", namespace: w.ns, name: POD }, {
+      metadata: { annotations: { [KEP]: null } },
+    });
+    await new Promise((r) => setTimeout(r, 300)); // the controller's pod watch sees it
+    await api.admin.delete(GV, "PodNetwork", undefined, "held");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.ok((await getPn(api, "held"))?.metadata.deletionTimestamp, "attached: kept");
+    assert.equal((await w.call("DEL")).code, 0);
+    await api.admin.delete("v1", "Pod", w.ns, POD);
+    await until(async () => (await getPn(api, "held")) === undefined, "gone with its pod", 10_000);
+  } finally {
+    if (w) await done(w);
+    await api.admin.patch({ apiVersion: GV, kind: "PodNetwork", name: "held" }, {
+      metadata: { finalizers: null },
+    }).catch(() => {});
+    await ctl.stop();
     await Deno.remove(dir, { recursive: true });
   }
 });
@@ -212,6 +247,47 @@ suite.test('controller: the "default" PodNetwork is created, Ready, recreated wh
     assert.equal(await getPn(api, "default"), undefined, "not recreated");
   } finally {
     await ctl.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+suite.test('controller --no-default-podnetwork: the operator\'s "default" is kept while a pod lists it (KEP "InUse state", "Network Migration")', async (api) => {
+  await install(api);
+  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
+  const ns = `mfk-${crypto.randomUUID().slice(0, 8)}`;
+  await api.admin.createNamespace(ns);
+  const ctl = await startController(api, dir, ["--no-default-podnetwork"]);
+  try {
+    await until(async () => (await getPn(api, "default")) === undefined, "no default", 10_000);
+    // The operator's object (nobody recreates it): an ordinary PodNetwork of ours.
+    await api.admin.create({
+      apiVersion: GV,
+      kind: "PodNetwork",
+      metadata: { name: "default" },
+      spec: { enabled: true, provider: "manifold.dev/cni" },
+    });
+    await waitConditions(api, "default", "True/ClusterDefaultNetwork True/Ready");
+    await until(() => hasFinalizer(api, "default"), "finalizer", 10_000);
+    await api.admin.createPod(ns, "user", {
+      annotations: { [KEP]: JSON.stringify([{ name: "default" }]) },
+    });
+    // An empty list is the KEP's auto-population: it lists "default" too.
+    await api.admin.createPod(ns, "empty", { annotations: { [KEP]: "[]" } });
+    await new Promise((r) => setTimeout(r, 300)); // the controller's pod watch sees them
+    await api.admin.delete(GV, "PodNetwork", undefined, "default");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.ok((await getPn(api, "default"))?.metadata.deletionTimestamp, "in use: kept");
+    await api.admin.delete("v1", "Pod", ns, "user");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.ok(await getPn(api, "default"), "[] lists it: kept");
+    await api.admin.delete("v1", "Pod", ns, "empty");
+    await until(async () => (await getPn(api, "default")) === undefined, "unused: gone", 10_000);
+  } finally {
+    await ctl.stop();
+    await api.admin.delete("v1", "Namespace", undefined, ns);
+    await api.admin.patch({ apiVersion: GV, kind: "PodNetwork", name: "default" }, {
+      metadata: { finalizers: null },
+    }).catch(() => {});
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -108,6 +108,21 @@ function fieldOf(path: PropertyKey[]): string {
 }
 
 /**
+ * The KEP's auto-population ("Auto-population": when `networks` is not set, it is
+ * `[{podNetworkName: default}]`): an empty list — `networks: []` is "not set" under
+ * `omitempty` — is the "default" PodNetwork alone; any other list is returned as is.
+ * @param entries the parsed list.
+ * @returns `entries`, or the one entry naming "default" when it is empty.
+ * @example
+ * ```ts
+ * autoPopulated([]); // [{ podNetworkName: "default", isDefaultGW: false }]
+ * ```
+ */
+export function autoPopulated(entries: PodNetworkEntry[]): PodNetworkEntry[] {
+  return entries.length > 0 ? entries : [{ podNetworkName: "default", isDefaultGW: false }];
+}
+
+/**
  * Parses the annotation's value.
  * @param text the annotation value (JSON).
  * @returns the entries in order (`isDefaultGW` false when absent).

@@ -4,7 +4,8 @@
  * route check against the NPWG elements, the explicit-list rule (KEP "only the listed
  * PodNetworks will be attached": without "default", the `isDefaultGW` entry, else the first,
  * takes CNI_IFNAME through the default-network override path), and the entries resolved
- * (pod_networks.ts) to delegates.
+ * (pod_networks.ts) to delegates. An empty list is the KEP's auto-population,
+ * `[{"name": "default"}]`.
  *
  * @module
  */
@@ -13,7 +14,7 @@ import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import type { ManifoldConf } from "../config.ts";
 import type { NadSource } from "../nad/source.ts";
 import { inOrder, type ResolvedSelection, resolveSelection } from "./networks.ts";
-import { parsePodNetworkAnnotation } from "./pod_network_annotation.ts";
+import { autoPopulated, parsePodNetworkAnnotation } from "./pod_network_annotation.ts";
 import { DEFAULT_PODNETWORK, podNetworkSelections, type PodNetworkSource } from "./pod_networks.ts";
 import type { PodRef } from "./pod.ts";
 import {
@@ -53,6 +54,8 @@ export interface PodNetworkPlan {
   primary?: ResolvedSelection;
   /** The other entries, resolved, in list order. */
   selections: ResolvedSelection[];
+  /** The list names "default" (directly or through an attachment): that entry's index. */
+  defaultIndex?: number;
 }
 
 /**
@@ -73,8 +76,8 @@ export async function podNetworkPlan(
   text: string,
   input: PodNetworkPlanInput,
 ): Promise<PodNetworkPlan> {
-  const entries = parsePodNetworkAnnotation(text);
-  if (entries.length === 0) return { selections: [] };
+  // KEP "Auto-population": [] is [{name: "default"}], its PodNetwork checked like a listed one.
+  const entries = autoPopulated(parsePodNetworkAnnotation(text));
   if (!input.source) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
@@ -99,7 +102,8 @@ export async function podNetworkPlan(
   });
   const elements = resolved.flatMap((r) => r.element ? [r.element] : []);
   // "default" named directly or through an attachment keeps the cluster default network.
-  const explicit = resolved.some((r) => r.podNetwork === DEFAULT_PODNETWORK);
+  const defaultIndex = resolved.find((r) => r.podNetwork === DEFAULT_PODNETWORK)?.index;
+  const explicit = defaultIndex !== undefined;
   const primaryAt = explicit ? -1 : Math.max(gw, 0);
   const primaryEl = primaryAt >= 0 ? resolved[primaryAt].element : undefined;
   if (primaryEl) {
@@ -142,5 +146,6 @@ export async function podNetworkPlan(
     selections: await inOrder(
       elements.map((e) => resolveSelection(input.conf, input.nads, input.pod, e)),
     ),
+    defaultIndex,
   };
 }

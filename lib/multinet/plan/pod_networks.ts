@@ -37,7 +37,7 @@ import {
   type PodNetworkAttachment,
 } from "../../k8s/multinetwork.ts";
 import { NAD_GROUP, NAD_RESOURCE } from "../../k8s/types.ts";
-import { matchesSelector } from "../../policy/selector.ts";
+import { matchesSelector } from "../../k8s/label_selector.ts";
 import { inOrder } from "./networks.ts";
 import type { PodNetworkEntry } from "./pod_network_annotation.ts";
 import { type NetworkSelectionElement, PODNETWORKS_ANNOTATION } from "../types.ts";
@@ -284,7 +284,7 @@ async function resolveEntry(
   const el: NetworkSelectionElement = {
     name: nad.name,
     namespace: nad.namespace,
-    podNetwork: { name: pn.metadata.name, isDefaultGW: entry.isDefaultGW },
+    podNetwork: { name: pn.metadata.name, isDefaultGW: entry.isDefaultGW, index },
   };
   if (pna) el.podNetwork!.attachment = pna.metadata.name;
   if (entry.interfaceName !== undefined) el.interface = entry.interfaceName;

@@ -118,6 +118,8 @@ export interface PodPlan {
    * `networks-status` (even when the list names only "default").
    */
   podNetworks?: boolean;
+  /** The index of "default" in that list, when it names it (its networks-status order). */
+  podNetworkDefaultIndex?: number;
 }
 
 /**
@@ -242,6 +244,7 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
   }
   selections.push(...kep.selections);
   plan.podNetworks = kepText !== undefined && kepText !== "";
+  if (kep.defaultIndex !== undefined) plan.podNetworkDefaultIndex = kep.defaultIndex;
 
   const base: Omit<PlanInput, "defaultNetworks" | "selections"> = {
     pod: plan.pod,

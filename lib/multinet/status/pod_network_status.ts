@@ -10,8 +10,9 @@
  * family per PodNetwork": an attachment with an IPv4 and an IPv6 address gives two entries
  * (IPv4 first), one without addresses one entry without `ip`. Entries: the pod's first
  * attachment (CNI_IFNAME) under its PodNetwork's name (`"default"` for the cluster default
- * network), then each attachment that came from a PodNetwork, in attachment order;
- * `isDefaultGW` marks the attachment holding the default route (the one with `isDefaultGW`,
+ * network) and each attachment that came from a PodNetwork, in the order of the pod's list
+ * (KEP: "a list reflecting the spec section"; the cluster default network at the index of
+ * `"default"`, first when the list does not name it, e.g. an empty list); `isDefaultGW` marks the attachment holding the default route (the one with `isDefaultGW`,
  * else the first unless another attachment asked for `default-route`).
  *
  * @module
@@ -38,7 +39,8 @@ export interface PodNetworkStatus {
  * The KEP status entries (module doc).
  * @param attachments the plan, `[0]` on CNI_IFNAME.
  * @param statuses the network-status entries, index-aligned with `attachments`.
- * @returns the entries.
+ * @param defaultIndex the index of `"default"` in the pod's list, when it names it.
+ * @returns the entries, in list order.
  * @example
  * ```ts
  * // default network on eth0 (10.1.0.5/24), PodNetwork "dataplane" on dp0 with isDefaultGW,
@@ -52,11 +54,12 @@ export interface PodNetworkStatus {
 export function buildPodNetworkStatus(
   attachments: AttachmentPlan[],
   statuses: NetworkStatus[],
+  defaultIndex?: number,
 ): PodNetworkStatus[] {
   const movesRoute = attachments.slice(1).some((a) =>
     a.selection?.podNetwork?.isDefaultGW || (a.selection?.["default-route"]?.length ?? 0) > 0
   );
-  const out: PodNetworkStatus[] = [];
+  const groups: { index: number; entries: PodNetworkStatus[] }[] = [];
   attachments.forEach((a, i) => {
     const name = i === 0
       ? a.selection?.podNetwork?.name ?? "default"
@@ -66,14 +69,17 @@ export function buildPodNetworkStatus(
     const ips = statuses[i]?.ips?.map((ip) => ip.replace(/\/\d+$/, "")) ?? [];
     const perFamily = [ips.find((ip) => !ip.includes(":")), ips.find((ip) => ip.includes(":"))]
       .filter((ip): ip is string => ip !== undefined);
-    for (const ip of perFamily.length > 0 ? perFamily : [undefined]) {
+    const entries = (perFamily.length > 0 ? perFamily : [undefined]).map((ip) => {
       const entry: PodNetworkStatus = { name, interfaceName: a.ifName };
       if (ip !== undefined) entry.ip = ip;
       if (gw) entry.isDefaultGW = true;
-      out.push(entry);
-    }
+      return entry;
+    });
+    // The cluster default network sits where the list names "default" (else first).
+    const index = a.selection?.podNetwork?.index ?? (i === 0 ? defaultIndex ?? -1 : i);
+    groups.push({ index, entries });
   });
-  return out;
+  return groups.sort((x, y) => x.index - y.index).flatMap((g) => g.entries);
 }
 
 /**
@@ -83,8 +89,11 @@ export function buildPodNetworkStatus(
 export function podNetworkStatusAnnotation(
   attachments: AttachmentPlan[],
   statuses: NetworkStatus[],
+  defaultIndex?: number,
 ): Record<string, string> {
   return {
-    [PODNETWORKS_STATUS_ANNOTATION]: JSON.stringify(buildPodNetworkStatus(attachments, statuses)),
+    [PODNETWORKS_STATUS_ANNOTATION]: JSON.stringify(
+      buildPodNetworkStatus(attachments, statuses, defaultIndex),
+    ),
   };
 }

@@ -93,7 +93,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     crashpoint("add:before-patch");
     const kep = plan.podNetworks
       ? await import("../status/pod_network_status.ts").then((m) =>
-        m.podNetworkStatusAnnotation(plan.attachments, statuses)
+        m.podNetworkStatusAnnotation(plan.attachments, statuses, plan.podNetworkDefaultIndex)
       )
       : undefined;
     const [write, patch] = await Promise.allSettled([

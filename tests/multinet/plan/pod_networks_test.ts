@@ -179,9 +179,11 @@ Deno.test("plan: NPWG selections first, then KEP entries, as NAD delegates with 
   assert.deepEqual(plan.attachments[2].selection?.podNetwork, {
     name: "dataplane",
     isDefaultGW: true,
+    index: 1,
   });
   assert.deepEqual(src.reads.sort(), ["pn:dataplane", "pn:default"]);
   assert.equal(plan.podNetworks, true);
+  assert.equal(plan.podNetworkDefaultIndex, 0, "the list names default at [0]");
 });
 
 Deno.test('plan: a list without "default" puts its isDefaultGW entry, else the first, on CNI_IFNAME', async () => {
@@ -197,7 +199,9 @@ Deno.test('plan: a list without "default" puts its isDefaultGW entry, else the f
   assert.deepEqual(plan.attachments[0].selection?.podNetwork, {
     name: "second",
     isDefaultGW: false,
+    index: 1,
   });
+  assert.equal(plan.podNetworkDefaultIndex, undefined);
   const first = await buildPodPlan(input({
     [KEP]: JSON.stringify([{ name: "dataplane", interfaceName: "eth0" }, { name: "second" }]),
   }, src));
@@ -360,6 +364,7 @@ Deno.test("plan: a PodNetworkAttachment's own ref wins; one PodNetwork per pod; 
     name: "dataplane",
     attachment: "own",
     isDefaultGW: false,
+    index: 0,
   });
   await rejects7(
     buildPodPlan(input({
@@ -454,6 +459,11 @@ Deno.test("buildPodNetworkStatus: default + PodNetwork attachments, one bare IP 
     { name: "default", interfaceName: "eth0", ip: "fd00::5" },
     { name: "dataplane", interfaceName: "dp0", ip: "fd01::7", isDefaultGW: true },
   ]);
+  // List order (KEP: "reflecting the spec section"): "default" named after dataplane ([1]).
+  assert.deepEqual(
+    buildPodNetworkStatus(plan.attachments, statuses, 2).map((e) => [e.name, e.ip]),
+    [["dataplane", "fd01::7"], ["default", "10.1.0.5"], ["default", "fd00::5"]],
+  );
 });
 
 Deno.test("plan: an NPWG error is reported before a KEP one (attachment order)", async () => {

@@ -2,11 +2,31 @@
  * Kubernetes label selectors (`metav1.LabelSelector`) evaluated against a label map:
  * `matchLabels` and every `matchExpressions` requirement must hold (AND). Kubernetes
  * semantics: `{}` selects everything; `NotIn` and `DoesNotExist` hold when the key is absent.
+ * Used by MultiNetworkPolicy (lib/policy) and KEP-3698 `spec.allowedNamespaces` (lib/kep,
+ * lib/multinet/plan); validating a selector is the caller's (its own zod schema).
+ *
+ * Source: k8s.io/apimachinery/pkg/apis/meta/v1 `LabelSelector`, `LabelSelectorRequirement`.
  *
  * @module
  */
 
-import type { LabelSelector } from "./spec.ts";
+/** One `matchExpressions` requirement (`metav1.LabelSelectorRequirement`). */
+export interface LabelSelectorRequirement {
+  /** The label key. */
+  key: string;
+  /** How `values` apply. */
+  operator: "In" | "NotIn" | "Exists" | "DoesNotExist";
+  /** Non-empty for `In`/`NotIn`, empty or absent otherwise. */
+  values?: string[] | null;
+}
+
+/** A validated `metav1.LabelSelector`: matchLabels AND every requirement; `{}` selects all. */
+export interface LabelSelector {
+  /** Labels that must be present with these values. */
+  matchLabels?: Record<string, string> | null;
+  /** Requirements that must all hold. */
+  matchExpressions?: LabelSelectorRequirement[] | null;
+}
 
 /**
  * Whether `labels` satisfy `selector`.
