@@ -15,6 +15,8 @@
  * - `manifold_hotplug_changes_total{op,result}` counter and
  *   `manifold_hotplug_change_duration_seconds{result}` histogram: hot-plug (`"hotPlug": true`),
  *   op `add` | `remove` | `change`, result `success` | `error` | `refused`;
+ * - `manifold_accept_errors_total` counter: failed `accept(2)` calls on the daemon socket
+ *   (out of descriptors: the server backs off);
  * - `manifold_fallback_total` counter: in-process fallbacks of the forwarder, the line count
  *   of the fallbacks file at scrape time;
  * - prom-client's default process metrics without a prefix (`process_cpu_seconds_total`,
@@ -23,7 +25,8 @@
  *   reads from `/proc/self` ({@link PROC_SELF_SERIES}), which Deno opens only with
  *   `--allow-all` (the daemon runs with scripts/permissions, so they would read 0):
  *   `process_resident_memory_bytes` comes from `Deno.memoryUsage()` instead, the others are left
- *   out; and the `nodejs_eventloop_lag_*` series, the same but sampled by loop_delay.ts (Deno's
+ *   out, but `process_open_fds` and `process_max_fds`, counted through libc (process_fds.ts);
+ *   and the `nodejs_eventloop_lag_*` series, the same but sampled by loop_delay.ts (Deno's
  *   `monitorEventLoopDelay`, which prom-client uses, held 10–18 MiB of the daemon's RSS).
  *
  * @module
@@ -32,6 +35,7 @@
 import { Counter, DEFAULT_METRICS, Gauge, Histogram, Registry } from "./prom.ts";
 import { type LoopLagSampler, registerEventLoopLag } from "./loop_delay.ts";
 import type { DaemonObserver } from "./observer.ts";
+import { maxFds, openFds } from "./process_fds.ts";
 
 /** Histogram buckets in seconds, for CNI requests and delegates: 5 ms … 60 s. */
 export const DURATION_BUCKETS: readonly number[] = [
@@ -245,6 +249,11 @@ export function createDaemonMetrics(
     buckets: [...DURATION_BUCKETS],
     registers,
   });
+  const acceptErrors = new Counter({
+    name: "manifold_accept_errors_total",
+    help: "Failed accept(2) calls on the daemon socket (e.g. out of file descriptors).",
+    registers,
+  });
   const fallbacks = opts.fallbackFile === undefined
     ? undefined
     : new LineCounter(opts.fallbackFile);
@@ -268,6 +277,26 @@ export function createDaemonMetrics(
       registers,
       collect() {
         this.set(Deno.memoryUsage().rss);
+      },
+    });
+    new Gauge({
+      name: "process_open_fds",
+      help: "Number of open file descriptors.",
+      registers,
+      collect() {
+        try {
+          this.set(openFds());
+        } catch { /* no FFI: left out of the scrape's value */ }
+      },
+    });
+    new Gauge({
+      name: "process_max_fds",
+      help: "Maximum number of open file descriptors.",
+      registers,
+      collect() {
+        try {
+          this.set(maxFds());
+        } catch { /* no FFI */ }
       },
     });
   }
@@ -299,6 +328,9 @@ export function createDaemonMetrics(
     },
     hotPlugDuration(seconds, result) {
       hotPlugSeconds.observe({ result }, seconds);
+    },
+    acceptError() {
+      acceptErrors.inc();
     },
   };
   return {

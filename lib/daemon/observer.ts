@@ -44,6 +44,8 @@ export interface DaemonObserver {
    * rolled back) or a DEL failed.
    */
   hotPlugDuration?(seconds: number, result: "success" | "error"): void;
+  /** One failed `accept(2)` on the daemon socket (e.g. out of descriptors; server.ts backs off). */
+  acceptError?(): void;
 }
 /** An observer that records nothing. */
 export const NO_OBSERVER: DaemonObserver = {

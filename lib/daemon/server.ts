@@ -3,14 +3,21 @@
  * lib/daemon/protocol.ts, each connection served concurrently (requests for one container are
  * serialized by the container lock the handlers take, not here).
  *
- * Security: the socket's directory is made 0700 and the socket 0600, both owned by the
- * daemon's user (root): the kernel checks write permission on the socket file at `connect(2)`,
- * so only root reaches it. The peer's credentials (SO_PEERCRED) are not checked: Deno 2.9's
- * `Deno.UnixConn` exposes no file descriptor to pass to `getsockopt(2)` through FFI.
+ * Security: the socket path is claimed (socket_owner.ts: a lock held for the daemon's life, a
+ * directory only root can write, only our own socket removed) and the socket is 0600, owned
+ * by the daemon's user (root): the kernel checks write permission on the socket file at
+ * `connect(2)`, so only root reaches it. The peer's credentials (SO_PEERCRED) are not checked:
+ * Deno 2.9's `Deno.UnixConn` exposes no file descriptor to pass to `getsockopt(2)` through FFI.
  *
- * Bad input never stops the server: a request over {@link MAX_REQUEST_BYTES} (code 7), with a
- * malformed header (code 6), truncated, or not complete within the idle timeout (code 5) gets
- * a CNI error answer (when the peer still listens) and its connection is closed.
+ * Bounds: a request header over {@link MAX_HEADER_BYTES} or a stdin over
+ * {@link MAX_STDIN_FRAME_BYTES} (code 7, refused from its length prefix, before its bytes are
+ * read; buffers grow as bytes arrive), a malformed header (code 6), a truncated request or
+ * one not complete within the idle timeout (code 5) get a CNI error answer (when the peer still
+ * listens) and their connection is closed. At most `maxConnections` are served at once: past
+ * it a client gets code 11 ("try again") at once. A failing `accept(2)` (out of descriptors)
+ * backs off 5 ms doubling to 1 s, as Go's `net/http.Server` does, with one log line per
+ * episode; while out of descriptors, a reserve descriptor is given up to accept and answer
+ * one waiting client with code 11, so clients do not wait for their own deadline.
  *
  * @module
  */
@@ -20,27 +27,47 @@ import type { Logger } from "../log/mod.ts";
 import {
   cniErrorJson,
   type DaemonAnswer,
+  forwardedEnv,
   frame,
-  MAX_REQUEST_BYTES,
+  MAX_HEADER_BYTES,
+  MAX_STDIN_FRAME_BYTES,
   PROTOCOL_VERSION,
 } from "./protocol.ts";
 import type { CniRequest } from "./service.ts";
+import { claimSocketPath, type SocketClaim } from "./socket_owner.ts";
 
 /** Thrown by the request reader for a connection closed before its first byte. */
 const PROBE = Symbol("probe");
 /** Default time a client has to send its complete request, ms. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 5_000;
+/** Default bound on connections served at once (`--max-connections`). */
+export const DEFAULT_MAX_CONNECTIONS = 256;
+/** First and longest wait after a failed `accept(2)`, ms (Go net/http `Server.Serve`). */
+export const ACCEPT_BACKOFF_MS = { first: 5, max: 1_000 } as const;
+/** Buffer grown as a frame's bytes arrive, bytes: the first allocation. */
+const READ_CHUNK = 64 * 1024;
 
 /** Options of {@link DaemonServer.listen}. */
 export interface DaemonServerOptions {
-  /** The socket path; its directory is created (0700) and a stale socket replaced. */
+  /**
+   * The socket path, absolute; claimed (socket_owner.ts): its directory is created 0700 when
+   * absent, a dead daemon's socket replaced.
+   */
   socketPath: string;
   /** Answers one decoded request; must not reject. */
   serve(req: CniRequest): Promise<DaemonAnswer>;
   /** Time to receive a complete request, ms; default {@link DEFAULT_IDLE_TIMEOUT_MS}. */
   idleTimeoutMs?: number;
-  /** Largest request, bytes; default {@link MAX_REQUEST_BYTES}. */
-  maxRequestBytes?: number;
+  /** Largest header, bytes; default {@link MAX_HEADER_BYTES}. */
+  maxHeaderBytes?: number;
+  /** Largest stdin, bytes; default {@link MAX_STDIN_FRAME_BYTES}. */
+  maxStdinBytes?: number;
+  /** Connections served at once; default {@link DEFAULT_MAX_CONNECTIONS}. */
+  maxConnections?: number;
+  /** The daemon's bound on one request, ms: written in the lock file for the forwarder. */
+  requestTimeoutMs?: number;
+  /** Told of every failed `accept(2)` (metrics). */
+  onAcceptError?: () => void;
   /** Connection-level problems (bad requests, write failures). */
   logger?: Logger;
   /** Called as each connection's handling ends, with the number still in flight. */
@@ -50,34 +77,53 @@ export interface DaemonServerOptions {
 /** A listening daemon socket. */
 export class DaemonServer {
   #listener: Deno.Listener<Deno.UnixConn, Deno.UnixAddr>;
+  #claim: SocketClaim;
   #opts: DaemonServerOptions;
   #inFlight = new Set<Promise<void>>();
+  /** Connections being answered code 11 (over the limit, or shed while out of descriptors). */
+  #refusing = new Set<Promise<void>>();
   #accepting: Promise<void>;
   #closed = false;
+  /** A descriptor kept to be given up when `accept(2)` runs out of them (module doc). */
+  #reserve: Deno.FsFile | undefined;
+  #wake: (() => void) | undefined;
 
   private constructor(
     listener: Deno.Listener<Deno.UnixConn, Deno.UnixAddr>,
+    claim: SocketClaim,
     opts: DaemonServerOptions,
   ) {
     this.#listener = listener;
+    this.#claim = claim;
     this.#opts = opts;
+    this.#reserve = openReserve();
     this.#accepting = this.#acceptLoop();
   }
 
   /**
-   * Creates the socket (directory 0700, socket 0600) and starts accepting.
+   * Claims the socket path (socket_owner.ts), creates the socket (0600) and starts accepting.
    * @param opts socket path, request server, limits
    * @returns the running server
-   * @throws Deno errors when the socket cannot be created
+   * @throws Error when the path cannot be claimed (relative, unsafe directory, another
+   *   daemon's lock, naming its PID); Deno errors when the socket cannot be created
    */
   static async listen(opts: DaemonServerOptions): Promise<DaemonServer> {
-    const dir = opts.socketPath.slice(0, opts.socketPath.lastIndexOf("/")) || "/";
-    await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
-    await Deno.chmod(dir, 0o700);
-    await Deno.remove(opts.socketPath).catch(() => {}); // a stale socket of a previous run
-    const listener = Deno.listen({ transport: "unix", path: opts.socketPath });
-    await Deno.chmod(opts.socketPath, 0o600);
-    return new DaemonServer(listener, opts);
+    const claim = await claimSocketPath(opts.socketPath, {
+      requestTimeoutMs: opts.requestTimeoutMs,
+    });
+    let listener: Deno.Listener<Deno.UnixConn, Deno.UnixAddr> | undefined;
+    try {
+      listener = Deno.listen({ transport: "unix", path: opts.socketPath });
+      await Deno.chmod(opts.socketPath, 0o600);
+      claim.bound();
+    } catch (e) {
+      try {
+        listener?.close();
+      } catch { /* closed */ }
+      claim.release();
+      throw e;
+    }
+    return new DaemonServer(listener, claim, opts);
   }
 
   /** Requests being served now. */
@@ -95,20 +141,70 @@ export class DaemonServer {
       try {
         this.#listener.close();
       } catch { /* already closed */ }
-      await Deno.remove(this.#opts.socketPath).catch(() => {});
+      this.#wake?.();
+      this.#claim.release(); // removes the socket only if it is still ours, then the lock
     }
     await this.#accepting;
-    while (this.#inFlight.size > 0) await Promise.all([...this.#inFlight]);
+    try {
+      this.#reserve?.close();
+    } catch { /* closed */ }
+    this.#reserve = undefined;
+    while (this.#inFlight.size > 0 || this.#refusing.size > 0) {
+      await Promise.all([...this.#inFlight, ...this.#refusing]);
+    }
   }
 
   async #acceptLoop(): Promise<void> {
+    const max = this.#opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+    const log = this.#opts.logger;
+    let backoff = 0;
+    let failures = 0;
+    let shedNext = false;
     for (;;) {
       let conn: Deno.UnixConn;
       try {
         conn = await this.#listener.accept();
       } catch (e) {
         if (this.#closed) return;
-        this.#opts.logger?.warn("accept failed", { error: String(e) });
+        this.#opts.onAcceptError?.();
+        failures++;
+        log?.debug("accept failed", { error: String(e) });
+        if (backoff === 0) {
+          log?.warn("accept failed; backing off (5 ms doubling to 1 s) until it succeeds", {
+            error: String(e),
+          });
+        }
+        if (this.#reserve && /too many open files|os error 2[34]\b/i.test(String(e))) {
+          // Out of descriptors: give up the reserve so the waiting client can be told "try
+          // again" (code 11) now, rather than waiting for its own deadline.
+          try {
+            this.#reserve.close();
+          } catch { /* closed */ }
+          this.#reserve = undefined;
+          shedNext = true;
+          continue;
+        }
+        backoff = backoff === 0
+          ? ACCEPT_BACKOFF_MS.first
+          : Math.min(backoff * 2, ACCEPT_BACKOFF_MS.max);
+        await this.#sleep(backoff);
+        if (this.#closed) return;
+        continue;
+      }
+      if (shedNext) {
+        shedNext = false;
+        this.#refuse(conn, "the manifold daemon is out of file descriptors; try again");
+        this.#reserve = openReserve();
+        continue;
+      }
+      if (backoff !== 0 || failures > 0) {
+        log?.info("accept recovered", { failures });
+        backoff = 0;
+        failures = 0;
+      }
+      if (this.#inFlight.size >= max) {
+        log?.warn("connection refused: at --max-connections", { maxConnections: max });
+        this.#refuse(conn, `the manifold daemon is serving ${max} requests; try again`);
         continue;
       }
       const p = this.#handle(conn).finally(() => {
@@ -117,6 +213,33 @@ export class DaemonServer {
       });
       this.#inFlight.add(p);
     }
+  }
+
+  /** Waits `ms` or until {@link DaemonServer.close}. */
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(() => {
+        this.#wake = undefined;
+        resolve();
+      }, ms);
+      this.#wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+  }
+
+  /** Answers code 11 without reading the request, and closes. */
+  #refuse(conn: Deno.UnixConn, msg: string): void {
+    const p = (async () => {
+      try {
+        await writeAnswer(conn, { code: 1, stdout: cniErrorJson("1.0.0", 11, msg) });
+      } catch { /* the client went away */ }
+      try {
+        conn.close();
+      } catch { /* closed */ }
+    })().finally(() => this.#refusing.delete(p));
+    this.#refusing.add(p);
   }
 
   async #handle(conn: Deno.UnixConn): Promise<void> {
@@ -139,8 +262,7 @@ export class DaemonServer {
       answer = { code: 1, stdout: cniErrorJson("1.0.0", err.code, err.msg, err.details) };
     }
     try {
-      const bytes = frame(new TextEncoder().encode(JSON.stringify(answer)));
-      for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
+      await writeAnswer(conn, answer);
     } catch (e) {
       this.#opts.logger?.warn("failed to send the answer", { error: String(e) });
     } finally {
@@ -151,11 +273,13 @@ export class DaemonServer {
   }
 
   /**
-   * Reads both frames within the idle timeout.
+   * Reads both frames within the idle timeout; each length is checked before its bytes are
+   * read, and buffers grow as bytes arrive.
    * @throws {CniError} 5, 6 or 7; `PROBE` when the peer closed before sending any byte
    */
   async #readRequest(conn: Deno.UnixConn): Promise<CniRequest> {
-    const max = this.#opts.maxRequestBytes ?? MAX_REQUEST_BYTES;
+    const maxHeader = this.#opts.maxHeaderBytes ?? MAX_HEADER_BYTES;
+    const maxStdin = this.#opts.maxStdinBytes ?? MAX_STDIN_FRAME_BYTES;
     const idleMs = this.#opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -165,18 +289,15 @@ export class DaemonServer {
       } catch { /* already closed */ }
     }, idleMs);
     try {
-      let budget = max;
       let received = 0;
       const read = async (n: number): Promise<Uint8Array> => {
-        budget -= n;
-        if (budget < 0) {
-          throw new CniError(
-            CniErrorCode.InvalidNetworkConfig,
-            `request exceeds the limit of ${max} bytes`,
-          );
-        }
-        const buf = new Uint8Array(n);
+        let buf = new Uint8Array(Math.min(n, READ_CHUNK));
         for (let off = 0; off < n;) {
+          if (off === buf.length) { // grow only as the bytes come
+            const bigger = new Uint8Array(Math.min(n, buf.length * 2));
+            bigger.set(buf);
+            buf = bigger;
+          }
           const got = await conn.read(buf.subarray(off)).catch(() => null);
           if (got === null && received === 0 && !timedOut) throw PROBE;
           if (got === null) {
@@ -190,8 +311,17 @@ export class DaemonServer {
         }
         return buf;
       };
-      const length = async () => new DataView((await read(4)).buffer).getUint32(0);
-      const header = await read(await length());
+      const length = async (what: string, max: number) => {
+        const n = new DataView((await read(4)).buffer).getUint32(0);
+        if (n > max) {
+          throw new CniError(
+            CniErrorCode.InvalidNetworkConfig,
+            `request ${what} of ${n} bytes exceeds the limit of ${max} bytes`,
+          );
+        }
+        return n;
+      };
+      const header = await read(await length("header", maxHeader));
       let parsed: unknown;
       try {
         parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(header));
@@ -209,10 +339,26 @@ export class DaemonServer {
           `request header must be {"v": ${PROTOCOL_VERSION}, "env": {NAME: string}}`,
         );
       }
-      const stdin = await read(await length());
-      return { env: h.env as Record<string, string>, stdin };
+      const stdin = await read(await length("stdin", maxStdin));
+      // Only the per-invocation CNI variables (protocol.ts REQUEST_ENV): the rest is the daemon's.
+      return { env: forwardedEnv(h.env as Record<string, unknown>), stdin };
     } finally {
       clearTimeout(timer);
     }
+  }
+}
+
+/** Writes one framed answer. */
+async function writeAnswer(conn: Deno.UnixConn, answer: DaemonAnswer): Promise<void> {
+  const bytes = frame(new TextEncoder().encode(JSON.stringify(answer)));
+  for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
+}
+
+/** Opens the reserve descriptor; undefined when even that fails. */
+function openReserve(): Deno.FsFile | undefined {
+  try {
+    return Deno.openSync("/dev/null");
+  } catch {
+    return undefined;
   }
 }
