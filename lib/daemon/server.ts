@@ -157,8 +157,8 @@ export class DaemonServer {
   async #acceptLoop(): Promise<void> {
     const max = this.#opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
     const log = this.#opts.logger;
-    let backoff = 0;
-    let failures = 0;
+    let backoff = 0; // ms; 0: not backing off
+    let failures = 0; // in this episode; 0: no episode
     let shedNext = false;
     for (;;) {
       let conn: Deno.UnixConn;
@@ -167,9 +167,8 @@ export class DaemonServer {
       } catch (e) {
         if (this.#closed) return;
         this.#opts.onAcceptError?.();
-        failures++;
         log?.debug("accept failed", { error: String(e) });
-        if (backoff === 0) {
+        if (failures++ === 0) {
           log?.warn("accept failed; backing off (5 ms doubling to 1 s) until it succeeds", {
             error: String(e),
           });
@@ -193,15 +192,16 @@ export class DaemonServer {
       }
       if (shedNext) {
         shedNext = false;
-        this.#refuse(conn, "the manifold daemon is out of file descriptors; try again");
-        this.#reserve = openReserve();
+        // The reserve is taken again once this connection's descriptor is closed.
+        this.#refuse(conn, "the manifold daemon is out of file descriptors; try again", true);
         continue;
       }
-      if (backoff !== 0 || failures > 0) {
+      if (failures > 0) {
         log?.info("accept recovered", { failures });
         backoff = 0;
         failures = 0;
       }
+      this.#reserve ??= openReserve();
       if (this.#inFlight.size >= max) {
         log?.warn("connection refused: at --max-connections", { maxConnections: max });
         this.#refuse(conn, `the manifold daemon is serving ${max} requests; try again`);
@@ -229,8 +229,11 @@ export class DaemonServer {
     });
   }
 
-  /** Answers code 11 without reading the request, and closes. */
-  #refuse(conn: Deno.UnixConn, msg: string): void {
+  /**
+   * Answers code 11 without reading the request, and closes; with `reserve`, then takes the
+   * reserve descriptor again (the one this connection used).
+   */
+  #refuse(conn: Deno.UnixConn, msg: string, reserve = false): void {
     const p = (async () => {
       try {
         await writeAnswer(conn, { code: 1, stdout: cniErrorJson("1.0.0", 11, msg) });
@@ -238,6 +241,7 @@ export class DaemonServer {
       try {
         conn.close();
       } catch { /* closed */ }
+      if (reserve && !this.#closed) this.#reserve ??= openReserve();
     })().finally(() => this.#refusing.delete(p));
     this.#refusing.add(p);
   }

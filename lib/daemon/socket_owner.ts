@@ -52,7 +52,9 @@ export async function claimSocketPath(
   opts: { requestTimeoutMs?: number } = {},
 ): Promise<SocketClaim> {
   if (!socketPath.startsWith("/")) {
-    throw new Error(`the daemon socket must be an absolute path, got ${JSON.stringify(socketPath)}`);
+    throw new Error(
+      `the daemon socket must be an absolute path, got ${JSON.stringify(socketPath)}`,
+    );
   }
   const dir = socketPath.slice(0, socketPath.lastIndexOf("/")) || "/";
   const st = await Deno.lstat(dir).catch((e) => {
@@ -71,15 +73,16 @@ export async function claimSocketPath(
           "directory only root can write (it is created 0700 when absent)",
       );
     }
-    const uid = Deno.uid();
-    if (st.uid !== uid && st.uid !== 0) {
-      throw new Error(`${dir} (the socket's directory) is owned by uid ${st.uid}, not by root`);
-    }
   }
   const lockPath = lockPathOf(socketPath);
   const lock = await Deno.open(lockPath, { read: true, write: true, create: true, mode: 0o600 });
   let locked = false;
   try {
+    // Our uid, without --allow-sys: the owner of the lock file we just opened (or created).
+    const uid = (await lock.stat()).uid;
+    if (st && st.uid !== uid && st.uid !== 0) {
+      throw new Error(`${dir} (the socket's directory) is owned by uid ${st.uid}, not by root`);
+    }
     locked = lock.tryLockSync(true);
     if (!locked) {
       const holder = (await Deno.readTextFile(lockPath).catch(() => "")).trim().split("\n")[0];

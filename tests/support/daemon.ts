@@ -69,7 +69,10 @@ export async function startDaemon(
     await until(
       async () => {
         if (status) throw new Error(`daemon exited ${status.code}: ${stderr()}`);
-        return await exists(socket);
+        // A dead daemon's socket may be there already: wait for this one's PID in the lock.
+        const lock = await Deno.readTextFile(`${socket}.lock`).catch(() => undefined);
+        return await exists(socket) &&
+          (lock === undefined || lock.split("\n")[0] === String(child.pid));
       },
       "the daemon socket",
       20_000,
