@@ -85,7 +85,9 @@ Deno.test(
         const answers = await Promise.all(
           Array.from({ length: 10 }, (_, k) => rawExchange(d.socket, del(100 + i + k))),
         );
-        for (const a of answers) assert.equal(decodeAnswer(a)?.code, 0, decodeAnswer(a)?.stdout);
+        for (const a of answers) {
+          assert.equal(decodeAnswer(a)?.code, 0, String(decodeAnswer(a)?.stdout));
+        }
       }
       const after = await fds(d.child.pid);
       assert.ok(Math.abs(after - before) <= 10, `descriptors ${before} → ${after}`);

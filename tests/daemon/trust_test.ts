@@ -110,7 +110,7 @@ Deno.test(
         http_proxy: "http://evil:1",
       };
       const answer = decodeAnswer(await rawExchange(d.socket, request(env, d.conf)));
-      assert.equal(answer?.code, 0, answer?.stdout);
+      assert.equal(answer?.code, 0, String(answer?.stdout));
       const seen = await Deno.readTextFile(log);
       assert.match(seen, /^CNI_COMMAND=ADD$/m, "the delegate ran");
       assert.doesNotMatch(seen, /LD_PRELOAD/);
