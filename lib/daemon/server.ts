@@ -6,8 +6,9 @@
  * Security: the socket path is claimed (socket_owner.ts: a lock held for the daemon's life, a
  * directory only root can write, only our own socket removed) and the socket is 0600, owned
  * by the daemon's user (root): the kernel checks write permission on the socket file at
- * `connect(2)`, so only root reaches it. The peer's credentials (SO_PEERCRED) are not checked:
- * Deno 2.9's `Deno.UnixConn` exposes no file descriptor to pass to `getsockopt(2)` through FFI.
+ * `connect(2)`, so only root reaches it; and each connection's peer credentials (SO_PEERCRED,
+ * unix_listener.ts) must be uid 0 (or the daemon's own uid), else it is answered with an error
+ * naming the peer's uid and pid, and the refusal is logged.
  *
  * Bounds: a request header over {@link MAX_HEADER_BYTES} or a stdin over
  * {@link MAX_STDIN_FRAME_BYTES} (code 7, refused from its length prefix, before its bytes are
@@ -35,6 +36,12 @@ import {
 } from "./protocol.ts";
 import type { CniRequest } from "./service.ts";
 import { claimSocketPath, type SocketClaim } from "./socket_owner.ts";
+import {
+  outOfDescriptors,
+  type PeerCredentials,
+  type UnixConnection,
+  UnixListener,
+} from "./unix_listener.ts";
 
 /** Thrown by the request reader for a connection closed before its first byte. */
 const PROBE = Symbol("probe");
@@ -44,6 +51,8 @@ export const DEFAULT_IDLE_TIMEOUT_MS = 5_000;
 export const DEFAULT_MAX_CONNECTIONS = 256;
 /** First and longest wait after a failed `accept(2)`, ms (Go net/http `Server.Serve`). */
 export const ACCEPT_BACKOFF_MS = { first: 5, max: 1_000 } as const;
+/** How long a refused client's request is read (and dropped) after its answer, ms. */
+const REFUSE_DRAIN_MS = 200;
 /** Buffer grown as a frame's bytes arrive, bytes: the first allocation. */
 const READ_CHUNK = 64 * 1024;
 
@@ -76,7 +85,7 @@ export interface DaemonServerOptions {
 
 /** A listening daemon socket. */
 export class DaemonServer {
-  #listener: Deno.Listener<Deno.UnixConn, Deno.UnixAddr>;
+  #listener: UnixListener;
   #claim: SocketClaim;
   #opts: DaemonServerOptions;
   #inFlight = new Set<Promise<void>>();
@@ -89,7 +98,7 @@ export class DaemonServer {
   #wake: (() => void) | undefined;
 
   private constructor(
-    listener: Deno.Listener<Deno.UnixConn, Deno.UnixAddr>,
+    listener: UnixListener,
     claim: SocketClaim,
     opts: DaemonServerOptions,
   ) {
@@ -111,9 +120,9 @@ export class DaemonServer {
     const claim = await claimSocketPath(opts.socketPath, {
       requestTimeoutMs: opts.requestTimeoutMs,
     });
-    let listener: Deno.Listener<Deno.UnixConn, Deno.UnixAddr> | undefined;
+    let listener: UnixListener | undefined;
     try {
-      listener = Deno.listen({ transport: "unix", path: opts.socketPath });
+      listener = UnixListener.listen(opts.socketPath);
       await Deno.chmod(opts.socketPath, 0o600);
       claim.bound();
     } catch (e) {
@@ -161,7 +170,7 @@ export class DaemonServer {
     let failures = 0; // in this episode; 0: no episode
     let shedNext = false;
     for (;;) {
-      let conn: Deno.UnixConn;
+      let conn: UnixConnection;
       try {
         conn = await this.#listener.accept();
       } catch (e) {
@@ -173,7 +182,7 @@ export class DaemonServer {
             error: String(e),
           });
         }
-        if (this.#reserve && /too many open files|os error 2[34]\b/i.test(String(e))) {
+        if (this.#reserve && outOfDescriptors(e)) {
           // Out of descriptors: give up the reserve so the waiting client can be told "try
           // again" (code 11) now, rather than waiting for its own deadline.
           try {
@@ -233,23 +242,26 @@ export class DaemonServer {
    * Answers code 11 without reading the request, and closes; with `reserve`, then takes the
    * reserve descriptor again (the one this connection used).
    */
-  #refuse(conn: Deno.UnixConn, msg: string, reserve = false): void {
+  #refuse(conn: UnixConnection, msg: string, reserve = false): void {
+    conn.deadline = performance.now() + (this.#opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS);
     const p = (async () => {
       try {
         await writeAnswer(conn, { code: 1, stdout: cniErrorJson("1.0.0", 11, msg) });
+        await conn.drain(REFUSE_DRAIN_MS); // unread bytes at close would reset the answer
       } catch { /* the client went away */ }
-      try {
-        conn.close();
-      } catch { /* closed */ }
+      conn.close();
       if (reserve && !this.#closed) this.#reserve ??= openReserve();
     })().finally(() => this.#refusing.delete(p));
     this.#refusing.add(p);
   }
 
-  async #handle(conn: Deno.UnixConn): Promise<void> {
+  async #handle(conn: UnixConnection): Promise<void> {
     let answer: DaemonAnswer;
     try {
       const req = await this.#readRequest(conn);
+      // After reading (bounded): a client that is answered before it finished sending sees
+      // its connection reset instead of the answer.
+      this.#checkPeer(conn);
       answer = await this.#opts.serve(req);
     } catch (e) {
       if (e === PROBE) { // connected and closed without a byte: a liveness probe, not a request
@@ -266,6 +278,7 @@ export class DaemonServer {
       answer = { code: 1, stdout: cniErrorJson("1.0.0", err.code, err.msg, err.details) };
     }
     try {
+      conn.deadline = performance.now() + (this.#opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS);
       await writeAnswer(conn, answer);
     } catch (e) {
       this.#opts.logger?.warn("failed to send the answer", { error: String(e) });
@@ -281,18 +294,12 @@ export class DaemonServer {
    * read, and buffers grow as bytes arrive.
    * @throws {CniError} 5, 6 or 7; `PROBE` when the peer closed before sending any byte
    */
-  async #readRequest(conn: Deno.UnixConn): Promise<CniRequest> {
+  async #readRequest(conn: UnixConnection): Promise<CniRequest> {
     const maxHeader = this.#opts.maxHeaderBytes ?? MAX_HEADER_BYTES;
     const maxStdin = this.#opts.maxStdinBytes ?? MAX_STDIN_FRAME_BYTES;
     const idleMs = this.#opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      try {
-        conn.close(); // the pending read fails: the request is dropped (an idle client)
-      } catch { /* already closed */ }
-    }, idleMs);
-    try {
+    conn.deadline = performance.now() + idleMs; // reads give up then: an idle client is dropped
+    {
       let received = 0;
       const read = async (n: number): Promise<Uint8Array> => {
         let buf = new Uint8Array(Math.min(n, READ_CHUNK));
@@ -302,7 +309,8 @@ export class DaemonServer {
             bigger.set(buf);
             buf = bigger;
           }
-          const got = await conn.read(buf.subarray(off)).catch(() => null);
+          const got = await conn.read(buf.subarray(off));
+          const timedOut = performance.now() >= conn.deadline;
           if (got === null && received === 0 && !timedOut) throw PROBE;
           if (got === null) {
             throw new CniError(
@@ -346,14 +354,38 @@ export class DaemonServer {
       const stdin = await read(await length("stdin", maxStdin));
       // Only the per-invocation CNI variables (protocol.ts REQUEST_ENV): the rest is the daemon's.
       return { env: forwardedEnv(h.env as Record<string, unknown>), stdin };
-    } finally {
-      clearTimeout(timer);
     }
+  }
+
+  /**
+   * Serves only root and the daemon's own user (SO_PEERCRED); a refusal is logged with the
+   * peer's pid and uid.
+   * @throws {CniError} 999 naming the peer's uid and pid
+   */
+  #checkPeer(conn: UnixConnection): void {
+    let peer: PeerCredentials;
+    try {
+      peer = conn.peer();
+    } catch (e) {
+      throw new CniError(999, "cannot read the client's credentials (SO_PEERCRED)", String(e));
+    }
+    if (peer.uid === 0 || peer.uid === this.#claim.uid) return;
+    this.#opts.logger?.warn("request refused: the client is not root", {
+      pid: peer.pid,
+      uid: peer.uid,
+      gid: peer.gid,
+    });
+    throw new CniError(
+      999,
+      `the manifold daemon serves requests from root only; this client is uid ${peer.uid} ` +
+        `(pid ${peer.pid})`,
+      "the daemon runs delegates as root: only root may ask it to (SO_PEERCRED check)",
+    );
   }
 }
 
 /** Writes one framed answer. */
-async function writeAnswer(conn: Deno.UnixConn, answer: DaemonAnswer): Promise<void> {
+async function writeAnswer(conn: UnixConnection, answer: DaemonAnswer): Promise<void> {
   const bytes = frame(new TextEncoder().encode(JSON.stringify(answer)));
   for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
 }

@@ -17,6 +17,8 @@
 export interface SocketClaim {
   /** The lock file (`<socket>.lock`). */
   readonly lockPath: string;
+  /** This process's uid (the lock file's owner; read without `--allow-sys`). */
+  readonly uid: number;
   /** Records the bound socket's inode (call right after `listen`). */
   bound(): void;
   /** Removes the socket when it is still ours, then releases the lock. Idempotent. */
@@ -77,9 +79,10 @@ export async function claimSocketPath(
   const lockPath = lockPathOf(socketPath);
   const lock = await Deno.open(lockPath, { read: true, write: true, create: true, mode: 0o600 });
   let locked = false;
+  let uid = 0;
   try {
     // Our uid, without --allow-sys: the owner of the lock file we just opened (or created).
-    const uid = (await lock.stat()).uid;
+    uid = (await lock.stat()).uid ?? 0;
     if (st && st.uid !== uid && st.uid !== 0) {
       throw new Error(`${dir} (the socket's directory) is owned by uid ${st.uid}, not by root`);
     }
@@ -110,6 +113,7 @@ export async function claimSocketPath(
   let released = false;
   return {
     lockPath,
+    uid,
     bound() {
       ino = Deno.lstatSync(socketPath).ino;
     },

@@ -77,6 +77,7 @@ Deno.test(
           CNI_CONTAINERID: `c${i}`,
           CNI_NETNS: "",
           CNI_IFNAME: "eth0",
+          CNI_PATH: "/usr/lib/cni", // ignored by the daemon; what an older one needed
         }, d.conf);
       // Warm up (module loads, the log file opened once), then measure.
       for (let i = 0; i < 20; i++) await rawExchange(d.socket, del(i));
@@ -105,7 +106,7 @@ Deno.test(
   async () => {
     const dir = await Deno.makeTempDir({ prefix: "mft-emfile-" });
     // Measure what an idle daemon holds, then run one with a few descriptors to spare.
-    const probe = await startDaemon(dir, conf(dir));
+    const probe = await startDaemon(dir, conf(dir), { socket: `${dir}/probe/manifold.sock` });
     await rawExchange(probe.socket, VERSION);
     const idle = await fds(probe.child.pid);
     await stopDaemon(probe);
