@@ -69,7 +69,7 @@ Deno.test("daemon peer check: a client that is not root is refused and logged", 
     const [pid, answerHex] = text.split(" ");
     const bytes = new Uint8Array(answerHex.match(/../g)!.map((b) => parseInt(b, 16)));
     const answer = decodeAnswer(bytes);
-    assert.equal(answer?.code, 1, answer?.stdout);
+    assert.equal(answer?.code, 1, String(answer?.stdout));
     const err = JSON.parse(answer!.stdout);
     assert.match(err.msg, new RegExp(`from root only; this client is uid 65534 \\(pid ${pid}\\)`));
 
