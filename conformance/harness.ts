@@ -113,6 +113,8 @@ export class Suite {
   #daemon: NodeDaemon | undefined;
   #daemonStart: (() => Promise<NodeDaemon>) | undefined;
   #daemonExit: DaemonExit | undefined;
+  /** The text of the daemon's `--conf` as last written. */
+  #confText = "";
   #subnet = 0;
 
   private constructor(readonly opts: SuiteOptions) {}
@@ -179,7 +181,8 @@ export class Suite {
     this.daemonSocket = `${this.dirs.daemon}/run/daemon.sock`;
     await Deno.mkdir(`${this.dirs.daemon}/run`, { mode: 0o700 });
     const conf = `${this.dirs.daemon}/conf.json`;
-    await Deno.writeTextFile(conf, JSON.stringify(this.config(), null, 2));
+    this.#confText = JSON.stringify(this.config(), null, 2);
+    await Deno.writeTextFile(conf, this.#confText);
     const argv = fillCommand(command, {
       ...this.#values(),
       socket: this.daemonSocket,
@@ -192,6 +195,23 @@ export class Suite {
         log: this.opts.daemonLog ?? `${this.dirs.daemon}/daemon.log`,
       });
     this.#daemon = await this.#daemonStart();
+  }
+
+  /**
+   * Daemon mode: makes `config` the daemon's `--conf` (`{{conf}}`), as a node's installer
+   * rewrites its config file — a node daemon serves its own config, not the one a request
+   * carries (Manifold's re-reads the file when it changes). Written (atomically) only when it
+   * differs from the last one; nothing without a daemon.
+   * @param config the plugin config a check's runtime call carries
+   */
+  async installConf(config: Record<string, unknown>): Promise<void> {
+    if (!this.#daemon) return;
+    const text = JSON.stringify(config, null, 2);
+    if (text === this.#confText) return;
+    const path = `${this.dirs.daemon}/conf.json`;
+    await Deno.writeTextFile(`${path}.tmp`, text);
+    await Deno.rename(`${path}.tmp`, path);
+    this.#confText = text;
   }
 
   /** True in daemon mode (`daemonCommand`). */

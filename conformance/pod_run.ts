@@ -90,6 +90,8 @@ export class PodRun {
     extra: Partial<PluginCall> = {},
   ): Promise<PluginOutcome> {
     this.suite.calls[command] = (this.suite.calls[command] ?? 0) + 1;
+    const config = extra.config ?? this.conf;
+    if (command !== "VERSION" && typeof config === "object") await this.suite.installConf(config);
     const out = await runPlugin({
       plugin: this.suite.opts.plugin,
       command,

@@ -28,6 +28,8 @@ export const SOCK = {
   ENFILE: 23,
   EMFILE: 24,
   ECONNABORTED: 103,
+  O_RDONLY: 0,
+  O_CLOEXEC: 0o2000000,
   EFD_NONBLOCK: 0o4000,
   EFD_CLOEXEC: 0o2000000,
   /** `sizeof(struct sockaddr_un)`: `sa_family_t` + `char sun_path[108]`. */
@@ -58,6 +60,8 @@ export const UNIX_SOCKET_SYMBOLS = {
   shutdown: { parameters: ["i32", "i32"], result: "i32" },
   /** `int close(int fd);` */
   close: { parameters: ["i32"], result: "i32" },
+  /** `int open(const char *pathname, int flags);` (fcntl.h; called without `mode`) */
+  open: { parameters: ["buffer", "i32"], result: "i32" },
   /** `int eventfd(unsigned int initval, int flags);` (sys/eventfd.h) */
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
   /**

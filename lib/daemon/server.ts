@@ -39,6 +39,8 @@ import { claimSocketPath, type SocketClaim } from "./socket_owner.ts";
 import {
   outOfDescriptors,
   type PeerCredentials,
+  releaseDescriptor,
+  reserveDescriptor,
   type UnixConnection,
   UnixListener,
 } from "./unix_listener.ts";
@@ -51,8 +53,13 @@ export const DEFAULT_IDLE_TIMEOUT_MS = 5_000;
 export const DEFAULT_MAX_CONNECTIONS = 256;
 /** First and longest wait after a failed `accept(2)`, ms (Go net/http `Server.Serve`). */
 export const ACCEPT_BACKOFF_MS = { first: 5, max: 1_000 } as const;
-/** How long a refused client's request is read (and dropped) after its answer, ms. */
-const REFUSE_DRAIN_MS = 200;
+/**
+ * How long a refused client's request is read (and dropped) after its answer, ms: 0, what
+ * has arrived (a forwarder sends its whole request at once, before it is accepted).
+ */
+const REFUSE_DRAIN_MS = 0;
+/** Descriptors held in reserve for answering clients while out of descriptors. */
+const RESERVE_FDS = 2;
 /** Buffer grown as a frame's bytes arrive, bytes: the first allocation. */
 const READ_CHUNK = 64 * 1024;
 
@@ -94,7 +101,7 @@ export class DaemonServer {
   #accepting: Promise<void>;
   #closed = false;
   /** A descriptor kept to be given up when `accept(2)` runs out of them (module doc). */
-  #reserve: Deno.FsFile | undefined;
+  #reserve: number[] = [];
   #wake: (() => void) | undefined;
 
   private constructor(
@@ -105,7 +112,7 @@ export class DaemonServer {
     this.#listener = listener;
     this.#claim = claim;
     this.#opts = opts;
-    this.#reserve = openReserve();
+    this.#fillReserve();
     this.#accepting = this.#acceptLoop();
   }
 
@@ -154,10 +161,7 @@ export class DaemonServer {
       this.#claim.release(); // removes the socket only if it is still ours, then the lock
     }
     await this.#accepting;
-    try {
-      this.#reserve?.close();
-    } catch { /* closed */ }
-    this.#reserve = undefined;
+    this.#releaseReserve();
     while (this.#inFlight.size > 0 || this.#refusing.size > 0) {
       await Promise.all([...this.#inFlight, ...this.#refusing]);
     }
@@ -168,30 +172,14 @@ export class DaemonServer {
     const log = this.#opts.logger;
     let backoff = 0; // ms; 0: not backing off
     let failures = 0; // in this episode; 0: no episode
-    let shedNext = false;
     for (;;) {
       let conn: UnixConnection;
       try {
         conn = await this.#listener.accept();
       } catch (e) {
         if (this.#closed) return;
-        this.#opts.onAcceptError?.();
-        log?.debug("accept failed", { error: String(e) });
-        if (failures++ === 0) {
-          log?.warn("accept failed; backing off (5 ms doubling to 1 s) until it succeeds", {
-            error: String(e),
-          });
-        }
-        if (this.#reserve && outOfDescriptors(e)) {
-          // Out of descriptors: give up the reserve so the waiting client can be told "try
-          // again" (code 11) now, rather than waiting for its own deadline.
-          try {
-            this.#reserve.close();
-          } catch { /* closed */ }
-          this.#reserve = undefined;
-          shedNext = true;
-          continue;
-        }
+        this.#acceptFailed(e, failures++ === 0);
+        if (this.#reserve.length > 0 && outOfDescriptors(e) && await this.#shed()) continue;
         backoff = backoff === 0
           ? ACCEPT_BACKOFF_MS.first
           : Math.min(backoff * 2, ACCEPT_BACKOFF_MS.max);
@@ -199,21 +187,15 @@ export class DaemonServer {
         if (this.#closed) return;
         continue;
       }
-      if (shedNext) {
-        shedNext = false;
-        // The reserve is taken again once this connection's descriptor is closed.
-        this.#refuse(conn, "the manifold daemon is out of file descriptors; try again", true);
-        continue;
-      }
       if (failures > 0) {
         log?.info("accept recovered", { failures });
         backoff = 0;
         failures = 0;
       }
-      this.#reserve ??= openReserve();
+      this.#fillReserve();
       if (this.#inFlight.size >= max) {
         log?.warn("connection refused: at --max-connections", { maxConnections: max });
-        this.#refuse(conn, `the manifold daemon is serving ${max} requests; try again`);
+        void this.#refuse(conn, `the manifold daemon is serving ${max} requests; try again`);
         continue;
       }
       const p = this.#handle(conn).finally(() => {
@@ -222,6 +204,57 @@ export class DaemonServer {
       });
       this.#inFlight.add(p);
     }
+  }
+
+  /** Counts and logs a failed accept: every one at debug, the first of an episode as a warning. */
+  #acceptFailed(e: unknown, first: boolean): void {
+    this.#opts.onAcceptError?.();
+    this.#opts.logger?.debug("accept failed", { error: String(e) });
+    if (first) {
+      this.#opts.logger?.warn(
+        "accept failed; backing off (5 ms doubling to 1 s) until it succeeds",
+        { error: String(e) },
+      );
+    }
+  }
+
+  /**
+   * Out of descriptors: gives up the reserve to accept the waiting client and tell it "try
+   * again" (code 11) now, rather than leave it to its own deadline; then takes the reserve again.
+   * @returns true when a client was answered (progress: no back-off needed)
+   */
+  async #shed(): Promise<boolean> {
+    this.#releaseReserve();
+    let conn: UnixConnection | undefined;
+    try {
+      conn = this.#listener.tryAccept();
+    } catch (e) {
+      this.#acceptFailed(e, false); // the descriptor went elsewhere: back off
+      return false;
+    }
+    if (!conn) {
+      this.#fillReserve();
+      return false;
+    }
+    await this.#refuse(conn, "the manifold daemon is out of file descriptors; try again", true);
+    return true;
+  }
+
+  /**
+   * Takes the reserve descriptors ({@link RESERVE_FDS}: another thread of the process, e.g.
+   * Deno's own caches, may take one freed descriptor first) as far as there are any.
+   */
+  #fillReserve(): void {
+    while (this.#reserve.length < RESERVE_FDS) {
+      const fd = reserveDescriptor();
+      if (fd === undefined) return;
+      this.#reserve.push(fd);
+    }
+  }
+
+  #releaseReserve(): void {
+    for (const fd of this.#reserve) releaseDescriptor(fd);
+    this.#reserve = [];
   }
 
   /** Waits `ms` or until {@link DaemonServer.close}. */
@@ -242,7 +275,7 @@ export class DaemonServer {
    * Answers code 11 without reading the request, and closes; with `reserve`, then takes the
    * reserve descriptor again (the one this connection used).
    */
-  #refuse(conn: UnixConnection, msg: string, reserve = false): void {
+  #refuse(conn: UnixConnection, msg: string, reserve = false): Promise<void> {
     conn.deadline = performance.now() + (this.#opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS);
     const p = (async () => {
       try {
@@ -250,9 +283,10 @@ export class DaemonServer {
         await conn.drain(REFUSE_DRAIN_MS); // unread bytes at close would reset the answer
       } catch { /* the client went away */ }
       conn.close();
-      if (reserve && !this.#closed) this.#reserve ??= openReserve();
+      if (reserve && !this.#closed) this.#fillReserve();
     })().finally(() => this.#refusing.delete(p));
     this.#refusing.add(p);
+    return p;
   }
 
   async #handle(conn: UnixConnection): Promise<void> {
@@ -388,13 +422,4 @@ export class DaemonServer {
 async function writeAnswer(conn: UnixConnection, answer: DaemonAnswer): Promise<void> {
   const bytes = frame(new TextEncoder().encode(JSON.stringify(answer)));
   for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
-}
-
-/** Opens the reserve descriptor; undefined when even that fails. */
-function openReserve(): Deno.FsFile | undefined {
-  try {
-    return Deno.openSync("/dev/null");
-  } catch {
-    return undefined;
-  }
 }

@@ -51,6 +51,28 @@ export function outOfDescriptors(e: unknown): boolean {
   return e instanceof SocketError && (e.errno === SOCK.EMFILE || e.errno === SOCK.ENFILE);
 }
 
+/**
+ * A spare descriptor (`/dev/null`), held to be given up when `accept` runs out of them, so a
+ * waiting client can still be answered (closed with {@link releaseDescriptor}). Opened and
+ * closed through libc, so it is free the moment it is released.
+ * @returns the descriptor, or undefined when none is left
+ */
+export function reserveDescriptor(): number | undefined {
+  const fd = libc().symbols.open(
+    new TextEncoder().encode("/dev/null\0"),
+    SOCK.O_RDONLY | SOCK.O_CLOEXEC,
+  );
+  return fd >= 0 ? fd : undefined;
+}
+
+/**
+ * Closes a descriptor of {@link reserveDescriptor}.
+ * @param fd the descriptor
+ */
+export function releaseDescriptor(fd: number): void {
+  libc().symbols.close(fd);
+}
+
 /** The connecting process, as the kernel recorded it at `connect(2)` (`struct ucred`). */
 export interface PeerCredentials {
   /** Its process id. */
@@ -147,8 +169,9 @@ export class UnixConnection {
   }
 
   /**
-   * Reads and drops what the peer sends, until it closes or for at most `ms`: closing with
-   * unread bytes would make the kernel reset the connection, and the peer lose its answer.
+   * Reads and drops what the peer sends, until it closes or for at most `ms` (0: what has
+   * arrived): closing with unread bytes would make the kernel reset the connection, and the
+   * peer lose its answer.
    * @param ms bound, ms
    */
   async drain(ms: number): Promise<void> {
@@ -233,6 +256,24 @@ export class UnixListener {
       if (e === SOCK.EINTR || e === SOCK.ECONNABORTED) continue;
       if (e !== SOCK.EAGAIN) throw new SocketError("accept4", e);
       await pollOne([this.#fd, this.#wake], SOCK.POLLIN, -1);
+    }
+  }
+
+  /**
+   * A connection already waiting, without waiting for one.
+   * @returns the connection, or undefined when none is waiting
+   * @throws {SocketError} when `accept4` fails otherwise (e.g. errno 24 EMFILE)
+   */
+  tryAccept(): UnixConnection | undefined {
+    const l = libc();
+    for (;;) {
+      if (this.#closed) return undefined;
+      const fd = l.symbols.accept4(this.#fd, null, null, SOCK.SOCK_NONBLOCK | SOCK.SOCK_CLOEXEC);
+      if (fd >= 0) return new UnixConnection(fd);
+      const e = errno(l);
+      if (e === SOCK.EINTR || e === SOCK.ECONNABORTED) continue;
+      if (e === SOCK.EAGAIN) return undefined;
+      throw new SocketError("accept4", e);
     }
   }
 
