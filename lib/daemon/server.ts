@@ -314,6 +314,7 @@ export class DaemonServer {
     try {
       conn.deadline = performance.now() + (this.#opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS);
       await writeAnswer(conn, answer);
+      await conn.drain(0); // a refused request's unread bytes would reset the answer
     } catch (e) {
       this.#opts.logger?.warn("failed to send the answer", { error: String(e) });
     } finally {
