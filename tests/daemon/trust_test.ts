@@ -11,7 +11,13 @@ import { isRoot, linkNames } from "../support/netns.ts";
 import { decodeAnswer, rawExchange, startDaemon } from "../support/daemon.ts";
 import { k8sArgs } from "../support/plugin.ts";
 import { frame } from "../../lib/daemon/protocol.ts";
-import { hotPlugWorld, setNetworks, startHotPlugDaemon, stop } from "../support/hotplug_world.ts";
+import {
+  hotPlugWorld,
+  setNetworks,
+  startHotPlugDaemon,
+  statusInterfaces,
+  stop,
+} from "../support/hotplug_world.ts";
 import { until } from "../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
@@ -146,8 +152,9 @@ Deno.test(
       assert.deepEqual(podStatus(w).map((s) => s.interface), ["eth0", "net1"]);
 
       // Hot-plug plans with the same defaultNetworks: net1 is kept, the new element is net2.
-      setNetworks(w, "macvlan-net");
-      await until(async () => (await linkNames(w.podNetns)).includes("net2"), "net2", 20_000);
+      setNetworks(w, JSON.stringify([{ name: "macvlan-net", ips: ["10.9.0.5/24"] }]));
+      await until(() => statusInterfaces(w).includes("net2"), "network-status with net2", 30_000);
+      assert.deepEqual(statusInterfaces(w), ["eth0", "net1", "net2"]);
       assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "net1", "net2"]);
       expectOk(await w.call("DEL", { config: d.conf }), "DEL");
     } finally {
