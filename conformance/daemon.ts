@@ -85,18 +85,24 @@ export class NodeDaemon {
    * Starts `argv` and waits until `socket` accepts a connection.
    * @param argv the daemon's command ({@link fillCommand})
    * @param opts `socket` to wait for, `log` file (appended), `timeoutMs` (default
-   *   {@link READY_TIMEOUT_MS})
+   *   {@link READY_TIMEOUT_MS}), `env`: variables over the suite's own (the node's `CNI_PATH`:
+   *   a node daemon finds delegates with its own, not the request's)
    * @returns the running daemon
    * @throws Error when it exits first or its socket does not answer in time (it is stopped;
    *   the message ends with the log's last lines)
    */
   static async start(
     argv: string[],
-    opts: { socket: string; log: string; timeoutMs?: number },
+    opts: { socket: string; log: string; timeoutMs?: number; env?: Record<string, string> },
   ): Promise<NodeDaemon> {
     const [cmd, ...args] = argv;
-    const child = new Deno.Command(cmd, { args, stdin: "null", stdout: "piped", stderr: "piped" })
-      .spawn();
+    const child = new Deno.Command(cmd, {
+      args,
+      env: opts.env,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
     const sink = (stream: ReadableStream<Uint8Array>) =>
       Deno.open(opts.log, { create: true, append: true })
         .then((f) => stream.pipeTo(f.writable))

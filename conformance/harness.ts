@@ -52,6 +52,26 @@ export const DEFAULT_TEMPLATE = `{
 }`;
 
 /**
+ * The keys of a plugin config that CNI defines per invocation (CNI SPEC "Section 3", "GC"):
+ * the runtime sets them on each call; a node daemon takes them from the request.
+ */
+const PER_INVOCATION = [
+  "cniVersion",
+  "runtimeConfig",
+  "args",
+  "prevResult",
+  "cni.dev/valid-attachments",
+  "cni.dev/attachments",
+];
+
+/** A config without its {@link PER_INVOCATION} keys, keys sorted (for comparison). */
+function lasting(config: Record<string, unknown>): [string, unknown][] {
+  return Object.entries(config).filter(([k]) => !PER_INVOCATION.includes(k)).sort(([a], [b]) =>
+    a < b ? -1 : a > b ? 1 : 0
+  );
+}
+
+/**
  * The default template in daemon mode: {@link DEFAULT_TEMPLATE} plus the daemon's socket and
  * `"daemonFallback": false`, so a request the daemon did not serve fails instead of silently
  * running in-process (Manifold's keys; another plugin gives its own with `--conf-template`).
@@ -106,6 +126,8 @@ export class Suite implements PodHost {
   #daemonExit: DaemonExit | undefined;
   /** The first exit other than 0 of a daemon stopped between the forms. */
   #badExit: DaemonExit | undefined;
+  /** The text of the daemon's `--conf` as last written. */
+  #confText = "";
   #subnet = 0;
 
   private constructor(readonly opts: SuiteOptions) {}
@@ -156,7 +178,8 @@ export class Suite implements PodHost {
     this.daemonSocket = `${this.dirs.daemon}/run/daemon.sock`;
     await Deno.mkdir(`${this.dirs.daemon}/run`, { mode: 0o700 });
     const conf = `${this.dirs.daemon}/conf.json`;
-    await Deno.writeTextFile(conf, JSON.stringify(this.config(), null, 2));
+    this.#confText = JSON.stringify(this.config(), null, 2);
+    await Deno.writeTextFile(conf, this.#confText);
     const argv = fillCommand(command, {
       ...this.#values(),
       socket: this.daemonSocket,
@@ -166,6 +189,7 @@ export class Suite implements PodHost {
     this.#daemonStart = () =>
       NodeDaemon.start(argv, {
         socket: this.daemonSocket,
+        env: { CNI_PATH: `${this.dirs.bin}:/usr/lib/cni` }, // the path its calls give (pod_run.ts)
         log: this.opts.daemonLog ?? `${this.dirs.daemon}/daemon.log`,
       });
     this.#daemon = await this.#daemonStart();
@@ -187,10 +211,9 @@ export class Suite implements PodHost {
     if (form === this.#form) return;
     this.#form = form;
     if (this.#daemon && this.#daemonStart) {
-      await Deno.writeTextFile(
-        `${this.dirs.daemon}/conf.json`,
-        JSON.stringify(this.config(), null, 2),
-      );
+      const text = JSON.stringify(this.config(), null, 2);
+      await Deno.writeTextFile(`${this.dirs.daemon}/conf.json`, text);
+      this.#confText = text; // installConf compares with what the restarted daemon reads
       const exit = await this.#daemon.stop();
       this.#daemon = undefined;
       if (exit.code !== 0 || exit.killed) this.#badExit ??= exit;
@@ -208,6 +231,29 @@ export class Suite implements PodHost {
     const file = `${dir}/10-default.conflist`;
     await Deno.writeTextFile(file, JSON.stringify(conflist));
     return this.#form === "conflist" ? file : dir;
+  }
+
+  /**
+   * Daemon mode: makes `config` the daemon's `--conf` (`{{conf}}`), as a node's installer
+   * rewrites its config file — a node daemon serves its own config, not the one a request
+   * carries. When it differs in more than CNI's per-invocation keys ({@link PER_INVOCATION}),
+   * the daemon is restarted (SIGTERM, then the same command), as a config change is rolled out
+   * to a node daemon that does not re-read its file; nothing without a daemon.
+   * @param config the plugin config a check's runtime call carries
+   * @throws Error when the restart fails (see {@link restartDaemon})
+   */
+  async installConf(config: Record<string, unknown>): Promise<void> {
+    if (!this.#daemon) return;
+    const text = JSON.stringify(config, null, 2);
+    if (text === this.#confText) return;
+    const before = this.#confText ? JSON.parse(this.#confText) : {};
+    const path = `${this.dirs.daemon}/conf.json`;
+    await Deno.writeTextFile(`${path}.tmp`, text);
+    await Deno.rename(`${path}.tmp`, path);
+    this.#confText = text;
+    if (JSON.stringify(lasting(before)) !== JSON.stringify(lasting(config))) {
+      await this.restartDaemon();
+    }
   }
 
   /** True in daemon mode (`daemonCommand`). */

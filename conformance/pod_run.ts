@@ -50,6 +50,11 @@ export interface PodHost {
   callMs: number;
   /** The plugin's config from the template, for `cniVersion` (default `"1.0.0"`). */
   config(cniVersion?: string): Record<string, unknown>;
+  /**
+   * Daemon mode: makes `config` the daemon's `--conf` before a runtime call carries it (a node
+   * daemon serves its own config); nothing without a daemon.
+   */
+  installConf(config: Record<string, unknown>): Promise<void>;
 }
 
 /** The pod every check creates, in the check's own namespace. */
@@ -126,6 +131,8 @@ export class PodRun {
     extra: Partial<PluginCall> = {},
   ): Promise<PluginOutcome> {
     this.suite.calls[command] = (this.suite.calls[command] ?? 0) + 1;
+    const config = extra.config ?? this.conf;
+    if (command !== "VERSION" && typeof config === "object") await this.suite.installConf(config);
     const out = await runPlugin({
       plugin: this.suite.opts.plugin,
       command,

@@ -14,13 +14,14 @@ import { parseArgs } from "node:util";
 import { outputs, processEnv, stopSignal, type TextOutputs } from "./io.ts";
 import { inClusterConnection, KubeClient, loadKubeconfig } from "../k8s/mod.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
-import { type ManifoldConf, parseManifoldConf } from "../multinet/config.ts";
+import type { ManifoldConf } from "../multinet/config.ts";
+import { DaemonConf } from "../daemon/daemon_conf.ts";
 import { assertChrootDir } from "../multinet/chroot.ts";
 import { ManifoldDaemon } from "../daemon/daemon.ts";
 import { type DaemonObserver, NO_OBSERVER } from "../daemon/observer.ts";
 import { fallbackFile } from "../daemon/forward.ts";
 import { DEFAULT_REQUEST_TIMEOUT_MS } from "../daemon/service.ts";
-import { DEFAULT_IDLE_TIMEOUT_MS } from "../daemon/server.ts";
+import { DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS } from "../daemon/server.ts";
 import { errorText } from "../util/text.ts";
 
 /** The socket path when neither `--socket` nor the config's `daemonSocket` names one. */
@@ -45,8 +46,14 @@ Options:
                             so ADD reads pods without a GET (and "hotPlug": true works)
   --request-timeout-ms MS   bound on one request; past it the binary gets code 11 (default ${DEFAULT_REQUEST_TIMEOUT_MS})
   --idle-timeout-ms MS      time a client has to send its request (default ${DEFAULT_IDLE_TIMEOUT_MS})
+  --max-connections N       requests served at once; past it clients get code 11 (default ${DEFAULT_MAX_CONNECTIONS})
   --log-level LEVEL         debug, verbose (default), error, panic
   -h, --help                this text
+
+Every request runs with the config of --conf (re-read when the file changes) plus only the
+per-invocation fields of the request (cniVersion, runtimeConfig, args, prevResult; CNI_COMMAND,
+CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS); delegates come from its binDir. One daemon per
+socket: a second one exits 1 naming the first one's PID (<socket>.lock).
 
 Stops on SIGTERM/SIGINT: stops accepting, finishes requests in flight, removes the socket, exit 0.
 Exit codes: 0 stopped by a signal, 1 failure, 2 usage error.
@@ -70,6 +77,7 @@ interface DaemonArgs {
   nodeName?: string;
   requestTimeoutMs: number;
   idleTimeoutMs: number;
+  maxConnections: number;
   logLevel: string;
 }
 
@@ -101,7 +109,8 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
   let daemon: ManifoldDaemon | undefined;
   let http: { close(): Promise<void> } | undefined;
   try {
-    const conf = await readPluginConf(opts.conf);
+    const trusted = await DaemonConf.load(opts.conf, logger);
+    const conf = trusted.conf;
     await assertChrootDir(conf.chrootDir);
     const socketPath = opts.socket ?? conf.daemonSocket ?? DEFAULT_DAEMON_SOCKET;
     let observer = NO_OBSERVER;
@@ -118,7 +127,7 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
     }
     kube = await apiClient(opts.kubeconfig ?? conf.kubeconfig, env, conf, logger, observer);
     daemon = started = await ManifoldDaemon.start({
-      conf,
+      conf: trusted,
       socketPath,
       kube,
       mirrorDir: conf.nadMirrorDir, // none without: no one would read it
@@ -126,6 +135,7 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
       nodeName: opts.nodeName,
       requestTimeoutMs: opts.requestTimeoutMs,
       idleTimeoutMs: opts.idleTimeoutMs,
+      maxConnections: opts.maxConnections,
       observer,
       logger,
     });
@@ -147,27 +157,6 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
     kube?.close();
     release();
   }
-}
-
-/**
- * Reads the runtime's plugin config: a conf, or a conflist whose Manifold entry (the one with
- * `daemonSocket`, else type `manifold`) gets the list's `name` and `cniVersion`.
- * @throws {CniError} 7 for an invalid configuration; Error naming the path when unreadable
- *   or not JSON
- */
-async function readPluginConf(path: string): Promise<ManifoldConf> {
-  let raw;
-  try {
-    raw = JSON.parse(await Deno.readTextFile(path));
-  } catch (e) {
-    throw new Error(`--conf ${path}: ${errorText(e)}`); // Deno's I/O errors name no path
-  }
-  if (!Array.isArray(raw?.plugins)) return parseManifoldConf(raw);
-  const plugins = raw.plugins as Record<string, unknown>[];
-  const entry = plugins.find((p) => typeof p?.daemonSocket === "string") ??
-    plugins.find((p) => p?.type === "manifold");
-  if (!entry) throw new Error(`${path}: no manifold plugin in the conflist`);
-  return parseManifoldConf({ ...entry, name: raw.name, cniVersion: raw.cniVersion });
 }
 
 /** The API client (kubeconfig, else in-cluster), or undefined without an API. */
@@ -202,6 +191,7 @@ function parseDaemonArgs(args: string[]): DaemonArgs | "help" {
       "node-name": { type: "string" },
       "request-timeout-ms": { type: "string" },
       "idle-timeout-ms": { type: "string" },
+      "max-connections": { type: "string" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
@@ -215,10 +205,10 @@ function parseDaemonArgs(args: string[]): DaemonArgs | "help" {
       throw new Error(`--${k} must be an absolute path`);
     }
   }
-  const ms = (flag: string, v: string | undefined, def: number) => {
+  const ms = (flag: string, v: string | undefined, def: number, max = 3_600_000) => {
     if (v === undefined) return def;
-    if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 3_600_000) {
-      throw new Error(`--${flag} must be an integer 1…3600000, got ${JSON.stringify(v)}`);
+    if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > max) {
+      throw new Error(`--${flag} must be an integer 1…${max}, got ${JSON.stringify(v)}`);
     }
     return Number(v);
   };
@@ -242,6 +232,12 @@ function parseDaemonArgs(args: string[]): DaemonArgs | "help" {
       DEFAULT_REQUEST_TIMEOUT_MS,
     ),
     idleTimeoutMs: ms("idle-timeout-ms", values["idle-timeout-ms"], DEFAULT_IDLE_TIMEOUT_MS),
+    maxConnections: ms(
+      "max-connections",
+      values["max-connections"],
+      DEFAULT_MAX_CONNECTIONS,
+      65_536,
+    ),
     logLevel,
   };
 }

@@ -2,7 +2,8 @@
  * The `daemon` step of `manifold doctor`, run when Manifold's config names a `daemonSocket`
  * (the binary then forwards each request to `manifold daemon`):
  *
- * - daemon socket: present, a socket, mode 0600, owned by root, in a 0700 directory; absent or
+ * - daemon socket: present, a socket, mode 0600, owned by root, in a directory its group and
+ *   other users cannot write (what `manifold daemon` itself requires); absent or
  *   refusing connections is a warning ("the plugin falls back in-process"), a failure when the
  *   config says `"daemonFallback": false`;
  * - daemon: answers a CNI VERSION request over the daemon protocol ({@link probeDaemonVersion});
@@ -92,7 +93,11 @@ export const daemonStep: DoctorStep = {
     const dir = socket.replace(/\/[^/]*$/, "") || "/";
     const dst = await statOrUndefined(ctx.host(dir));
     const dmode = (dst?.mode ?? 0) & 0o777;
-    if (dmode !== 0o700) problems.push(`directory ${dir} mode ${dmode.toString(8)}, want 700`);
+    if (dmode & 0o022) {
+      problems.push(
+        `directory ${dir} mode ${dmode.toString(8)} is writable by its group or others, want 700`,
+      );
+    }
     if (problems.length > 0) {
       ctx.add(
         "daemon socket",

@@ -33,11 +33,17 @@ import { countingEventSink, type DaemonObserver } from "./observer.ts";
 import type { PolicyAgent } from "./policy_agent.ts";
 import { DaemonServer } from "./server.ts";
 import { cniService } from "./service.ts";
+import { DaemonConf } from "./daemon_conf.ts";
+import { LoggerPool } from "./log_pool.ts";
 
 /** Options of {@link ManifoldDaemon.start}. */
 export interface DaemonOptions {
-  /** The plugin configuration the runtime uses (`--conf`), parsed. */
-  conf: ManifoldConf;
+  /**
+   * The plugin configuration the runtime uses (`--conf`): followed from its file
+   * ({@link DaemonConf.load}), or fixed. Every request, hot-plug pass and the policy agent use
+   * it; a request's own config contributes only its per-invocation fields (daemon_conf.ts).
+   */
+  conf: ManifoldConf | DaemonConf;
   /** The socket path. */
   socketPath: string;
   /**
@@ -58,6 +64,8 @@ export interface DaemonOptions {
   requestTimeoutMs?: number;
   /** Time a client has to send its request, ms (server.ts). */
   idleTimeoutMs?: number;
+  /** Connections served at once; past it clients get code 11 (server.ts). */
+  maxConnections?: number;
   /** Receives what the daemon serves. */
   observer: DaemonObserver;
   /** The daemon's log. */
@@ -85,6 +93,7 @@ export class ManifoldDaemon {
     hotPlug?: HotPlug;
     policy?: PolicyAgent;
     reclaimer?: IdleReclaimer;
+    loggers?: LoggerPool;
   };
 
   private constructor(
@@ -99,6 +108,7 @@ export class ManifoldDaemon {
       hotPlug?: HotPlug;
       policy?: PolicyAgent;
       reclaimer?: IdleReclaimer;
+      loggers?: LoggerPool;
     },
   ) {
     this.#parts = parts;
@@ -116,7 +126,11 @@ export class ManifoldDaemon {
    * @returns the running daemon
    * @throws Deno errors when the socket cannot be created
    */
-  static async start(opts: DaemonOptions): Promise<ManifoldDaemon> {
+  static async start(options: DaemonOptions): Promise<ManifoldDaemon> {
+    const trusted = options.conf instanceof DaemonConf
+      ? options.conf
+      : DaemonConf.fixed(options.conf);
+    const opts = { ...options, conf: trusted.conf }; // the start-up values (daemon_conf.ts RESTART_KEYS)
     const { kube, logger } = opts;
     disableMarks(); // the trace timeline is per process: requests here run concurrently
     useClearableTimers(); // a request's cancelled timers are freed at once (lib/util/timer.ts)
@@ -166,11 +180,17 @@ export class ManifoldDaemon {
       observer = kickingObserver(observer, policy);
     }
     const attachments = tally(opts);
+    const loggers = new LoggerPool();
     const serve = cniService({
       baseEnv: opts.env,
+      trusted,
       handlers: (env) =>
         manifoldHandlers(
-          realDeps(env, { api, onDelegate: (p, c, s) => opts.observer.delegate(p, c, s) }),
+          realDeps(env, {
+            api,
+            onDelegate: (p, c, s) => opts.observer.delegate(p, c, s),
+            logger: (dest) => loggers.get(dest),
+          }),
           { processEnv: env },
         ),
       requestTimeoutMs: opts.requestTimeoutMs,
@@ -185,6 +205,9 @@ export class ManifoldDaemon {
         socketPath: opts.socketPath,
         serve,
         idleTimeoutMs: opts.idleTimeoutMs,
+        maxConnections: opts.maxConnections,
+        requestTimeoutMs: opts.requestTimeoutMs,
+        onAcceptError: () => opts.observer.acceptError?.(),
         logger,
         onSettled: (n) => reclaimer.settled(n),
       });
@@ -192,11 +215,13 @@ export class ManifoldDaemon {
       // Nothing started above may outlive the failure (the caller keeps the API client).
       stopWatch.abort();
       await Promise.all([watching, policy?.stop(), pods?.done]);
+      loggers.close();
       throw e;
     }
     const hotPlug = opts.conf.hotPlug && kube && pods && api
       ? startHotPlug({
         conf: opts.conf,
+        currentConf: () => trusted.current(),
         pods: pods.store,
         api,
         events: kubeEvents!, // hot-plug's own policy (hotplug.ts)
@@ -216,6 +241,7 @@ export class ManifoldDaemon {
       hotPlug,
       policy,
       reclaimer,
+      loggers,
     });
   }
 
@@ -251,6 +277,7 @@ export class ManifoldDaemon {
   async stop(): Promise<void> {
     await this.#server.close();
     await this.#parts.hotPlug?.stop();
+    this.#parts.loggers?.close();
     this.#parts.reclaimer?.close();
     this.#stopWatch.abort();
     const policyStopped = this.#parts.policy?.stop();
@@ -263,7 +290,7 @@ export class ManifoldDaemon {
 }
 
 /** The `manifold_attachments` count of the daemon's cache (`cniDir` of `--conf`), scanned now. */
-function tally(opts: DaemonOptions): AttachmentTally {
+function tally(opts: DaemonOptions & { conf: ManifoldConf }): AttachmentTally {
   const t = new AttachmentTally(
     new AttachmentCache(opts.conf.cniDir),
     (n) => opts.observer.attachments(n),

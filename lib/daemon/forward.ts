@@ -8,8 +8,9 @@
  *
  * Delivery decides fallback: a socket that is absent or refuses the connection means the
  * request was never delivered (`unavailable`: main.ts may run it in-process); once connected,
- * any failure (the daemon closed the connection before a complete answer, e.g. it died) is
- * `lost`: the request may have run, so it is never run again here (CNI code 11, "try again").
+ * any failure (the daemon closed the connection before a complete answer, e.g. it died, or no
+ * answer within the daemon's request timeout + {@link REPLY_GRACE_MS}) is `lost`: the request
+ * may have run, or still be running, so it is never run again here (CNI code 11, "try again").
  *
  * @module
  */
@@ -22,6 +23,11 @@ import {
   MAX_ANSWER_BYTES,
   PROTOCOL_VERSION,
 } from "./protocol.ts";
+
+/** The daemon's request timeout when its lock file does not give it, ms (service.ts default). */
+export const DEFAULT_DAEMON_REQUEST_TIMEOUT_MS = 120_000;
+/** Time the forwarder waits past the daemon's own request timeout, ms. */
+export const REPLY_GRACE_MS = 5_000;
 
 /** What became of a forwarded request. */
 export type ForwardOutcome =
@@ -54,7 +60,8 @@ export function daemonRoute(stdin: Uint8Array): DaemonRoute | undefined {
   }
   if (typeof config !== "object" || config === null) return undefined;
   const c = config as Record<string, unknown>;
-  if (typeof c.daemonSocket !== "string" || c.daemonSocket === "") return undefined;
+  // A relative path is no route: the in-process path then reports the config error (code 7).
+  if (typeof c.daemonSocket !== "string" || !c.daemonSocket.startsWith("/")) return undefined;
   return {
     socket: c.daemonSocket,
     fallback: c.daemonFallback !== false,
@@ -67,8 +74,9 @@ export function daemonRoute(stdin: Uint8Array): DaemonRoute | undefined {
  * @param socket the daemon's unix socket path
  * @param env the plugin process's environment (only CNI_* and MANIFOLD_* are sent)
  * @param stdin the raw stdin bytes
- * @param options `timeoutMs`: bound on sending and answering once connected, ms (the
- *   plugin path sets none: the daemon bounds each request itself; `manifold doctor` does)
+ * @param options `timeoutMs`: bound on sending and answering once connected, ms; default the
+ *   daemon's request timeout (the `requestTimeoutMs=` line of `<socket>.lock`, else
+ *   {@link DEFAULT_DAEMON_REQUEST_TIMEOUT_MS}) + {@link REPLY_GRACE_MS}
  * @returns `answered`, `unavailable` (not delivered: fallback allowed) or `lost` (also when
  *   `timeoutMs` ran out)
  */
@@ -84,13 +92,14 @@ export async function forward(
   } catch (e) {
     return { kind: "unavailable", reason: e instanceof Error ? e.message : String(e) };
   }
+  const timeoutMs = options.timeoutMs ?? await replyDeadlineMs(socket);
   let timedOut = false;
-  const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => {
+  const timer = deadline(timeoutMs, () => {
     timedOut = true;
     try {
       conn.close(); // fails the pending read or write
     } catch { /* closed */ }
-  }, options.timeoutMs);
+  });
   try {
     const header = new TextEncoder().encode(
       JSON.stringify({ v: PROTOCOL_VERSION, env: forwardedEnv(env) }),
@@ -114,16 +123,49 @@ export async function forward(
     }
     return { kind: "answered", answer: { code: answer.code, stdout: answer.stdout } };
   } catch (e) {
-    if (timedOut) return { kind: "lost", reason: `no answer within ${options.timeoutMs} ms` };
+    if (timedOut) return { kind: "lost", reason: `no answer within ${timeoutMs} ms` };
     return { kind: "lost", reason: e instanceof Error ? e.message : String(e) };
   } finally {
-    // Only with a timer: the first touch of `clearTimeout`/`setTimeout` loads Deno's timer
-    // module, ≈ 6 ms of every forwarded call.
-    if (timer !== undefined) clearTimeout(timer);
+    timer.cancel();
     try {
       conn.close();
     } catch { /* already closed */ }
   }
+}
+
+/**
+ * The forwarder's reply deadline for a daemon socket: the daemon's request timeout, read from
+ * the `requestTimeoutMs=<ms>` line of its lock file (socket_owner.ts), + {@link REPLY_GRACE_MS}.
+ * @param socket the daemon socket path
+ * @returns the deadline, ms
+ */
+export async function replyDeadlineMs(socket: string): Promise<number> {
+  const text = await Deno.readTextFile(`${socket}.lock`).catch(() => "");
+  const m = /^requestTimeoutMs=(\d{1,9})$/m.exec(text);
+  return (m ? Number(m[1]) : DEFAULT_DAEMON_REQUEST_TIMEOUT_MS) + REPLY_GRACE_MS;
+}
+
+/**
+ * Calls `fire` after `ms` unless cancelled. Not `setTimeout`: its first use loads Deno's timer
+ * module, ≈ 6 ms of every forwarded call (measured); `Atomics.waitAsync`'s timeout is V8's own
+ * (≈ 0.07 ms) and fires while the socket read keeps the event loop alive.
+ */
+function deadline(ms: number, fire: () => void): { cancel(): void } {
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  let cancelled = false;
+  const waiting = Atomics.waitAsync(cell, 0, 0, ms);
+  if (!waiting.async) { // cannot happen (the cell holds 0); kept for the type
+    return { cancel() {} };
+  }
+  waiting.value.then((v) => {
+    if (!cancelled && v === "timed-out") fire();
+  });
+  return {
+    cancel() {
+      cancelled = true;
+      Atomics.notify(cell, 0);
+    },
+  };
 }
 
 /**

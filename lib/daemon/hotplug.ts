@@ -55,8 +55,14 @@ export const HOTPLUG_RESYNC_MS = 60_000;
 
 /** Options of {@link startHotPlug}. */
 export interface HotPlugOptions {
-  /** The daemon's plugin configuration (`hotPlug: true`). */
+  /** The daemon's plugin configuration (`hotPlug: true`) at start-up. */
   conf: ManifoldConf;
+  /**
+   * The daemon's configuration now (lib/daemon/daemon_conf.ts: `--conf` re-read when it
+   * changed), asked at each pass, so a pass and a request never disagree about
+   * `clusterNetwork`/`defaultNetworks`; default `conf`.
+   */
+  currentConf?: () => Promise<ManifoldConf>;
   /** The node's pods. */
   pods: PodStore;
   /** The API-backed sources the daemon shares (NADs from memory, status PATCH). */
@@ -297,13 +303,14 @@ class Controller implements HotPlug {
     let key = await this.#index.sandboxOf(meta.namespace, meta.name);
     if (!key) return; // not running on this node (yet): its ADD reads the annotation itself
     const started = performance.now();
+    const conf = await this.#opts.currentConf?.() ?? this.#opts.conf;
     const pass = (key: CacheKey) =>
       hotPlugPod({
-        conf: this.#opts.conf,
+        conf,
         cache: this.#cache,
         key,
         pod: { namespace: meta.namespace, name: meta.name, uid, annotations },
-        makeDeps: (record) => this.#deps(record),
+        makeDeps: (record) => this.#deps(record, conf),
         logger: this.#log,
       });
     let outcome = await pass(key);
@@ -402,8 +409,8 @@ class Controller implements HotPlug {
   }
 
   /** The dependencies of a change: a CNI environment as the sandbox's ADD had it. */
-  async #deps(record: CacheRecord) {
-    const { conf, env, api } = this.#opts;
+  async #deps(record: CacheRecord, conf: ManifoldConf) {
+    const { env, api } = this.#opts;
     const cniEnv = parseCniEnv({
       CNI_COMMAND: "ADD",
       CNI_CONTAINERID: record.containerId,

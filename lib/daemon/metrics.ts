@@ -17,6 +17,8 @@
  * - `manifold_hotplug_changes_total{op,result}` counter and
  *   `manifold_hotplug_change_duration_seconds{result}` histogram: hot-plug (`"hotPlug": true`),
  *   op `add` | `remove` | `change`, result `success` | `error` | `refused`;
+ * - `manifold_accept_errors_total` counter: failed `accept(2)` calls on the daemon socket
+ *   (out of descriptors: the server backs off);
  * - `manifold_fallback_total` counter: in-process fallbacks of the forwarder, the line count
  *   of the fallbacks file at scrape time;
  * - `manifold_events_total{type,reason}` counter: Kubernetes events the daemon posted (after the
@@ -27,7 +29,8 @@
  *   reads from `/proc/self` ({@link PROC_SELF_SERIES}), which Deno opens only with
  *   `--allow-all` (the daemon runs with scripts/permissions, so they would read 0):
  *   `process_resident_memory_bytes` comes from `Deno.memoryUsage()` instead, the others are left
- *   out; and the `nodejs_eventloop_lag_*` series, the same but sampled by loop_delay.ts (Deno's
+ *   out, but `process_open_fds` and `process_max_fds`, counted through libc (process_fds.ts);
+ *   and the `nodejs_eventloop_lag_*` series, the same but sampled by loop_delay.ts (Deno's
  *   `monitorEventLoopDelay`, which prom-client uses, held 10–18 MiB of the daemon's RSS); and
  *   without prom-client's three gauges named like counters ({@link LINT_FAILING_SERIES}:
  *   `promtool check metrics` rejects them; their per-type series stay).
@@ -42,6 +45,7 @@ import {
   POLICY_FAILURE_REASONS,
   type PolicyFailureReason,
 } from "./observer.ts";
+import { maxFds, openFds } from "./process_fds.ts";
 
 /** Histogram buckets in seconds, for CNI requests and delegates: 5 ms … 60 s. */
 export const DURATION_BUCKETS: readonly number[] = [
@@ -274,6 +278,11 @@ export function createDaemonMetrics(
     labelNames: ["type", "reason"] as const,
     registers,
   });
+  const acceptErrors = new Counter({
+    name: "manifold_accept_errors_total",
+    help: "Failed accept(2) calls on the daemon socket (e.g. out of file descriptors).",
+    registers,
+  });
   const fallbacks = opts.fallbackFile === undefined
     ? undefined
     : new LineCounter(opts.fallbackFile);
@@ -299,6 +308,26 @@ export function createDaemonMetrics(
       registers,
       collect() {
         this.set(Deno.memoryUsage().rss);
+      },
+    });
+    new Gauge({
+      name: "process_open_fds",
+      help: "Number of open file descriptors.",
+      registers,
+      collect() {
+        try {
+          this.set(openFds());
+        } catch { /* no FFI: left out of the scrape's value */ }
+      },
+    });
+    new Gauge({
+      name: "process_max_fds",
+      help: "Maximum number of open file descriptors.",
+      registers,
+      collect() {
+        try {
+          this.set(maxFds());
+        } catch { /* no FFI */ }
       },
     });
   }
@@ -336,6 +365,9 @@ export function createDaemonMetrics(
     event(type, reason) {
       // Reasons are this program's constants; bound the label anyway.
       events.inc({ type, reason: /^[A-Za-z]{1,64}$/.test(reason) ? reason : "other" });
+    },
+    acceptError() {
+      acceptErrors.inc();
     },
   };
   return {

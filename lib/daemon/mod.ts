@@ -1,5 +1,6 @@
 /**
- * The resident node agent (`manifold daemon`): the socket server, the request service, the
+ * The resident node agent (`manifold daemon`): the socket server (its ownership and peer
+ * check), the trusted configuration, the request service, the
  * NAD store, the node's pod informer, hot-plug of running pods, the wire protocol and the
  * forwarder the plugin binary uses.
  *
@@ -8,10 +9,12 @@
 
 export * from "./attachments.ts";
 export * from "./daemon.ts";
+export * from "./daemon_conf.ts";
 export * from "./forward.ts";
 export * from "./hotplug.ts";
 export * from "./hotplug_apply.ts";
 export * from "./hotplug_diff.ts";
+export * from "./log_pool.ts";
 export * from "./nad_store.ts";
 export * from "./observer.ts";
 export * from "./pod_informer.ts";
@@ -19,3 +22,4 @@ export type { PolicyAgent } from "./policy_agent.ts";
 export * from "./protocol.ts";
 export * from "./server.ts";
 export * from "./service.ts";
+export * from "./socket_owner.ts";

@@ -74,6 +74,8 @@ export interface DaemonObserver {
    * `Warning`, reason e.g. `TeardownAbandoned` (NPWG v1.3 §7.2 give-up), `ErrorAddingNetwork`.
    */
   event?(type: "Normal" | "Warning", reason: string): void;
+  /** One failed `accept(2)` on the daemon socket (e.g. out of descriptors; server.ts backs off). */
+  acceptError?(): void;
 }
 
 /**
@@ -92,6 +94,7 @@ export function countingEventSink(sink: EventSink, observer: DaemonObserver): Ev
     flush: () => sink.flush(),
   };
 }
+
 /** An observer that records nothing. */
 export const NO_OBSERVER: DaemonObserver = {
   cniRequest() {},

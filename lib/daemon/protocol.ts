@@ -3,9 +3,10 @@
  * `manifold daemon`, over a unix stream socket. Import-free: the forwarder loads it.
  *
  * One request per connection. Every frame is a 4-byte big-endian length, then that many bytes.
- * - Request: frame 1 = UTF-8 JSON `{"v": 1, "env": {NAME: value, …}}` (the CNI_* and MANIFOLD_*
- *   variables of the plugin process), frame 2 = the raw stdin bytes (the network config). The
- *   two frames together are at most {@link MAX_REQUEST_BYTES}.
+ * - Request: frame 1 = UTF-8 JSON `{"v": 1, "env": {NAME: value, …}}` (the variables of
+ *   {@link REQUEST_ENV} of the plugin process; the daemon drops any other), at most
+ *   {@link MAX_HEADER_BYTES}; frame 2 = the raw stdin bytes (the network config), at most
+ *   {@link MAX_STDIN_FRAME_BYTES}. Each length is checked before its bytes are read.
  * - Answer: one frame, UTF-8 JSON `{"code": exit code, "stdout": text}`: what the plugin process
  *   would have printed and exited with; the forwarder reproduces both verbatim.
  * A request the daemon cannot decode gets an answer whose `stdout` is a CNI error JSON (code 5
@@ -16,16 +17,39 @@
 
 /** Protocol version carried in the request header (`v`). */
 export const PROTOCOL_VERSION = 1;
-/** Largest request (both frames, prefixes included), bytes: 4 MiB (stdin itself is capped at 1 MiB). */
-export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+/** Largest request header (frame 1's payload), bytes: 64 KiB. */
+export const MAX_HEADER_BYTES = 64 * 1024;
+/**
+ * Largest stdin (frame 2's payload), bytes: 1 MiB, the plugin's own stdin cap
+ * (lib/cni/stdin.ts `MAX_STDIN_BYTES`).
+ */
+export const MAX_STDIN_FRAME_BYTES = 1024 * 1024;
+/** Largest request (both frames, prefixes included), bytes. */
+export const MAX_REQUEST_BYTES = 8 + MAX_HEADER_BYTES + MAX_STDIN_FRAME_BYTES;
 /** Largest answer the forwarder accepts, bytes: 16 MiB. */
 export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The variables a request may carry, and the only ones the daemon takes from it: the
+ * per-invocation parameters of CNI SPEC "Parameters" (`CNI_PATH` is not one: in daemon mode
+ * delegates come from the daemon's own `binDir`, as in Multus thick), plus Manifold's
+ * recursion marker `MANIFOLD_DELEGATION_DEPTH` (lib/cni/recursion.ts), which can only make the
+ * daemon refuse a request.
+ */
+export const REQUEST_ENV: readonly string[] = [
+  "CNI_COMMAND",
+  "CNI_CONTAINERID",
+  "CNI_NETNS",
+  "CNI_IFNAME",
+  "CNI_ARGS",
+  "MANIFOLD_DELEGATION_DEPTH",
+];
 
 /** The request header (frame 1). */
 export interface RequestHeader {
   /** {@link PROTOCOL_VERSION}. */
   v: number;
-  /** The forwarded environment: CNI_* and MANIFOLD_* variables. */
+  /** The forwarded environment: the variables of {@link REQUEST_ENV}. */
   env: Record<string, string>;
 }
 
@@ -50,16 +74,21 @@ export function frame(payload: Uint8Array): Uint8Array {
 }
 
 /**
- * The variables of a plugin environment that the daemon receives: `CNI_*` (CNI SPEC
- * "Parameters") and `MANIFOLD_*` (the recursion marker, test hooks). Other variables
- * (PATH, proxies, KUBERNETES_SERVICE_*) are the daemon's own.
- * @param env the plugin process's environment
- * @returns the subset to forward
+ * The variables of {@link REQUEST_ENV} in an environment, string values only: what the
+ * forwarder sends and what the daemon keeps of a request's header. Everything else (`PATH`,
+ * `LD_PRELOAD`, `CNI_PATH`, proxies) is the daemon's own.
+ * @param env a plugin process's environment, or a request header's `env`
+ * @returns the subset
+ * @example
+ * ```ts
+ * forwardedEnv({ CNI_COMMAND: "ADD", LD_PRELOAD: "/x.so", CNI_PATH: "/tmp" }); // { CNI_COMMAND: "ADD" }
+ * ```
  */
-export function forwardedEnv(env: Record<string, string>): Record<string, string> {
+export function forwardedEnv(env: Record<string, unknown>): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) {
-    if (k.startsWith("CNI_") || k.startsWith("MANIFOLD_")) out[k] = v;
+  for (const k of REQUEST_ENV) {
+    const v = Object.hasOwn(env, k) ? env[k] : undefined;
+    if (typeof v === "string") out[k] = v;
   }
   return out;
 }

@@ -4,15 +4,19 @@
  * with the request's environment and stdin injected and stdout collected — one
  * implementation, two entry points.
  *
- * Each request gets its own environment (the daemon's own variables overlaid with the
- * forwarded CNI_* and MANIFOLD_* ones; delegates inherit it), its own logger and dependencies;
- * only the API-backed sources (one warm client, the NAD store) are shared.
+ * Each request gets its own environment: the daemon's own variables plus the request's
+ * per-invocation CNI variables (protocol.ts `REQUEST_ENV`; anything else the client sent is
+ * dropped) and `CNI_PATH` from the daemon (its own, else the config's `binDir`); delegates
+ * inherit it. Its config is the daemon's (`trusted`, daemon_conf.ts) with the request's
+ * per-invocation fields. Only the API-backed sources (one warm client, the NAD store) and the
+ * loggers (one per destination) are shared.
  *
  * @module
  */
 
 import { dispatch, type SkelHandlers } from "../cni/skel.ts";
-import { cniErrorJson, type DaemonAnswer } from "./protocol.ts";
+import { cniErrorJson, type DaemonAnswer, forwardedEnv } from "./protocol.ts";
+import { CniError } from "../cni/errors.ts";
 import type { DaemonObserver } from "./observer.ts";
 import type { Logger } from "../log/mod.ts";
 import type { AttachmentTally } from "./attachments.ts";
@@ -26,10 +30,32 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
  */
 export const DAEMON_ONLY_ENV = "DENO_V8_FLAGS";
 
+/** The delegates' `CNI_PATH` when neither the daemon's environment nor `trusted` names one. */
+const DEFAULT_CNI_PATH = "/opt/cni/bin";
+
+/** Commands whose config is read (every one but VERSION; the dispatcher rejects others). */
+const CONFIG_COMMANDS = new Set(["ADD", "DEL", "CHECK", "GC", "STATUS"]);
+
+/** The daemon's side of a request's config (daemon_conf.ts `DaemonConf`). */
+export interface TrustedConfig {
+  /**
+   * The config to run: the daemon's own with the request's per-invocation fields.
+   * @throws {CniError} 6 or 7 for a request that cannot be served
+   */
+  requestStdin(stdin: Uint8Array): Promise<Uint8Array>;
+  /** The configuration as last read: its `binDir` is the delegates' `CNI_PATH`. */
+  readonly conf: { binDir: string };
+}
+
 /** Options of {@link cniService}. */
 export interface CniServiceOptions {
-  /** The daemon's own environment, under the forwarded variables. */
+  /** The daemon's own environment, under the request's CNI variables. */
   baseEnv: Record<string, string>;
+  /**
+   * The daemon's configuration: each request runs with it (module doc). Without it (tests of
+   * the dispatch alone) the request's stdin is used as sent.
+   */
+  trusted?: TrustedConfig;
   /** The handlers for one request, given its environment. */
   handlers(env: Record<string, string>): SkelHandlers;
   /**
@@ -51,7 +77,7 @@ export interface CniServiceOptions {
 
 /** One decoded request. */
 export interface CniRequest {
-  /** The forwarded variables (CNI_* and MANIFOLD_*). */
+  /** The request's variables (protocol.ts `REQUEST_ENV`; any other is ignored). */
   env: Record<string, string>;
   /** The raw stdin bytes. */
   stdin: Uint8Array;
@@ -69,16 +95,40 @@ export function cniService(opts: CniServiceOptions): (req: CniRequest) => Promis
     if (k.startsWith("CNI_") || k.startsWith("MANIFOLD_") || k === DAEMON_ONLY_ENV) continue;
     base[k] = v;
   }
+  const daemonCniPath = opts.baseEnv.CNI_PATH;
   return async (req) => {
     const started = performance.now();
-    const env = { ...base, ...req.env };
+    const env: Record<string, string> = {
+      ...base,
+      ...forwardedEnv(req.env),
+      CNI_PATH: daemonCniPath || opts.trusted?.conf.binDir || DEFAULT_CNI_PATH,
+    };
     const command = env.CNI_COMMAND ?? "";
     let stdout = "";
     const run = (async (): Promise<DaemonAnswer> => {
+      let stdin = req.stdin;
+      if (opts.trusted && CONFIG_COMMANDS.has(command)) {
+        try {
+          stdin = await opts.trusted.requestStdin(req.stdin);
+          env.CNI_PATH = daemonCniPath || opts.trusted.conf.binDir; // as just re-read
+        } catch (e) {
+          const err = e instanceof CniError ? e : new CniError(999, "daemon failure", String(e));
+          opts.logger?.warn("request refused", {
+            command,
+            containerId: env.CNI_CONTAINERID,
+            code: err.code,
+            msg: err.msg,
+          });
+          return {
+            code: 1,
+            stdout: cniErrorJson(versionOf(req.stdin), err.code, err.msg, err.details),
+          };
+        }
+      }
       try {
         const code = await dispatch(opts.handlers(env), {
           env,
-          readStdin: (max) => Promise.resolve(req.stdin.subarray(0, max + 1)),
+          readStdin: (max) => Promise.resolve(stdin.subarray(0, max + 1)),
           writeStdout: (text) => void (stdout += text),
         });
         return { code, stdout };

@@ -80,6 +80,16 @@ function formatLine(level: LogLevel, msg: string, fields: LogFields): string {
 /** A log file's writer: plain append, or rotating when `logOptions` are given. */
 interface LogFileWriter {
   write(bytes: Uint8Array): void;
+  close(): void;
+}
+
+/** A logger that owns its file descriptor (see {@link createLogger}). */
+export interface ClosableLogger extends Logger {
+  /**
+   * Closes the log file's descriptor (idempotent); a later line opens it again. The loggers
+   * `with` derived share the descriptor.
+   */
+  close(): void;
 }
 
 /** Opens `path` for appending (on first write), rotating by {@link LogOptions} when given. */
@@ -93,13 +103,17 @@ function logFileWriter(path: string, logOptions: LogOptions | undefined): LogFil
         "log file rotated; logOptions.compress is not implemented: backups are kept uncompressed",
         { file: path, removedBackups: outcome.removed.length },
       ));
-    return { write: (bytes) => file.write(bytes, notice) };
+    return { write: (bytes) => file.write(bytes, notice), close: () => file.close() };
   }
   let file: Deno.FsFile | undefined;
   return {
     write(bytes) {
       file ??= Deno.openSync(path, { append: true, create: true, mode: 0o600 });
       file.writeSync(bytes);
+    },
+    close() {
+      file?.close();
+      file = undefined;
     },
   };
 }
@@ -109,11 +123,14 @@ function logFileWriter(path: string, logOptions: LogOptions | undefined): LogFil
  * File errors are swallowed (logging must never fail a pod): after the first, the file is
  * no longer written.
  *
+ * The file is opened at the first line and stays open: a long-lived process makes one logger
+ * per destination and closes it when done (`close`).
+ *
  * @param opts level, file (and its rotation), stderr
  * @param base fields added to every line
  * @returns the logger
  */
-export function createLogger(opts: LoggerOptions = {}, base: LogFields = {}): Logger {
+export function createLogger(opts: LoggerOptions = {}, base: LogFields = {}): ClosableLogger {
   const min = RANK[parseLogLevel(opts.level ?? "panic")];
   const toStderr = opts.toStderr ?? true;
   const enc = new TextEncoder();
@@ -144,7 +161,14 @@ export function createLogger(opts: LoggerOptions = {}, base: LogFields = {}): Lo
     error: (m, f) => emit("error", m, { ...fixed, ...f }),
     with: (f) => derive({ ...fixed, ...f }),
   });
-  return derive(base);
+  return {
+    ...derive(base),
+    close() {
+      try {
+        file?.close();
+      } catch { /* already closed */ }
+    },
+  };
 }
 
 /** A logger that drops everything (tests, dry runs). */

@@ -86,7 +86,7 @@ export interface ManifoldConf {
   /**
    * Manifold: unix socket of the node agent (`manifold daemon`). When set, the binary forwards
    * the request there (lib/daemon/forward.ts) instead of running it; read in main.ts before this
-   * schema loads, validated here so a wrong type is a code-7 error.
+   * schema loads, validated here so a wrong type or a relative path is a code-7 error.
    */
   daemonSocket?: string;
   /**
@@ -315,6 +315,9 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
   };
   if (c.chrootDir && !c.chrootDir.startsWith("/")) {
     issues.push("✖ Expected an absolute path\n  → at chrootDir");
+  }
+  if (c.daemonSocket && !c.daemonSocket.startsWith("/")) {
+    issues.push("✖ Expected an absolute path\n  → at daemonSocket");
   }
   if (c.logOptions !== undefined) issues.push(...logOptionsIssues(c.logOptions));
   if (issues.length > 0) {

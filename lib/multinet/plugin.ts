@@ -12,6 +12,7 @@
 import type { SkelContext, SkelHandlers } from "../cni/skel.ts";
 import type { ManifoldDeps } from "./deps.ts";
 import type { WiringOptions } from "./wiring.ts";
+import type { Logger, LoggerOptions } from "../log/mod.ts";
 import { withContainerLock } from "./cache/container_lock.ts";
 import { mark } from "../log/trace.ts";
 import { assertNotDelegated, delegationDepth, processMarkerEnv } from "../cni/recursion.ts";
@@ -26,6 +27,11 @@ export interface RealDepsOptions {
   api?: WiringOptions["api"];
   /** See `WiringOptions.onDelegate`. */
   onDelegate?: WiringOptions["onDelegate"];
+  /**
+   * The logger of a call, given its config's destination (`manifold daemon`: one shared per
+   * destination, lib/daemon/log_pool.ts); default: a new one per call.
+   */
+  logger?: (opts: LoggerOptions) => Logger;
 }
 
 /** Builds dependencies for a call; swapped in tests. */
@@ -50,12 +56,13 @@ export function realDeps(
     ]);
     const conf = parseManifoldConf(ctx.config);
     mark("configParsed");
-    const logger = createLogger({
+    const dest: LoggerOptions = {
       level: conf.logLevel,
       file: conf.logFile,
       logOptions: conf.logOptions,
       toStderr: conf.logToStderr,
-    }).with({ plugin: "manifold" });
+    };
+    const logger = (opts.logger ?? createLogger)(dest).with({ plugin: "manifold" });
     const deps = await buildDeps(conf, ctx.env, logger, {
       processEnv,
       api: opts.api,

@@ -7,8 +7,9 @@
 
 import assert from "node:assert/strict";
 import { frame } from "../../lib/daemon/protocol.ts";
-import { caseSeed, mutateBytes, Rng } from "../support/fuzz.ts";
+import { caseSeed, mutateBytes, randomJson, randomString, Rng } from "../support/fuzz.ts";
 import { decodeAnswer, rawExchange, startDaemon } from "../support/daemon.ts";
+import { isRoot, Scratch } from "../support/netns.ts";
 
 const opts = { sanitizeResources: false, sanitizeOps: false };
 const enc = new TextEncoder();
@@ -106,6 +107,98 @@ Deno.test("daemon socket: fuzzed requests never crash the daemon", opts, async (
     assert.equal(decodeAnswer(await rawExchange(socket, base))?.code, 0, "still serving");
   });
 });
+
+Deno.test(
+  "daemon socket: fuzzed env and config fields never choose a binary, a log file or the environment",
+  { ...opts, ignore: !isRoot() },
+  async () => {
+    const seed = Number(Deno.env.get("FUZZ_SEED") ?? 20);
+    const runs = Number(Deno.env.get("DAEMON_FUZZ_RUNS") ?? 300);
+    const scratch = new Scratch();
+    const netns = `/var/run/netns/${await scratch.netns("fz")}`; // the delegates' (loopback) own
+    const dir = await Deno.makeTempDir({ prefix: "mft-sockf-" });
+    const conf = {
+      cniVersion: "1.1.0",
+      name: "manifold-net",
+      type: "manifold",
+      delegates: [{ cniVersion: "1.0.0", name: "lo", type: "loopback" }],
+      cniDir: `${dir}/cache`,
+      logLevel: "error",
+    };
+    // Fake delegates a request might name: each would leave a marker.
+    await Deno.mkdir(`${dir}/evil`);
+    for (const name of ["loopback", "bridge", "manifold"]) {
+      await Deno.writeTextFile(`${dir}/evil/${name}`, `#!/bin/sh\ntouch ${dir}/pwned\n`, {
+        mode: 0o755,
+      });
+    }
+    const d = await startDaemon(dir, conf, { flags: ["--idle-timeout-ms", "300"] });
+    let exited = false;
+    d.child.status.then(() => exited = true);
+    const commands = ["ADD", "ADD", "ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION", "", "add"];
+    const keys = [
+      "CNI_COMMAND",
+      "CNI_CONTAINERID",
+      "CNI_NETNS",
+      "CNI_IFNAME",
+      "CNI_ARGS",
+      "CNI_PATH",
+      "LD_PRELOAD",
+      "PATH",
+      "MANIFOLD_DELEGATION_DEPTH",
+      "MANIFOLD_TEST_CRASHPOINT",
+    ];
+    try {
+      for (let i = 0; i < runs; i++) {
+        const r = new Rng(caseSeed(seed, i));
+        // Mostly a valid call (so delegates would run), with fuzzed and foreign variables.
+        const env: Record<string, string> = {
+          CNI_COMMAND: commands[r.int(commands.length)],
+          CNI_CONTAINERID: `fz${i % 7}`,
+          CNI_NETNS: netns,
+          CNI_IFNAME: "eth0",
+        };
+        for (const k of keys) {
+          if (r.chance(0.3)) env[k] = r.chance(0.5) ? `${dir}/evil` : randomString(r);
+        }
+        if (r.chance(0.3)) env[randomString(r)] = randomString(r);
+        const config: Record<string, unknown> = { ...conf, daemonSocket: d.socket };
+        const fields = {
+          binDir: `${dir}/evil`,
+          cniDir: `${dir}/evil-cache`,
+          logFile: `${dir}/req.log`,
+          chrootDir: `${dir}/evil`,
+          clusterNetwork: `${dir}/evil/loopback`,
+          kubeconfig: `${dir}/evil/kc`,
+          cniVersion: ["0.4.0", "1.0.0", "1.1.0", 7, "9.9.9"][r.int(5)],
+          runtimeConfig: randomJson(r),
+          args: randomJson(r),
+          prevResult: randomJson(r),
+          name: r.chance(0.8) ? conf.name : randomString(r),
+          type: r.chance(0.8) ? conf.type : randomString(r),
+        };
+        for (const [k, v] of Object.entries(fields)) if (r.chance(0.5)) config[k] = v;
+        const out = await rawExchange(d.socket, request(env, JSON.stringify(config)));
+        const a = decodeAnswer(out);
+        assert.ok(a && typeof a.code === "number", `case ${i}: an answer frame`);
+        if (a.code !== 0) {
+          const e = JSON.parse(a.stdout);
+          assert.ok(typeof e.code === "number" && e.msg, `case ${i}: a CNI error, got ${a.stdout}`);
+        }
+        assert.ok(!exited, `case ${i} (FUZZ_SEED=${seed}) stopped the daemon`);
+      }
+      const there = (p: string) => Deno.lstat(p).then(() => true, () => false);
+      assert.equal(await there(`${dir}/pwned`), false, "no binary of a request ran");
+      assert.equal(await there(`${dir}/req.log`), false, "no log file of a request");
+      assert.equal(await there(`${dir}/evil-cache`), false, "no cache dir of a request");
+    } finally {
+      d.kill("SIGKILL");
+      await d.exited();
+      await Deno.remove(dir, { recursive: true });
+      await scratch.cleanup();
+    }
+  },
+);
 
 Deno.test(
   "daemon socket: a connection closed before its first byte is a probe, not a bad request",

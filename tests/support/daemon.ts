@@ -14,6 +14,8 @@ export interface DaemonProcess {
   socket: string;
   /** The config as the runtime passes it (with `daemonSocket`). */
   conf: Record<string, unknown>;
+  /** The daemon's `--conf` file. */
+  confPath: string;
   child: Deno.ChildProcess;
   /** Sends a signal. */
   kill(signal: Deno.Signal): void;
@@ -25,20 +27,33 @@ export interface DaemonProcess {
  * Starts `manifold daemon --conf <dir>/daemon.conf --socket <dir>/run/manifold.sock`.
  * @param dir a temp dir of the test
  * @param conf the plugin config (without `daemonSocket`; added)
- * @param opts extra flags and environment of the daemon process
+ * @param opts extra flags and environment of the daemon process; `launcher`: a command prefix
+ *   (e.g. `["prlimit", "--nofile=64"]`); `socket`: another socket path
  */
 export async function startDaemon(
   dir: string,
   conf: Record<string, unknown>,
-  opts: { flags?: string[]; env?: Record<string, string> } = {},
+  opts: {
+    flags?: string[];
+    env?: Record<string, string>;
+    launcher?: string[];
+    socket?: string;
+  } = {},
 ): Promise<DaemonProcess> {
-  const socket = `${dir}/run/manifold.sock`;
+  const socket = opts.socket ?? `${dir}/run/manifold.sock`;
   const full = { ...conf, daemonSocket: socket };
-  await Deno.writeTextFile(`${dir}/daemon.conf`, JSON.stringify(full));
-  const child = new Deno.Command(MANIFOLD, {
-    args: ["daemon", "--conf", `${dir}/daemon.conf`, "--socket", socket, ...(opts.flags ?? [])],
+  const confPath = `${dir}/daemon.conf`;
+  await Deno.writeTextFile(confPath, JSON.stringify(full));
+  const [cmd, ...pre] = [...(opts.launcher ?? []), MANIFOLD];
+  const child = new Deno.Command(cmd, {
+    args: [...pre, "daemon", "--conf", confPath, "--socket", socket, ...(opts.flags ?? [])],
     clearEnv: true,
-    env: { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", ...opts.env },
+    // CNI_PATH: the daemon's own (a request's is ignored in daemon mode), as the worlds' calls.
+    env: {
+      PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      CNI_PATH: "/usr/lib/cni",
+      ...opts.env,
+    },
     stdin: "null",
     stdout: "null",
     stderr: "piped",
@@ -54,7 +69,10 @@ export async function startDaemon(
     await until(
       async () => {
         if (status) throw new Error(`daemon exited ${status.code}: ${stderr()}`);
-        return await exists(socket);
+        // A dead daemon's socket may be there already: wait for this one's PID in the lock.
+        const lock = await Deno.readTextFile(`${socket}.lock`).catch(() => undefined);
+        return await exists(socket) &&
+          (lock === undefined || lock.split("\n")[0] === String(child.pid));
       },
       "the daemon socket",
       20_000,
@@ -70,6 +88,7 @@ export async function startDaemon(
   return {
     socket,
     conf: full,
+    confPath,
     child,
     kill: (signal) => {
       try {
