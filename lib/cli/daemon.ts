@@ -28,7 +28,7 @@ import { errorText } from "../util/text.ts";
 export const DEFAULT_DAEMON_SOCKET = "/run/manifold/manifold.sock";
 
 /** Usage text of `manifold daemon`. */
-export const DAEMON_USAGE = `Usage: manifold daemon --conf PATH [options]
+export const DAEMON_USAGE = `Usage: manifold daemon --config PATH [options]
 
 Serves the CNI requests the manifold binary forwards (config key daemonSocket) over a unix
 socket, with one warm API connection and NADs kept in memory by a list+watch (also written
@@ -38,7 +38,8 @@ read). With
 the pods' network namespaces) on this node's pods (--node-name).
 
 Options:
-  --conf PATH               the plugin config (conf or conflist) the runtime uses
+  --config PATH             the plugin config (conf or conflist) the runtime uses
+                            (--conf PATH is its old spelling, accepted with a warning)
   --socket PATH             socket (default: the config's daemonSocket, else ${DEFAULT_DAEMON_SOCKET})
   --kubeconfig PATH         kubeconfig (default: the config's, else in-cluster)
   --metrics-address H:P     serve /healthz, /readyz, /metrics there (default off)
@@ -50,7 +51,7 @@ Options:
   --log-level LEVEL         debug, verbose (default), error, panic
   -h, --help                this text
 
-Every request runs with the config of --conf (re-read when the file changes) plus only the
+Every request runs with the config of --config (re-read when the file changes) plus only the
 per-invocation fields of the request (cniVersion, runtimeConfig, args, prevResult; CNI_COMMAND,
 CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS); delegates come from its binDir. One daemon per
 socket: a second one exits 1 naming the first one's PID (<socket>.lock).
@@ -71,6 +72,8 @@ export interface DaemonIO extends TextOutputs {
 
 interface DaemonArgs {
   conf: string;
+  /** The config was given with the old spelling `--conf`. */
+  deprecatedConf: boolean;
   socket?: string;
   kubeconfig?: string;
   metricsAddress?: string;
@@ -101,6 +104,7 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
     stderr(`manifold daemon: ${errorText(e)}\nTry 'manifold daemon --help'.\n`);
     return 2;
   }
+  if (opts.deprecatedConf) stderr("manifold daemon: --conf is deprecated; use --config PATH\n");
   const env = io.env ?? processEnv();
   const logger = io.logger ??
     createLogger({ level: opts.logLevel, toStderr: true }).with({ cmd: "daemon" });
@@ -184,6 +188,7 @@ function parseDaemonArgs(args: string[]): DaemonArgs | "help" {
   const { values } = parseArgs({
     args,
     options: {
+      config: { type: "string" },
       conf: { type: "string" },
       socket: { type: "string" },
       kubeconfig: { type: "string" },
@@ -199,7 +204,11 @@ function parseDaemonArgs(args: string[]): DaemonArgs | "help" {
     allowPositionals: false,
   });
   if (values.help) return "help";
-  if (!values.conf) throw new Error("--conf is required");
+  if (values.config !== undefined && values.conf !== undefined) {
+    throw new Error("--conf is the old spelling of --config: give one of them");
+  }
+  const config = values.config ?? values.conf;
+  if (!config) throw new Error("--config is required");
   for (const k of ["socket", "kubeconfig"] as const) {
     if (values[k] !== undefined && !values[k]!.startsWith("/")) {
       throw new Error(`--${k} must be an absolute path`);
@@ -221,7 +230,8 @@ function parseDaemonArgs(args: string[]): DaemonArgs | "help" {
     throw new Error(`--log-level must be debug, verbose, error or panic, got ${logLevel}`);
   }
   return {
-    conf: values.conf,
+    conf: config,
+    deprecatedConf: values.conf !== undefined,
     socket: values.socket,
     kubeconfig: values.kubeconfig,
     metricsAddress: m,

@@ -39,7 +39,7 @@ import { LoggerPool } from "./log_pool.ts";
 /** Options of {@link ManifoldDaemon.start}. */
 export interface DaemonOptions {
   /**
-   * The plugin configuration the runtime uses (`--conf`): followed from its file
+   * The plugin configuration the runtime uses (`--config`): followed from its file
    * ({@link DaemonConf.load}), or fixed. Every request, hot-plug pass and the policy agent use
    * it; a request's own config contributes only its per-invocation fields (daemon_conf.ts).
    */
@@ -289,7 +289,7 @@ export class ManifoldDaemon {
   }
 }
 
-/** The `manifold_attachments` count of the daemon's cache (`cniDir` of `--conf`), scanned now. */
+/** The `manifold_attachments` count of the daemon's cache (`cniDir` of `--config`), scanned now. */
 function tally(opts: DaemonOptions & { conf: ManifoldConf }): AttachmentTally {
   const t = new AttachmentTally(
     new AttachmentCache(opts.conf.cniDir),

@@ -1,5 +1,5 @@
 /**
- * The daemon's trusted configuration: the plugin config of `--conf` (the file the installer
+ * The daemon's trusted configuration: the plugin config of `--config` (the file the installer
  * keeps), re-read when the file changes, and the one configuration every request, the
  * hot-plug controller and the policy agent act on.
  *
@@ -9,7 +9,7 @@
  * and GC's `cni.dev/valid-attachments` / `cni.dev/attachments`. Every other key of the
  * request's config — `binDir`, `chrootDir`, `cniDir`, `logFile`, `clusterNetwork`,
  * `kubeconfig`, … — is ignored: the daemon's own is used ({@link requestConfig}). A request
- * naming another network (`name`) or plugin (`type`) than `--conf` is refused (code 7).
+ * naming another network (`name`) or plugin (`type`) than `--config` is refused (code 7).
  * Multus thick does the same: its daemon overlays its own configuration on the shim's
  * (multus-cni pkg/server/server.go, `overrideCNIConfigWithServerConfig`).
  *
@@ -35,7 +35,7 @@ export const REQUEST_CONFIG_KEYS: readonly string[] = [
   "cni.dev/attachments",
 ];
 
-/** Keys of `--conf` read once at start-up: a change takes effect at the daemon's restart. */
+/** Keys of `--config` read once at start-up: a change takes effect at the daemon's restart. */
 export const RESTART_KEYS: readonly string[] = [
   "daemonSocket",
   "cniDir",
@@ -53,7 +53,7 @@ export const RESTART_KEYS: readonly string[] = [
  * Reads the runtime's plugin config: a conf, or a conflist whose Manifold entry (the one with
  * `daemonSocket`, else type `manifold`) gets the list's `name` and `cniVersion` (as the
  * runtime injects them, CNI SPEC "Network configuration lists").
- * @param path the file (`--conf`)
+ * @param path the file (`--config`)
  * @returns the raw config object of Manifold's entry
  * @throws Error naming the path when unreadable, not JSON, or without a Manifold entry
  */
@@ -62,9 +62,9 @@ export async function readPluginConf(path: string): Promise<Record<string, unkno
   try {
     raw = JSON.parse(await Deno.readTextFile(path));
   } catch (e) {
-    throw new Error(`--conf ${path}: ${errorText(e)}`); // Deno's I/O errors name no path
+    throw new Error(`--config ${path}: ${errorText(e)}`); // Deno's I/O errors name no path
   }
-  if (!isPlainObject(raw)) throw new Error(`--conf ${path}: not a JSON object`);
+  if (!isPlainObject(raw)) throw new Error(`--config ${path}: not a JSON object`);
   if (!Array.isArray(raw.plugins)) return raw;
   const plugins = raw.plugins as Record<string, unknown>[];
   const entry = plugins.find((p) => typeof p?.daemonSocket === "string") ??
@@ -74,7 +74,7 @@ export async function readPluginConf(path: string): Promise<Record<string, unkno
 }
 
 /**
- * The config a forwarded request runs with: `trusted` (the daemon's `--conf` entry) with the
+ * The config a forwarded request runs with: `trusted` (the daemon's `--config` entry) with the
  * request's `cniVersion` and {@link REQUEST_CONFIG_KEYS}; nothing else of the request.
  *
  * @param trusted the daemon's raw config object
@@ -109,7 +109,7 @@ export function requestConfig(trusted: Record<string, unknown>, stdin: Uint8Arra
         CniErrorCode.InvalidNetworkConfig,
         `the request's network ${key} ${JSON.stringify(req[key] ?? null)} is not the daemon's ` +
           `${JSON.stringify(trusted[key] ?? null)}`,
-        "manifold daemon serves only the network of its --conf; the request's config must be " +
+        "manifold daemon serves only the network of its --config; the request's config must be " +
           "the same network (the runtime's copy of that file)",
       );
     }
@@ -153,7 +153,7 @@ export class DaemonConf {
   }
 
   /**
-   * Reads and validates `--conf`.
+   * Reads and validates `--config`.
    * @param path the plugin config file
    * @param logger where a failed re-read or a change needing a restart is reported
    * @returns the followed configuration
@@ -228,22 +228,25 @@ export class DaemonConf {
       }
       conf = parseManifoldConf(raw);
       if (pinned.length > 0) {
-        this.#logger?.warn("--conf changed keys that take effect at the daemon's restart", {
+        this.#logger?.warn("--config changed keys that take effect at the daemon's restart", {
           conf: path,
           keys: pinned,
         });
       }
     } catch (e) {
       this.#failedStamp = stamp;
-      this.#logger?.error("--conf changed but cannot be used; keeping the previous configuration", {
-        conf: path,
-        error: e instanceof CniError ? `${e.msg}: ${e.details ?? ""}` : errorText(e),
-      });
+      this.#logger?.error(
+        "--config changed but cannot be used; keeping the previous configuration",
+        {
+          conf: path,
+          error: e instanceof CniError ? `${e.msg}: ${e.details ?? ""}` : errorText(e),
+        },
+      );
       return;
     }
     this.#raw = raw;
     this.#conf = conf;
     this.#stamp = stamp;
-    this.#logger?.info("--conf re-read", { conf: path });
+    this.#logger?.info("--config re-read", { conf: path });
   }
 }

@@ -58,7 +58,7 @@ export interface HotPlugOptions {
   /** The daemon's plugin configuration (`hotPlug: true`) at start-up. */
   conf: ManifoldConf;
   /**
-   * The daemon's configuration now (lib/daemon/daemon_conf.ts: `--conf` re-read when it
+   * The daemon's configuration now (lib/daemon/daemon_conf.ts: `--config` re-read when it
    * changed), asked at each pass, so a pass and a request never disagree about
    * `clusterNetwork`/`defaultNetworks`; default `conf`.
    */

@@ -174,3 +174,20 @@ Deno.test("kubectl-manifold (argv[0]) is a kubectl plugin: its help, its command
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("manifold daemon: --config names the config; --conf is accepted with a deprecation line", async () => {
+  const missing = "/nonexistent/manifold-daemon.conflist";
+  let r = await manifold(["daemon", "--config", missing]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.doesNotMatch(r.stderr, /deprecated/);
+  assert.match(r.stderr, /nonexistent\/manifold-daemon\.conflist/);
+  r = await manifold(["daemon", "--conf", missing]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /^manifold daemon: --conf is deprecated; use --config PATH\n/);
+  r = await manifold(["daemon", "--conf", missing, "--config", missing]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--conf is the old spelling of --config: give one of them/);
+  r = await manifold(["daemon"]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--config is required/);
+});

@@ -21,7 +21,7 @@ const common = { ignore, sanitizeOps: false, sanitizeResources: false };
 const MAIN = new URL("../../conformance/main.ts", import.meta.url).pathname;
 
 /** Manifold's daemon, as README's "Conformance" gives it. */
-const DAEMON = `${MANIFOLD} daemon --conf {{conf}} --socket {{socket}} ` +
+const DAEMON = `${MANIFOLD} daemon --config {{conf}} --socket {{socket}} ` +
   "--kubeconfig {{kubeconfig}} --node-name {{nodeName}}";
 
 /** Manifold's daemon log (JSON lines): every line, and the `served` lines counted by command. */
@@ -135,9 +135,9 @@ Deno.test({
       runConformance({
         plugin: MANIFOLD,
         type: "manifold",
-        daemonCommand: `${MANIFOLD} daemon --conf {{conf}}/missing --socket {{socket}}`,
+        daemonCommand: `${MANIFOLD} daemon --config {{conf}}/missing --socket {{socket}}`,
       }),
-      /the daemon exited \(code 1\) before its socket answered; its output ends:\n.*--conf \/.*\/missing: Not a directory/s,
+      /the daemon exited \(code 1\) before its socket answered; its output ends:\n.*--config \/.*\/missing: Not a directory/s,
     );
   },
 });

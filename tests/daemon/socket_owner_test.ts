@@ -49,7 +49,7 @@ async function stopDaemon(d: DaemonProcess): Promise<string> {
 /** Runs `manifold daemon` to its exit (a second daemon is expected to give up). */
 async function runDaemonToExit(confPath: string, socket: string, ms = 15_000) {
   const child = new Deno.Command(MANIFOLD, {
-    args: ["daemon", "--conf", confPath, "--socket", socket],
+    args: ["daemon", "--config", confPath, "--socket", socket],
     clearEnv: true,
     env: { PATH: "/usr/bin:/bin", CNI_PATH: "/usr/lib/cni" },
     stdout: "null",
@@ -213,7 +213,7 @@ Deno.test(
         JSON.stringify(conf(dir, { daemonSocket: "run/manifold.sock" })),
       );
       const child = await new Deno.Command(MANIFOLD, {
-        args: ["daemon", "--conf", `${dir}/rel.conf`],
+        args: ["daemon", "--config", `${dir}/rel.conf`],
         clearEnv: true,
         env: { PATH: "/usr/bin:/bin" },
         cwd: dir,

@@ -1,7 +1,7 @@
 /**
  * The daemon's trust boundary (issue 20): a real `manifold daemon`, the real binary forwarding
  * to it, real delegates in a real netns. What a socket client may choose (the per-invocation
- * CNI fields) and what it may not (binaries, paths, the environment), and `--conf` followed as
+ * CNI fields) and what it may not (binaries, paths, the environment), and `--config` followed as
  * it changes. Needs root.
  */
 
@@ -134,7 +134,7 @@ Deno.test(
 );
 
 Deno.test(
-  "daemon trust: --conf rewritten → the next request and the next hot-plug pass use its defaultNetworks",
+  "daemon trust: --config rewritten → the next request and the next hot-plug pass use its defaultNetworks",
   root,
   async () => {
     const w = await hotPlugWorld();

@@ -426,7 +426,7 @@ Deno.test("DaemonSet: the daemon container serves the socket the config names, p
   const socket = flag(daemon, "socket");
   assert.ok(socket?.startsWith("/"), "--socket");
   assert.equal(flag(install, "daemon-socket"), socket);
-  assert.equal(flag(daemon, "conf"), "/etc/cni/net.d/00-manifold.conflist");
+  assert.equal(flag(daemon, "config"), "/etc/cni/net.d/00-manifold.conflist");
   // Privileged on the host's network and PID namespaces (it enters netns, runs delegates).
   const sc = z.object({ privileged: z.literal(true), runAsUser: z.literal(0) }).loose();
   assert.ok(sc.safeParse(daemon.securityContext).success, JSON.stringify(daemon.securityContext));

@@ -14,7 +14,7 @@ export interface DaemonProcess {
   socket: string;
   /** The config as the runtime passes it (with `daemonSocket`). */
   conf: Record<string, unknown>;
-  /** The daemon's `--conf` file. */
+  /** The daemon's `--config` file. */
   confPath: string;
   child: Deno.ChildProcess;
   /** Sends a signal. */
@@ -24,7 +24,7 @@ export interface DaemonProcess {
 }
 
 /**
- * Starts `manifold daemon --conf <dir>/daemon.conf --socket <dir>/run/manifold.sock`.
+ * Starts `manifold daemon --config <dir>/daemon.conf --socket <dir>/run/manifold.sock`.
  * @param dir a temp dir of the test
  * @param conf the plugin config (without `daemonSocket`; added)
  * @param opts extra flags and environment of the daemon process; `launcher`: a command prefix
@@ -46,7 +46,7 @@ export async function startDaemon(
   await Deno.writeTextFile(confPath, JSON.stringify(full));
   const [cmd, ...pre] = [...(opts.launcher ?? []), MANIFOLD];
   const child = new Deno.Command(cmd, {
-    args: [...pre, "daemon", "--conf", confPath, "--socket", socket, ...(opts.flags ?? [])],
+    args: [...pre, "daemon", "--config", confPath, "--socket", socket, ...(opts.flags ?? [])],
     clearEnv: true,
     // CNI_PATH: the daemon's own (a request's is ignored in daemon mode), as the worlds' calls.
     env: {
