@@ -68,11 +68,18 @@ export interface PluginExec {
 /**
  * Told when a plugin's process group starts and when its leader exited, so that the group can
  * be noted where a later process finds it (lib/multinet/cache/delegate_groups.ts notes ADDs).
- * Both calls must not throw; the plugin runs meanwhile (its spawn is never delayed).
+ * Neither call may throw. `started` is synchronous and runs right after the spawn (the plugin
+ * already runs): this process can be killed at any await, and a note written later than the
+ * first one would leave the plugin unnoted meanwhile.
  */
 export interface GroupTracker {
+  /**
+   * Whether this execution's group is wanted; only then is it identified (a procfs read
+   * through libc, loaded on first use: ≈ 3–13 ms once per process).
+   */
+  tracks(req: ExecRequest): boolean;
   /** The plugin runs as leader of `group`. */
-  started(req: ExecRequest, group: ProcessGroup): Promise<void>;
+  started(req: ExecRequest, group: ProcessGroup): void;
   /** The plugin (the leader of `group`) exited, was killed, or timed out. */
   ended(req: ExecRequest, group: ProcessGroup): Promise<void>;
 }
@@ -196,12 +203,8 @@ export class ProcessPluginExec implements PluginExec {
   async #run(req: ExecRequest): Promise<[ExecResponse, Wrapper[]]> {
     const { child, wrappers } = await this.#spawn(req);
     const tracker = this.#groups;
-    const group = tracker
-      ? processGroupOf(child.pid).then(async (g) => {
-        if (g) await tracker.started(req, g);
-        return g;
-      }, () => undefined)
-      : undefined;
+    const group = tracker?.tracks(req) ? processGroupOf(child.pid) : undefined;
+    if (group) tracker!.started(req, group);
     let timedOut = false;
     const timer = startTimer(req.timeoutMs, () => {
       timedOut = true;
@@ -221,7 +224,7 @@ export class ProcessPluginExec implements PluginExec {
       timer.cancel();
     }
     // The note goes while the output is drained (both tracker calls never throw).
-    const forgotten = group?.then((g) => g && tracker!.ended(req, g));
+    const forgotten = group && tracker!.ended(req, group);
     // A grandchild may keep the pipes open after the child exits: read what is
     // there within a grace period, then stop.
     let graceTimer: Timer | undefined;

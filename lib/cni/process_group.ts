@@ -7,12 +7,14 @@
  * leader's start time, boot and PID namespace — so that a recycled PID is never signalled.
  *
  * Linux only: reads `/proc/<pid>/stat` (proc(5)), `/proc/sys/kernel/random/boot_id` and
- * `/proc/self/ns/pid`.
+ * `/proc/self/ns/pid` through lib/fs/procfs.ts (libc: Deno refuses /proc without
+ * `--allow-all`), so it needs `--allow-ffi`.
  *
  * @module
  */
 
 import { CniError, CniErrorCode } from "./errors.ts";
+import { listPids, readProcFile, readProcLink } from "../fs/procfs.ts";
 import { errorText } from "../util/text.ts";
 import { sleep } from "../util/timer.ts";
 
@@ -62,12 +64,9 @@ export function parseStat(text: string): Stat | undefined {
   return { state: f[0], pgrp, startTime };
 }
 
-async function readStat(pid: number): Promise<Stat | undefined> {
-  try {
-    return parseStat(await Deno.readTextFile(`/proc/${pid}/stat`));
-  } catch {
-    return undefined; // gone (or /proc unreadable: nothing to signal safely)
-  }
+function readStat(pid: number): Stat | undefined {
+  const text = readProcFile(`/proc/${pid}/stat`);
+  return text === undefined ? undefined : parseStat(text);
 }
 
 /** Whether a process in `state` still runs code: not a zombie (Z) nor dead (X). */
@@ -75,25 +74,27 @@ function running(state: string): boolean {
   return state !== "Z" && state !== "X" && state !== "x";
 }
 
-let host: Promise<{ bootId: string; pidNs: string }> | undefined;
+let host: { bootId: string; pidNs: string } | undefined;
 
 /** This boot's id and this process's PID namespace, read once per process. */
-function hostIdentity(): Promise<{ bootId: string; pidNs: string }> {
-  return host ??= Promise.all([
-    Deno.readTextFile("/proc/sys/kernel/random/boot_id").then((t) => t.trim(), () => ""),
-    Deno.readLink("/proc/self/ns/pid").catch(() => ""),
-  ]).then(([bootId, pidNs]) => ({ bootId, pidNs }));
+function hostIdentity(): { bootId: string; pidNs: string } {
+  if (host) return host;
+  const bootId = readProcFile("/proc/sys/kernel/random/boot_id")?.trim() ?? "";
+  return host = { bootId, pidNs: readProcLink("/proc/self/ns/pid") ?? "" };
 }
 
 /**
  * The identity of the process group led by `pid` (a delegate just spawned in a group of its
- * own): pgid = `pid`, with the leader's start time, the boot id and the PID namespace.
+ * own): pgid = `pid`, with the leader's start time, the boot id and the PID namespace. Reads
+ * synchronously (one `/proc/<pid>/stat`, ≈ 10 µs; the first call also the boot id and the
+ * namespace), so that it can be noted before the caller does anything else.
  * @param pid the leader's PID (`Deno.ChildProcess.pid`)
  * @returns the identity, or undefined when the process is already gone (reaped)
  */
-export async function processGroupOf(pid: number): Promise<ProcessGroup | undefined> {
-  const [stat, { bootId, pidNs }] = await Promise.all([readStat(pid), hostIdentity()]);
+export function processGroupOf(pid: number): ProcessGroup | undefined {
+  const stat = readStat(pid);
   if (!stat) return undefined;
+  const { bootId, pidNs } = hostIdentity();
   return { pgid: pid, startTime: stat.startTime, bootId, pidNs };
 }
 
@@ -114,31 +115,27 @@ export function killGroup(pgid: number, signal: Deno.Signal): boolean {
 }
 
 /** The PIDs of the group's members that still run (zombies left out), from a /proc scan. */
-async function liveMembers(pgid: number): Promise<number[]> {
-  const out: number[] = [];
-  for await (const e of Deno.readDir("/proc")) {
-    const pid = Number(e.name);
-    if (!Number.isSafeInteger(pid) || pid <= 0) continue;
-    const stat = await readStat(pid);
-    if (stat && stat.pgrp === pgid && running(stat.state)) out.push(pid);
-  }
-  return out;
+function liveMembers(pgid: number): number[] {
+  return listPids().filter((pid) => {
+    const stat = readStat(pid);
+    return stat !== undefined && stat.pgrp === pgid && running(stat.state);
+  });
 }
 
 /**
  * Whether anything of the group still runs. Cheap while its leader runs (one stat read);
  * a /proc scan once the leader is a zombie or gone (a process whose parent died is reaped by
- * init, or by nobody in a container without one; members may outlive the leader).
+ * init or a subreaper, maybe late; members may outlive the leader).
  */
-async function groupRuns(pgid: number): Promise<boolean> {
-  const leader = await readStat(pgid);
+function groupRuns(pgid: number): boolean {
+  const leader = readStat(pgid);
   if (leader && leader.pgrp === pgid && running(leader.state)) return true;
   try {
     Deno.kill(-pgid, "SIGCONT"); // a probe: harmless to processes being stopped anyway
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return false;
   }
-  return (await liveMembers(pgid)).length > 0;
+  return liveMembers(pgid).length > 0;
 }
 
 /** Options of {@link stopProcessGroup}. */
@@ -178,9 +175,9 @@ export async function stopProcessGroup(
   opts: StopOptions = {},
 ): Promise<StopOutcome> {
   const { graceMs = 500, killWaitMs = 5000, pollMs = 20 } = opts;
-  const here = await hostIdentity();
+  const here = hostIdentity();
   if (group.bootId !== here.bootId || group.pidNs !== here.pidNs) return "gone";
-  const leader = await readStat(group.pgid);
+  const leader = readStat(group.pgid);
   if (!leader || leader.startTime !== group.startTime || !running(leader.state)) return "gone";
   const { pgid } = group;
   const signal = (sig: Deno.Signal) => {
@@ -198,7 +195,7 @@ export async function stopProcessGroup(
   };
   const exitsWithin = async (ms: number) => {
     const deadline = performance.now() + ms;
-    while (await groupRuns(pgid)) {
+    while (groupRuns(pgid)) {
       if (performance.now() >= deadline) return false;
       await sleep(pollMs);
     }
@@ -211,6 +208,6 @@ export async function stopProcessGroup(
   throw new CniError(
     CniErrorCode.TryAgainLater,
     `the process group ${pgid} of a delegate still runs ${killWaitMs} ms after SIGKILL`,
-    `members: ${(await liveMembers(pgid)).join(" ")}`,
+    `members: ${liveMembers(pgid).join(" ")}`,
   );
 }

@@ -1,0 +1,64 @@
+/**
+ * A delegate never outlives its caller's teardown (issue 20 item 7), with `manifold daemon`:
+ * the daemon is SIGKILLed while a slow delegate ADD runs (the delegate is its child, left
+ * running); the runtime's DEL, served by the restarted daemon, must stop that delegate before
+ * its own delegate DELs, so that nothing it would have made appears afterwards. Real daemon
+ * processes, the real binary forwarding to them, real bridge + host-local behind a 3 s
+ * wrapper, real netns. Needs root.
+ */
+
+import assert from "node:assert/strict";
+import { type DaemonProcess, startDaemon } from "../support/daemon.ts";
+import { isRoot, linkNames } from "../support/netns.ts";
+import { installSlowBridge, runs } from "../support/slow_delegate.ts";
+import { exists, until } from "../support/wait.ts";
+import { done, expectOk, world } from "../support/world.ts";
+
+const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
+
+Deno.test(
+  "daemon: SIGKILLed mid-ADD of a slow delegate, DEL via the restarted daemon, 5 s later nothing left",
+  root,
+  async () => {
+    const w = await world({ annotations: { "k8s.v1.cni.cncf.io/networks": "bridge-net" } });
+    const dir = await w.scratch.dir();
+    const daemons: DaemonProcess[] = [];
+    try {
+      const slow = await installSlowBridge(w.dirs.bin, 3);
+      const first = await startDaemon(dir, w.conf);
+      daemons.push(first);
+      const add = w.call("ADD", { config: first.conf });
+      const note = `${w.dirs.cache}/delegates/${w.containerId}@eth0.group`;
+      await until(() => exists(slow.marker), "the slow delegate's ADD", 30_000);
+      await until(() => exists(note), "the note", 1500).catch(() => {});
+      first.kill("SIGKILL");
+      assert.equal((await first.exited()).signal, "SIGKILL");
+      const lost = await add;
+      assert.equal(lost.json?.code, 11, lost.stdout);
+      const [delegate] = await slow.pids();
+      assert.ok(await runs(delegate), "the delegate outlived the daemon");
+
+      // The DaemonSet restarts the daemon; the runtime's DEL goes to it.
+      await Deno.remove(first.socket).catch(() => {});
+      const second = await startDaemon(dir, w.conf);
+      daemons.push(second);
+      const del = await w.call("DEL", { config: second.conf });
+      expectOk(del, "DEL via the restarted daemon");
+      assert.doesNotMatch(del.stderr, /in-process/, "served by the daemon");
+      await new Promise((r) => setTimeout(r, 5000)); // the delegate would have finished by now
+      assert.deepEqual(await linkNames(w.podNetns), [], "no interface in the pod");
+      assert.deepEqual(await w.leases(), [], "no host-local lease");
+
+      assert.equal(await runs(delegate), false, "the delegate was stopped");
+      assert.equal(await exists(note), false, "the note is gone");
+      assert.deepEqual(await slow.pids(), [delegate], "no other ADD ran");
+      second.kill("SIGTERM");
+      const log = (await second.exited()).stderr;
+      assert.match(log, /stopped a delegate ADD its caller left running/);
+    } finally {
+      for (const d of daemons) d.kill("SIGKILL");
+      for (const d of daemons) await d.exited();
+      await done(w);
+    }
+  },
+);
