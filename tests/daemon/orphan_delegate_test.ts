@@ -9,6 +9,7 @@
 
 import assert from "node:assert/strict";
 import { type DaemonProcess, startDaemon } from "../support/daemon.ts";
+import { assertNoLeaks } from "../support/leaks.ts";
 import { isRoot, linkNames } from "../support/netns.ts";
 import { installSlowBridge, runs } from "../support/slow_delegate.ts";
 import { exists, until } from "../support/wait.ts";
@@ -52,6 +53,12 @@ Deno.test(
       assert.equal(await runs(delegate), false, "the delegate was stopped");
       assert.equal(await exists(note), false, "the note is gone");
       assert.deepEqual(await slow.pids(), [delegate], "no other ADD ran");
+      await assertNoLeaks({
+        containerIds: [w.containerId],
+        podNetns: w.podNetns,
+        ipamDir: w.dirs.ipam,
+        cacheDir: w.dirs.cache,
+      });
       second.kill("SIGTERM");
       const log = (await second.exited()).stderr;
       assert.match(log, /stopped a delegate ADD its caller left running/);

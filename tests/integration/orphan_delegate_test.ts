@@ -8,6 +8,7 @@
  */
 
 import assert from "node:assert/strict";
+import { assertNoLeaks } from "../support/leaks.ts";
 import { isRoot, linkNames } from "../support/netns.ts";
 import { installSlowBridge, runs } from "../support/slow_delegate.ts";
 import { exists, until } from "../support/wait.ts";
@@ -45,6 +46,12 @@ Deno.test(
       assert.equal(await runs(delegate), false, "the delegate was stopped");
       assert.equal(await exists(note), false, "the note is gone");
       assert.deepEqual(await slow.pids(), [delegate], "no other ADD ran");
+      await assertNoLeaks({
+        containerIds: [w.containerId],
+        podNetns: w.podNetns,
+        ipamDir: w.dirs.ipam,
+        cacheDir: w.dirs.cache,
+      });
     } finally {
       await done(w);
     }
