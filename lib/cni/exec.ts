@@ -68,9 +68,9 @@ export interface PluginExec {
 /**
  * Told when a plugin's process group starts and when its leader exited, so that the group can
  * be noted where a later process finds it (lib/multinet/cache/delegate_groups.ts notes ADDs).
- * Neither call may throw. `started` is synchronous and runs right after the spawn (the plugin
- * already runs): this process can be killed at any await, and a note written later than the
- * first one would leave the plugin unnoted meanwhile.
+ * Neither call may throw; both are synchronous. `started` runs right after the spawn (the
+ * plugin already runs): this process can be killed at any await, and a note written later than
+ * the first one would leave the plugin unnoted meanwhile.
  */
 export interface GroupTracker {
   /**
@@ -81,7 +81,7 @@ export interface GroupTracker {
   /** The plugin runs as leader of `group`. */
   started(req: ExecRequest, group: ProcessGroup): void;
   /** The plugin (the leader of `group`) exited, was killed, or timed out. */
-  ended(req: ExecRequest, group: ProcessGroup): Promise<void>;
+  ended(req: ExecRequest, group: ProcessGroup): void;
 }
 
 /** Options of {@link ProcessPluginExec}. */
@@ -223,8 +223,7 @@ export class ProcessPluginExec implements PluginExec {
     } finally {
       timer.cancel();
     }
-    // The note goes while the output is drained (both tracker calls never throw).
-    const forgotten = group && tracker!.ended(req, group);
+    if (group) tracker!.ended(req, group);
     // A grandchild may keep the pipes open after the child exits: read what is
     // there within a grace period, then stop.
     let graceTimer: Timer | undefined;
@@ -234,7 +233,6 @@ export class ProcessPluginExec implements PluginExec {
     await Promise.race([Promise.all([out.done, err.done, writing.done]), grace]);
     graceTimer?.cancel();
     const [stdout, stderr] = await Promise.all([out.finish(), err.finish(), writing.finish()]);
-    await forgotten;
     return [{
       code: status.code,
       signal: status.signal ?? null,

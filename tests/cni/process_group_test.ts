@@ -42,7 +42,7 @@ function recorder() {
   const tracker: GroupTracker = {
     tracks: () => true,
     started: (_req: ExecRequest, group) => void seen.push({ event: "started", group }),
-    ended: (_req: ExecRequest, group) => Promise.resolve(void seen.push({ event: "ended", group })),
+    ended: (_req: ExecRequest, group) => void seen.push({ event: "ended", group }),
   };
   return { seen, tracker };
 }

@@ -77,12 +77,13 @@ export class DelegateGroups {
   }
 
   /**
-   * Removes an attachment's note; idempotent.
+   * Removes an attachment's note; idempotent. Synchronous (≈ 10 µs): an asynchronous removal
+   * would hand the call to a worker thread and back, which costs more than the removal.
    * @throws {CniError} code 4 for a bad key; Deno's error when it exists but cannot be removed.
    */
-  async forget(containerId: string, ifName: string): Promise<void> {
+  forget(containerId: string, ifName: string): void {
     try {
-      await Deno.remove(this.path(containerId, ifName));
+      Deno.removeSync(this.path(containerId, ifName));
     } catch (e) {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
     }
@@ -126,7 +127,7 @@ export class DelegateGroups {
     }
     const group = parseGroup(text);
     const outcome = group ? await stopProcessGroup(group, opts) : "gone";
-    await this.forget(containerId, ifName);
+    this.forget(containerId, ifName);
     return group ? { group, outcome } : undefined;
   }
 }
@@ -183,11 +184,11 @@ export function delegateGroupTracker(groups: DelegateGroups, logger: Logger): Gr
         failed("note", req, e);
       }
     },
-    async ended(req) {
+    ended(req) {
       const at = addAttachment(req);
       if (!at) return;
       try {
-        await groups.forget(at.containerId, at.ifName);
+        groups.forget(at.containerId, at.ifName);
       } catch (e) {
         failed("forget", req, e);
       }

@@ -32,8 +32,8 @@ Deno.test("delegate groups: noted per attachment, read back, forgotten", async (
     assert.equal((await Deno.stat(groups.path("c1", "net1"))).mode! & 0o777, 0o600);
     assert.equal((await Deno.stat(`${dir}/delegates`)).mode! & 0o777, 0o700);
     assert.deepEqual(await new AttachmentCache(dir).list(), [], "not cache records");
-    await groups.forget("c1", "net1");
-    await groups.forget("c1", "net1"); // idempotent
+    groups.forget("c1", "net1");
+    groups.forget("c1", "net1"); // idempotent
     assert.equal(await groups.read("c1", "net1"), undefined);
     assert.throws(() => groups.note("../x", "net1", group), /invalid container ID/);
   } finally {
@@ -61,7 +61,7 @@ Deno.test("delegate groups: the tracker notes delegate ADDs only", async () => {
     const group = { pgid: 4242, startTime: 777, bootId: "b", pidNs: "pid:[1]" };
     tracker.started(add, group);
     assert.deepEqual(await groups.read("c1", "eth0"), group);
-    await tracker.ended(add, group);
+    tracker.ended(add, group);
     assert.equal(await exists(groups.path("c1", "eth0")), false);
     // A bad key is logged, never thrown: the delegate runs anyway.
     tracker.started(request({ ...add.env, CNI_CONTAINERID: "../x" }), group);
