@@ -109,19 +109,19 @@ export class DelegateGroups {
    * lib/cni/process_group.ts: only when the note still names that group; SIGTERM, SIGKILL
    * after the grace, waits until nothing of it runs), then removes the note.
    * @param opts grace and wait bounds (defaults: 500 ms, 5 s).
-   * @returns what was done, or undefined when nothing was noted.
+   * @returns what was done, or undefined when nothing was noted (also for a key that cannot
+   *   name a note: nothing was ever noted under it).
    * @throws {CniError} code 11 when the group still runs after SIGKILL (the note stays: the
-   *   runtime's next DEL tries again); code 5 when it cannot be signalled; code 4 for a bad key.
+   *   runtime's next DEL tries again); code 5 when it cannot be signalled.
    */
   async stop(
     containerId: string,
     ifName: string,
     opts: StopOptions = {},
   ): Promise<StoppedGroup | undefined> {
-    const path = this.path(containerId, ifName);
     let text: string;
     try {
-      text = await Deno.readTextFile(path);
+      text = await Deno.readTextFile(this.path(containerId, ifName));
     } catch {
       return undefined;
     }

@@ -82,6 +82,7 @@ Deno.test("delegate groups: stop ends a noted group that still runs, then drops 
   try {
     const groups = new AttachmentCache(dir).delegates;
     assert.equal(await groups.stop("c1", "eth0"), undefined, "nothing noted");
+    assert.equal(await groups.stop("c1", "bad/name"), undefined, "nothing can be noted there");
     const group = processGroupOf(child.pid)!;
     groups.note("c1", "eth0", group);
     const stopped = await groups.stop("c1", "eth0");
