@@ -127,9 +127,9 @@ function liveMembers(pgid: number): number[] {
  * a /proc scan once the leader is a zombie or gone (a process whose parent died is reaped by
  * init or a subreaper, maybe late; members may outlive the leader).
  */
-function groupRuns(pgid: number): boolean {
+function groupRuns({ pgid, startTime }: ProcessGroup): boolean {
   const leader = readStat(pgid);
-  if (leader && leader.pgrp === pgid && running(leader.state)) return true;
+  if (leader && leader.startTime === startTime && running(leader.state)) return true;
   try {
     Deno.kill(-pgid, "SIGCONT"); // a probe: harmless to processes being stopped anyway
   } catch (e) {
@@ -195,7 +195,7 @@ export async function stopProcessGroup(
   };
   const exitsWithin = async (ms: number) => {
     const deadline = performance.now() + ms;
-    while (groupRuns(pgid)) {
+    while (groupRuns(group)) {
       if (performance.now() >= deadline) return false;
       await sleep(pollMs);
     }
