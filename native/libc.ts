@@ -1,6 +1,7 @@
 /**
- * libc symbol table: namespace switching (`setns`), file descriptors, `errno`, and the
- * plain `AF_NETLINK` socket calls used when libmnl cannot be loaded. Declarations only;
+ * libc symbol table: namespace switching (`setns`), file descriptors, `errno`, the
+ * plain `AF_NETLINK` socket calls used when libmnl cannot be loaded, and the calls that read
+ * procfs (Deno refuses `/proc/<pid>` paths without `--allow-all`; lib/fs/procfs.ts). Declarations only;
  * the library is opened on first use by {@link openLibc}, so importing this module needs
  * no `--allow-ffi`.
  *
@@ -21,6 +22,19 @@ export const LIBC_SYMBOLS = {
   open: { parameters: ["buffer", "i32"], result: "i32" },
   /** `int close(int fd);` (unistd.h) */
   close: { parameters: ["i32"], result: "i32" },
+  /** `ssize_t read(int fd, void *buf, size_t count);` (unistd.h) */
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  /** `ssize_t readlink(const char *pathname, char *buf, size_t bufsiz);` (unistd.h) */
+  readlink: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
+  /** `DIR *opendir(const char *name);` (dirent.h) */
+  opendir: { parameters: ["buffer"], result: "pointer" },
+  /**
+   * `struct dirent *readdir(DIR *dirp);` (dirent.h; glibc LP64: `d_ino` u64, `d_off` i64,
+   * `d_reclen` u16, `d_type` u8, then `d_name` at byte 19)
+   */
+  readdir: { parameters: ["pointer"], result: "pointer" },
+  /** `int closedir(DIR *dirp);` (dirent.h) */
+  closedir: { parameters: ["pointer"], result: "i32" },
   /** `int *__errno_location(void);` (glibc's `errno` of the calling thread) */
   __errno_location: { parameters: [], result: "pointer" },
   /** `int socket(int domain, int type, int protocol);` (sys/socket.h) */

@@ -1,6 +1,6 @@
 /**
  * FFI symbol tables (libc, libmnl), loaded lazily. Only `lib/netlink/socket.ts` imports
- * this folder.
+ * this folder, and `lib/fs/procfs.ts` its libc table (procfs reads Deno refuses).
  *
  * @module
  */

@@ -1,15 +1,17 @@
 /**
  * Executing a plugin binary (libcni `pkg/invoke` `Exec`/`RawExec`): the small
  * {@link PluginExec} interface and its real implementation {@link ProcessPluginExec} — a
- * child process with exactly the given environment, the config on stdin, bounded time and
- * bounded output. The CNI protocol on top (environment, decoding) is invoke.ts; the recording
- * fake is exec_fake.ts.
+ * child process in a process group of its own, with exactly the given environment, the
+ * config on stdin, bounded time and bounded output. The CNI protocol on top (environment,
+ * decoding) is invoke.ts; the recording fake is exec_fake.ts; process groups are
+ * process_group.ts.
  *
  * @module
  */
 
 import { CniError, CniErrorCode } from "./errors.ts";
 import { delegateEnv } from "./recursion.ts";
+import { killGroup, type ProcessGroup, processGroupOf } from "./process_group.ts";
 import { errorText } from "../util/text.ts";
 import { sleep, startTimer, type Timer } from "../util/timer.ts";
 
@@ -24,7 +26,7 @@ export interface ExecRequest {
    * adds only the delegation marker `MANIFOLD_DELEGATION_DEPTH` (lib/cni/recursion.ts).
    */
   env: Record<string, string>;
-  /** Kill the child with SIGKILL after this many milliseconds. */
+  /** Kill the child (its whole process group) with SIGKILL after this many milliseconds. */
   timeoutMs: number;
 }
 
@@ -63,6 +65,25 @@ export interface PluginExec {
   exec(req: ExecRequest): Promise<ExecResponse>;
 }
 
+/**
+ * Told when a plugin's process group starts and when its leader exited, so that the group can
+ * be noted where a later process finds it (lib/multinet/cache/delegate_groups.ts notes ADDs).
+ * Neither call may throw; both are synchronous. `started` runs right after the spawn (the
+ * plugin already runs): this process can be killed at any await, and a note written later than
+ * the first one would leave the plugin unnoted meanwhile.
+ */
+export interface GroupTracker {
+  /**
+   * Whether this execution's group is wanted; only then is it identified (a procfs read
+   * through libc, loaded on first use: ≈ 3–13 ms once per process).
+   */
+  tracks(req: ExecRequest): boolean;
+  /** The plugin runs as leader of `group`. */
+  started(req: ExecRequest, group: ProcessGroup): void;
+  /** The plugin (the leader of `group`) exited, was killed, or timed out. */
+  ended(req: ExecRequest, group: ProcessGroup): void;
+}
+
 /** Options of {@link ProcessPluginExec}. */
 export interface ProcessPluginExecOptions {
   /** Cap for each of stdout and stderr in bytes; the rest is drained and dropped. Default 4 MiB. */
@@ -82,10 +103,31 @@ export interface ProcessPluginExecOptions {
   chrootDir?: string;
   /** The chroot(8) binary; default {@link CHROOT_BINARY}. */
   chrootBinary?: string;
+  /**
+   * The setsid(1) binary that puts each plugin in a session and process group of its own;
+   * default {@link SETSID_BINARY}. When it cannot be spawned (absent), Deno's `detached`
+   * (setsid in the forked child) is used instead for the rest of the process: the same group,
+   * a fork instead of a vfork (slower in a large process), supplementary groups dropped.
+   */
+  setsidBinary?: string;
+  /** Told of each plugin's process group (default: nobody). */
+  groups?: GroupTracker;
 }
 
 /** GNU coreutils' chroot(8): `chroot DIR COMMAND` chroots, changes to `/` and execs COMMAND. */
 export const CHROOT_BINARY = "/usr/sbin/chroot";
+
+/**
+ * util-linux setsid(1) (Essential in Debian, so in every Debian image and host): `setsid
+ * COMMAND` calls setsid(2) and execs COMMAND in place — its caller is never a group leader, so
+ * it does not fork — hence the PID is the plugin's and the plugin leads a new process group
+ * (pgid = PID) in a new session. It exits 126/127 with one `setsid: failed to execute …` line
+ * when COMMAND cannot be executed.
+ */
+export const SETSID_BINARY = "/usr/bin/setsid";
+
+/** setsid(1) binaries found absent in this process: plugins are then spawned `detached`. */
+const absentSetsid = new Set<string>();
 
 /** Default output cap per stream: 4 MiB. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
@@ -94,9 +136,13 @@ export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
  * Runs plugins as child processes with `Deno.Command`: a cleared environment plus
  * exactly `req.env` and the delegation marker `MANIFOLD_DELEGATION_DEPTH` (its depth + 1:
  * a Manifold started as a delegate refuses to work, see lib/cni/recursion.ts), no
- * arguments, config on stdin. Spawning is retried on ETXTBSY
+ * arguments, config on stdin. Each plugin leads a process group of its own (through
+ * setsid(1), {@link SETSID_BINARY}: `setsid [chroot DIR] PATH`, every step an exec in place,
+ * so the child's PID is the plugin's and its exit status is the plugin's); the optional
+ * {@link GroupTracker} is told of it. Spawning is retried on ETXTBSY
  * (the binary is still open for writing, e.g. just installed; libcni `RawExec` does
- * the same); the child is SIGKILLed after `timeoutMs`; each output stream is capped.
+ * the same); the group is SIGKILLed after `timeoutMs` (the plugin and what it started,
+ * e.g. its IPAM plugin); each output stream is capped.
  * Needs `--allow-run` (and read access to the binary).
  *
  * @example
@@ -110,6 +156,8 @@ export class ProcessPluginExec implements PluginExec {
   #retryDelayMs: number;
   #drainGraceMs: number;
   #chroot: { dir: string; binary: string } | undefined;
+  #setsid: string;
+  #groups: GroupTracker | undefined;
 
   /**
    * An executor with the given limits.
@@ -124,6 +172,8 @@ export class ProcessPluginExec implements PluginExec {
     this.#chroot = opts.chrootDir
       ? { dir: opts.chrootDir, binary: opts.chrootBinary ?? CHROOT_BINARY }
       : undefined;
+    this.#setsid = opts.setsidBinary ?? SETSID_BINARY;
+    this.#groups = opts.groups;
   }
 
   /**
@@ -131,14 +181,14 @@ export class ProcessPluginExec implements PluginExec {
    * @param req path, stdin, environment and timeout.
    * @returns exit status and captured output; a timeout is reported, not thrown.
    * @throws {CniError} code 11 when the binary stays busy (ETXTBSY) after all retries;
-   *   code 999 when it cannot be spawned otherwise (missing, not executable; with a
+   *   code 999 when it cannot be spawned otherwise (missing, not executable; details = the
+   *   error, e.g. `failed to execute /opt/cni/bin/x: No such file or directory`; with a
    *   `chrootDir`: chroot(8) could not enter the root or run the plugin, details = its stderr).
    */
   async exec(req: ExecRequest): Promise<ExecResponse> {
-    if (!this.#chroot) return await this.#run(req);
     for (let attempt = 0;; attempt++) {
-      const res = await this.#run(req);
-      const failed = chrootFailure(res, this.#chroot.binary);
+      const [res, wrappers] = await this.#run(req);
+      const failed = wrapperFailure(res, wrappers);
       if (failed === undefined) return res;
       const busy = /text file busy/i.test(failed);
       if (busy && attempt < this.#spawnRetries) {
@@ -149,13 +199,18 @@ export class ProcessPluginExec implements PluginExec {
     }
   }
 
-  async #run(req: ExecRequest): Promise<ExecResponse> {
-    const child = await this.#spawn(req);
+  /** Runs the plugin once; returns what it did and the wrappers it ran under. */
+  async #run(req: ExecRequest): Promise<[ExecResponse, Wrapper[]]> {
+    const { child, wrappers } = await this.#spawn(req);
+    const tracker = this.#groups;
+    const group = tracker?.tracks(req) ? processGroupOf(child.pid) : undefined;
+    if (group) tracker!.started(req, group);
     let timedOut = false;
     const timer = startTimer(req.timeoutMs, () => {
       timedOut = true;
       try {
-        child.kill("SIGKILL");
+        // The group: the plugin and what it started. Before its setsid, the plugin alone.
+        if (!killGroup(child.pid, "SIGKILL")) child.kill("SIGKILL");
       } catch { /* already exited */ }
     });
 
@@ -168,6 +223,7 @@ export class ProcessPluginExec implements PluginExec {
     } finally {
       timer.cancel();
     }
+    if (group) tracker!.ended(req, group);
     // A grandchild may keep the pipes open after the child exits: read what is
     // there within a grace period, then stop.
     let graceTimer: Timer | undefined;
@@ -177,31 +233,50 @@ export class ProcessPluginExec implements PluginExec {
     await Promise.race([Promise.all([out.done, err.done, writing.done]), grace]);
     graceTimer?.cancel();
     const [stdout, stderr] = await Promise.all([out.finish(), err.finish(), writing.finish()]);
-    return {
+    return [{
       code: status.code,
       signal: status.signal ?? null,
       stdout: stdout.bytes,
       stderr: stderr.bytes,
       timedOut,
       truncated: stdout.truncated || stderr.truncated,
-    };
+    }, wrappers];
   }
 
-  async #spawn(req: ExecRequest): Promise<Deno.ChildProcess> {
+  /**
+   * Spawns `setsid [chroot DIR] PATH` (synchronously: before the first await), or with
+   * `detached` when setsid(1) is absent; retries ETXTBSY of a direct spawn.
+   */
+  async #spawn(req: ExecRequest): Promise<{ child: Deno.ChildProcess; wrappers: Wrapper[] }> {
     for (let attempt = 0;; attempt++) {
+      const setsid = absentSetsid.has(this.#setsid) ? undefined : this.#setsid;
+      const wrappers: Wrapper[] = [];
+      let argv = [req.path];
+      if (this.#chroot) {
+        argv = [this.#chroot.binary, this.#chroot.dir, ...argv];
+        wrappers.push({ binary: this.#chroot.binary, label: "chroot: " });
+      }
+      if (setsid) {
+        argv = [setsid, ...argv];
+        wrappers.push({ binary: setsid, label: "" });
+      }
       try {
-        const [cmd, args] = this.#chroot
-          ? [this.#chroot.binary, [this.#chroot.dir, req.path]]
-          : [req.path, []];
-        return new Deno.Command(cmd, {
-          args,
+        const child = new Deno.Command(argv[0], {
+          args: argv.slice(1),
           clearEnv: true,
           env: delegateEnv(req.env),
           stdin: "piped",
           stdout: "piped",
           stderr: "piped",
+          detached: setsid === undefined,
         }).spawn();
+        return { child, wrappers };
       } catch (err) {
+        if (setsid && err instanceof Deno.errors.NotFound) {
+          absentSetsid.add(setsid); // this host has no setsid(1): Deno's `detached` from now on
+          attempt--;
+          continue;
+        }
         const message = errorText(err);
         const busy = /text file busy|os error 26/i.test(message);
         if (busy && attempt < this.#spawnRetries) {
@@ -212,6 +287,15 @@ export class ProcessPluginExec implements PluginExec {
       }
     }
   }
+}
+
+/**
+ * A program the plugin is exec'd through (setsid(1), chroot(8)), and how its own failures are
+ * reported: `label` + its message (`"chroot: "` keeps chroot's name; setsid's is dropped).
+ */
+interface Wrapper {
+  binary: string;
+  label: string;
 }
 
 /** The error for a plugin that could not be started: code 11 when busy, else 999. */
@@ -231,18 +315,23 @@ function spawnError(path: string, message: string, busy: boolean, attempt: numbe
 }
 
 /**
- * chroot(8)'s own failure, which means the plugin never ran: exit 125 (cannot chroot), 126
- * (cannot execute: permission, ETXTBSY) or 127 (not found), nothing on stdout, and one
- * stderr line starting with its name (`/usr/sbin/chroot: failed to run command …`). Returns
- * that line (`chroot: …`), or undefined for the plugin's own exit.
+ * A wrapper's own failure (setsid(1) or chroot(8)), which means the plugin never ran: exit 125
+ * (chroot cannot chroot), 126 (cannot execute: permission, ETXTBSY) or 127 (not found),
+ * nothing on stdout, and one stderr line starting with the wrapper's name (`setsid: failed to
+ * execute …`, `/usr/sbin/chroot: failed to run command …`). Returns that line as
+ * `<label><message>` (`failed to execute …`, `chroot: …`), or undefined for the plugin's
+ * own exit.
  */
-function chrootFailure(res: ExecResponse, binary: string): string | undefined {
+function wrapperFailure(res: ExecResponse, wrappers: Wrapper[]): string | undefined {
+  if (wrappers.length === 0) return undefined;
   if (res.timedOut || res.signal !== null || res.code < 125 || res.code > 127) return undefined;
   if (res.stdout.length > 0) return undefined;
   const text = new TextDecoder().decode(res.stderr).trim();
   if (text.includes("\n")) return undefined;
-  for (const name of [`${binary}: `, `${pluginName(binary)}: `]) {
-    if (text.startsWith(name)) return `chroot: ${text.slice(name.length)}`;
+  for (const { binary, label } of wrappers) {
+    for (const name of [`${binary}: `, `${pluginName(binary)}: `]) {
+      if (text.startsWith(name)) return `${label}${text.slice(name.length)}`;
+    }
   }
   return undefined;
 }

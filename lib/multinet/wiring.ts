@@ -16,6 +16,7 @@ import { CniRuntime } from "../cni/runtime.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache/cache.ts";
+import { delegateGroupTracker } from "./cache/delegate_groups.ts";
 import type { ManifoldConf } from "./config.ts";
 import type { EventSink, ManifoldDeps, PodDeviceSource, PodSource, StatusSink } from "./deps.ts";
 import type { NadSource } from "./nad/source.ts";
@@ -57,7 +58,13 @@ export async function buildDeps(
   // `chrootDir` (lib/multinet/chroot.ts) is evaluated only when configured.
   const chroot = conf.chrootDir ? await import("./chroot.ts") : undefined;
   const root = await chroot?.delegateRoot(conf.chrootDir, logger);
-  const processes = new ProcessPluginExec(root ? { chrootDir: root } : {});
+  const cache = new AttachmentCache(conf.cniDir);
+  // Each delegate ADD's process group is noted while it runs: a DEL after this process was
+  // killed stops it (cache/delegate_groups.ts).
+  const processes = new ProcessPluginExec({
+    ...(root ? { chrootDir: root } : {}),
+    groups: delegateGroupTracker(cache.delegates, logger),
+  });
   const exec: PluginExec = {
     exec(req) {
       const started = performance.now();
@@ -84,7 +91,6 @@ export async function buildDeps(
     logger,
     ...(root ? { findPlugin: (type, dirs) => findPlugin(type, dirs, { root }) } : {}),
   });
-  const cache = new AttachmentCache(conf.cniDir);
   const base = {
     conf,
     env,

@@ -8,7 +8,9 @@
  *   one of the containers (host-local writes `<containerId>\r\n<ifName>` into it);
  * - a cache record of one of the containers that is not a tombstone (has attachments or no
  *   `deletedAt`), a cache temp file (`*.json.tmp-*`), or a record that is not valid JSON;
- * - a file under the device-info dir or the standalone network-status dir naming a container.
+ * - a file under the device-info dir or the standalone network-status dir naming a container;
+ * - a note of a running delegate ADD (`<cniDir>/delegates/<containerId>@<ifName>.group`) of one
+ *   of the containers: DEL stops such a delegate and drops its note.
  *
  * Tombstones are not leaks: they are how a repeated DEL stays a no-op (GC removes them).
  *
@@ -60,6 +62,10 @@ export async function findLeaks(scope: LeakScope): Promise<LeakReport> {
   if (scope.cacheDir) {
     for (const path of await walk(scope.cacheDir)) {
       const base = path.slice(path.lastIndexOf("/") + 1);
+      if (path.includes("/delegates/") && base.endsWith(".group")) {
+        if (ids.has(base.split("@")[0])) report.files.push(path);
+        continue;
+      }
       if (path.includes("/network-status/")) {
         if (names(base)) report.files.push(path);
         continue;

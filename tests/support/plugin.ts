@@ -26,6 +26,8 @@ export interface PluginCall {
   launcher?: string[];
   /** The plugin executable; default {@link MANIFOLD} (the conformance suite runs any plugin). */
   plugin?: string;
+  /** Told of the spawned process (e.g. to kill it mid-call, as a runtime's timeout does). */
+  onSpawn?: (child: Deno.ChildProcess) => void;
 }
 
 /** What the process did. */
@@ -62,9 +64,10 @@ export async function runPlugin(call: PluginCall): Promise<PluginOutcome> {
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  call.onSpawn?.(child);
   const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(stdin));
-  await w.close();
+  await w.write(new TextEncoder().encode(stdin)).catch(() => {}); // killed before reading
+  await w.close().catch(() => {});
   const out = await child.output();
   const ms = performance.now() - started;
   const dec = new TextDecoder();

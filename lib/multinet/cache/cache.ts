@@ -32,6 +32,7 @@ import { syncDir, writeFileAtomic } from "../../fs/atomic.ts";
 import { errorText } from "../../util/mod.ts";
 import { type CacheKey, KEY_SEPARATOR, parseRecordName, recordName } from "./names.ts";
 import { type CacheRecord, checkRecord, decodeRecord } from "./record.ts";
+import { DelegateGroups } from "./delegate_groups.ts";
 import { crashpoint } from "../crashpoint.ts";
 
 export type { CacheKey } from "./names.ts";
@@ -63,6 +64,7 @@ const ATOMIC_TEMP = /^\.(.+)\.tmp-\d+-[0-9a-z]+$/;
  */
 export class AttachmentCache {
   readonly #dir: string;
+  #delegates: DelegateGroups | undefined;
 
   /**
    * Creates a cache over a directory; nothing is touched until the first call.
@@ -79,6 +81,15 @@ export class AttachmentCache {
   /** The cache directory, without a trailing slash. */
   get dir(): string {
     return this.#dir;
+  }
+
+  /**
+   * The notes of delegate ADDs still running, by attachment (`<dir>/delegates/`, see
+   * `cache/delegate_groups.ts`): what DEL stops before the delegate DEL of an attachment
+   * whose ADD never completed.
+   */
+  get delegates(): DelegateGroups {
+    return this.#delegates ??= new DelegateGroups(this.#dir);
   }
 
   /**

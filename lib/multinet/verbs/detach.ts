@@ -26,6 +26,13 @@ export interface DetachFailure {
  * Runs the delegate DEL of each attachment in reverse order, with the cached
  * config, runtimeConfig candidates, CNI_ARGS and prevResult (CNI SPEC "DEL").
  *
+ * An attachment whose ADD never completed (state `"adding"`) may still have its delegate ADD
+ * running, left by a caller that was killed (the runtime's timeout kills the plugin's PID only;
+ * a SIGKILLed daemon leaves its delegates): that delegate's process group, noted when it
+ * started (`cache/delegate_groups.ts`), is stopped first — else it would finish its ADD after
+ * this DEL and leave its interface and IPAM lease for good. A group that cannot be stopped
+ * fails the attachment's DEL (code 11), which is kept for the runtime's retry.
+ *
  * Every failure is returned, also for an attachment whose ADD never completed (state
  * `"adding"`): whatever that delegate allocated (an IPAM lease, a VF) leaks unless a later DEL
  * succeeds. The returned attachment counts the failure in `delFailures` (count, time of the
@@ -50,6 +57,7 @@ export async function detachAll(
   const failures: DetachFailure[] = [];
   for (const a of [...attachments].reverse()) {
     try {
+      if (a.state === "adding") await stopLeftAdd(deps, a);
       const list = parseNetworkConfig(a.conflist, { source: `cache:${a.statusName}` });
       crashpoint("del:before-delegate");
       await deps.runtime.delNetworkList(list, {
@@ -80,6 +88,20 @@ export async function detachAll(
     }
   }
   return failures;
+}
+
+/** Stops the delegate ADD a killed caller left running for `a`, if its group is noted. */
+async function stopLeftAdd(deps: ManifoldDeps, a: CachedAttachment): Promise<void> {
+  const stopped = await deps.cache.delegates.stop(deps.env.containerId, a.ifName);
+  if (stopped && stopped.outcome !== "gone") {
+    deps.logger.warn("stopped a delegate ADD its caller left running", {
+      containerId: deps.env.containerId,
+      network: a.statusName,
+      ifName: a.ifName,
+      pgid: stopped.group.pgid,
+      outcome: stopped.outcome,
+    });
+  }
 }
 
 /**

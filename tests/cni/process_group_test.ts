@@ -1,0 +1,171 @@
+/**
+ * Tests of lib/cni/process_group.ts and the process groups of {@link ProcessPluginExec}
+ * (issue 20 item 7): every plugin leads a process group of its own with its own PID (setsid(1)
+ * exec'd in place, or Deno's `detached` when setsid is absent), a timeout kills the whole
+ * group, and {@link stopProcessGroup} stops a noted group — only when the note still names it.
+ * Real processes; no root needed.
+ */
+
+import assert from "node:assert/strict";
+import { type ExecRequest, type GroupTracker, ProcessPluginExec } from "../../lib/cni/exec.ts";
+import {
+  parseStat,
+  type ProcessGroup,
+  processGroupOf,
+  stopProcessGroup,
+} from "../../lib/cni/process_group.ts";
+import { readProcFile } from "../../lib/fs/procfs.ts";
+
+const ENV = { CNI_COMMAND: "ADD", CNI_CONTAINERID: "c1", CNI_IFNAME: "eth0" };
+
+/** The `/proc/<pid>/stat` fields of a running process, or undefined when it is gone. */
+function stat(pid: number) {
+  const text = readProcFile(`/proc/${pid}/stat`);
+  return text === undefined ? undefined : parseStat(text);
+}
+
+/** Whether `pid` runs code (not gone, not a zombie). */
+function runs(pid: number): boolean {
+  const s = stat(pid);
+  return s !== undefined && s.state !== "Z" && s.state !== "X";
+}
+
+async function script(dir: string, name: string, body: string): Promise<string> {
+  const path = `${dir}/${name}`;
+  await Deno.writeTextFile(path, `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+  return path;
+}
+
+/** A tracker that records what it is told (and tracks everything). */
+function recorder() {
+  const seen: { event: string; group: ProcessGroup }[] = [];
+  const tracker: GroupTracker = {
+    tracks: () => true,
+    started: (_req: ExecRequest, group) => void seen.push({ event: "started", group }),
+    ended: (_req: ExecRequest, group) => void seen.push({ event: "ended", group }),
+  };
+  return { seen, tracker };
+}
+
+Deno.test("parseStat: fields after the command name, whatever it holds", () => {
+  const tail = "S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0";
+  assert.deepEqual(parseStat(`4242 (sh) ${tail}`), { state: "S", pgrp: 4242, startTime: 777 });
+  assert.deepEqual(parseStat(`4242 (a) (b c)) ${tail}`), {
+    state: "S",
+    pgrp: 4242,
+    startTime: 777,
+  });
+  assert.equal(parseStat("garbage"), undefined);
+  assert.equal(parseStat("1 (x) S 1 y"), undefined);
+});
+
+Deno.test("ProcessPluginExec: the plugin keeps its PID and leads its own process group", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // Prints its PID and its process group and session (proc(5) fields 5 and 6).
+    const path = await script(
+      dir,
+      "who",
+      `read -r s </proc/$$/stat; set -- \${s##*) }; echo "{\\"pid\\":$$,\\"pgrp\\":$3,\\"sid\\":$4}"`,
+    );
+    for (const setsidBinary of [undefined, `${dir}/no-setsid`]) {
+      const { seen, tracker } = recorder();
+      const exec = new ProcessPluginExec({ groups: tracker, setsidBinary });
+      const res = await exec.exec({ path, stdin: new Uint8Array(), env: ENV, timeoutMs: 10_000 });
+      assert.equal(res.code, 0, new TextDecoder().decode(res.stderr));
+      const me = JSON.parse(new TextDecoder().decode(res.stdout));
+      assert.equal(me.pgrp, me.pid, `its own group (setsid ${setsidBinary ?? "default"})`);
+      assert.equal(me.sid, me.pid, "its own session");
+      assert.deepEqual(seen.map((s) => s.event), ["started", "ended"]);
+      assert.equal(seen[0].group.pgid, me.pid, "the tracker is told the plugin's PID");
+      assert.ok(seen[0].group.startTime > 0);
+      assert.match(seen[0].group.bootId, /^[0-9a-f-]{36}$/);
+      assert.match(seen[0].group.pidNs, /^pid:\[\d+\]$/);
+    }
+    // The plugin's exit status is its own, through setsid and without it.
+    const fail = await script(dir, "fail", "echo oops >&2; exit 126");
+    for (const setsidBinary of [undefined, `${dir}/no-setsid`]) {
+      const res = await new ProcessPluginExec({ setsidBinary }).exec({
+        path: fail,
+        stdin: new Uint8Array(),
+        env: ENV,
+        timeoutMs: 10_000,
+      });
+      assert.equal(res.code, 126);
+      assert.equal(new TextDecoder().decode(res.stderr), "oops\n");
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("ProcessPluginExec: a timeout kills the plugin's whole group, its children too", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = await script(
+      dir,
+      "spawner",
+      `sleep 30 </dev/null >/dev/null 2>&1 &\necho $! >${dir}/child\nsleep 30`,
+    );
+    const res = await new ProcessPluginExec({ drainGraceMs: 50 }).exec({
+      path,
+      stdin: new Uint8Array(),
+      env: ENV,
+      timeoutMs: 500,
+    });
+    assert.equal(res.timedOut, true);
+    const child = Number(await Deno.readTextFile(`${dir}/child`));
+    assert.ok(child > 0);
+    const deadline = performance.now() + 2000;
+    while (runs(child) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(runs(child), false, "the plugin's child was killed with it");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** Starts `sh -c body` leading its own group; returns it and its identity. */
+function group(body: string): { child: Deno.ChildProcess; group: ProcessGroup } {
+  const child = new Deno.Command("/bin/sh", {
+    args: ["-c", body],
+    detached: true,
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  return { child, group: processGroupOf(child.pid)! };
+}
+
+Deno.test("stopProcessGroup: SIGTERM, then SIGKILL for members that ignore it", async () => {
+  const polite = group("sleep 30 & wait");
+  const started = performance.now();
+  assert.equal(await stopProcessGroup(polite.group, { graceMs: 2000 }), "terminated");
+  assert.ok(performance.now() - started < 2000);
+  await polite.child.status;
+
+  // The shell and its sleep ignore SIGTERM (an ignored signal stays ignored across exec).
+  const stubborn = group("trap '' TERM; sleep 30 & wait");
+  await new Promise((r) => setTimeout(r, 100)); // the trap is set
+  assert.equal(await stopProcessGroup(stubborn.group, { graceMs: 200 }), "killed");
+  assert.equal((await stubborn.child.status).signal, "SIGKILL");
+  assert.equal(await stopProcessGroup(stubborn.group), "gone", "nothing left to stop");
+});
+
+Deno.test("stopProcessGroup: a note that no longer names the group signals nothing", async () => {
+  const g = group("sleep 30");
+  try {
+    for (
+      const other of [
+        { ...g.group, startTime: g.group.startTime + 1 }, // the PID was recycled
+        { ...g.group, bootId: "00000000-0000-0000-0000-000000000000" }, // noted before a reboot
+        { ...g.group, pidNs: "pid:[1]" }, // noted in another PID namespace
+      ]
+    ) {
+      assert.equal(await stopProcessGroup(other, { graceMs: 100 }), "gone");
+      assert.ok(runs(g.child.pid), "left alone");
+    }
+  } finally {
+    g.child.kill("SIGKILL");
+    await g.child.status;
+  }
+});
