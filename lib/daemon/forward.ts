@@ -72,7 +72,8 @@ export function daemonRoute(stdin: Uint8Array): DaemonRoute | undefined {
 /**
  * Sends one request to the daemon and waits for its answer.
  * @param socket the daemon's unix socket path
- * @param env the plugin process's environment (only CNI_* and MANIFOLD_* are sent)
+ * @param env the plugin process's environment (only the five per-call CNI_* variables and
+ *   MANIFOLD_DELEGATION_DEPTH are sent: {@link forwardedEnv})
  * @param stdin the raw stdin bytes
  * @param options `timeoutMs`: bound on sending and answering once connected, ms; default the
  *   daemon's request timeout (the `requestTimeoutMs=` line of `<socket>.lock`, else
