@@ -32,6 +32,7 @@ import { AttachmentTally } from "./attachments.ts";
 import type { DaemonObserver } from "./observer.ts";
 import type { PolicyAgent } from "./policy_agent.ts";
 import { DaemonServer } from "./server.ts";
+import type { StatusPublisher } from "./status_publisher.ts";
 import { cniService } from "./service.ts";
 
 /** Options of {@link ManifoldDaemon.start}. */
@@ -85,6 +86,7 @@ export class ManifoldDaemon {
     hotPlug?: HotPlug;
     policy?: PolicyAgent;
     reclaimer?: IdleReclaimer;
+    publisher?: StatusPublisher;
   };
 
   private constructor(
@@ -99,6 +101,7 @@ export class ManifoldDaemon {
       hotPlug?: HotPlug;
       policy?: PolicyAgent;
       reclaimer?: IdleReclaimer;
+      publisher?: StatusPublisher;
     },
   ) {
     this.#parts = parts;
@@ -145,6 +148,11 @@ export class ManifoldDaemon {
       };
       api = () => Promise.resolve(shared);
     }
+    let publisher: StatusPublisher | undefined;
+    if (kube && api && opts.conf.statusPublish === "async") {
+      if (pods) publisher = await startPublisher(opts, kube, pods);
+      else logger.warn('"statusPublish": "async" needs --node-name; publishing synchronously', {});
+    }
     let observer = opts.observer;
     let policy: PolicyAgent | undefined;
     if (kube && opts.conf.multiNetworkPolicy) {
@@ -164,7 +172,11 @@ export class ManifoldDaemon {
       baseEnv: opts.env,
       handlers: (env) =>
         manifoldHandlers(
-          realDeps(env, { api, onDelegate: (p, c, s) => opts.observer.delegate(p, c, s) }),
+          realDeps(env, {
+            api,
+            onDelegate: (p, c, s) => opts.observer.delegate(p, c, s),
+            statusQueue: publisher,
+          }),
           { processEnv: env },
         ),
       requestTimeoutMs: opts.requestTimeoutMs,
@@ -184,6 +196,7 @@ export class ManifoldDaemon {
       });
     } catch (e) {
       // Nothing started above may outlive the failure (the caller keeps the API client).
+      await publisher?.stop(0);
       stopWatch.abort();
       await Promise.all([watching, policy?.stop(), pods?.done]);
       throw e;
@@ -210,6 +223,7 @@ export class ManifoldDaemon {
       hotPlug,
       policy,
       reclaimer,
+      publisher,
     });
   }
 
@@ -245,6 +259,7 @@ export class ManifoldDaemon {
   async stop(): Promise<void> {
     await this.#server.close();
     await this.#parts.hotPlug?.stop();
+    await this.#parts.publisher?.stop(); // what is left is re-driven at the next start
     this.#parts.reclaimer?.close();
     this.#stopWatch.abort();
     const policyStopped = this.#parts.policy?.stop();
@@ -254,6 +269,41 @@ export class ManifoldDaemon {
     await this.#parts.pods?.done;
     await this.#writer?.clear().catch(() => {});
   }
+}
+
+/**
+ * The background writer of `"statusPublish": "async"`, with its own API sink (UID
+ * precondition) and the `events` setting; once the pod informer has synced, it re-drives the
+ * statuses a killed daemon left unwritten (status_publisher.ts).
+ */
+async function startPublisher(
+  opts: DaemonOptions,
+  kube: KubeClient,
+  pods: PodInformer,
+): Promise<StatusPublisher> {
+  const { StatusPublisher } = await import("./status_publisher.ts");
+  const { logger, observer } = opts;
+  const publisher = new StatusPublisher({
+    sink: new ApiStatusSink(kube),
+    events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
+    cache: new AttachmentCache(opts.conf.cniDir),
+    observer: {
+      published: (s) => observer.statusPublished?.(s),
+      pending: (n) => observer.statusPending?.(n),
+    },
+    logger: logger.with({ component: "status" }),
+  });
+  void (async () => {
+    while (!pods.store.synced) {
+      if (await Promise.race([pods.done.then(() => true), delay(200)])) return;
+    }
+    await publisher.redrive((ns, name) => pods.store.get(ns, name));
+  })().catch((e) => logger.warn("network-status re-drive failed", { error: String(e) }));
+  return publisher;
+}
+
+function delay(ms: number): Promise<false> {
+  return new Promise((r) => setTimeout(() => r(false), ms));
 }
 
 /** The `manifold_attachments` count of the daemon's cache (`cniDir` of `--conf`), scanned now. */

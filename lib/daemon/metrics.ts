@@ -15,6 +15,9 @@
  * - `manifold_hotplug_changes_total{op,result}` counter and
  *   `manifold_hotplug_change_duration_seconds{result}` histogram: hot-plug (`"hotPlug": true`),
  *   op `add` | `remove` | `change`, result `success` | `error` | `refused`;
+ * - `manifold_status_publish_lag_seconds` histogram and `manifold_status_pending` gauge:
+ *   `"statusPublish": "async"` — time from ADD queueing a network-status to its write, and
+ *   statuses queued and not yet written;
  * - `manifold_fallback_total` counter: in-process fallbacks of the forwarder, the line count
  *   of the fallbacks file at scrape time;
  * - prom-client's default process metrics without a prefix (`process_cpu_seconds_total`,
@@ -245,6 +248,18 @@ export function createDaemonMetrics(
     buckets: [...DURATION_BUCKETS],
     registers,
   });
+  const publishLag = new Histogram({
+    name: "manifold_status_publish_lag_seconds",
+    help: 'Time from ADD queueing a network-status ("statusPublish": "async") to its write on ' +
+      "the pod, in seconds.",
+    buckets: [...DURATION_BUCKETS],
+    registers,
+  });
+  const publishPending = new Gauge({
+    name: "manifold_status_pending",
+    help: 'Network-statuses queued by ADD ("statusPublish": "async") and not yet written.',
+    registers,
+  });
   const fallbacks = opts.fallbackFile === undefined
     ? undefined
     : new LineCounter(opts.fallbackFile);
@@ -299,6 +314,12 @@ export function createDaemonMetrics(
     },
     hotPlugDuration(seconds, result) {
       hotPlugSeconds.observe({ result }, seconds);
+    },
+    statusPublished(lagSeconds) {
+      publishLag.observe(lagSeconds);
+    },
+    statusPending(count) {
+      publishPending.set(count);
     },
   };
   return {

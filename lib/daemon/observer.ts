@@ -44,6 +44,13 @@ export interface DaemonObserver {
    * rolled back) or a DEL failed.
    */
   hotPlugDuration?(seconds: number, result: "success" | "error"): void;
+  /**
+   * `"statusPublish": "async"`: a network-status was written, seconds after ADD queued it (the
+   * oldest status of the pod it replaced).
+   */
+  statusPublished?(lagSeconds: number): void;
+  /** `"statusPublish": "async"`: statuses queued and not yet written, after every change. */
+  statusPending?(count: number): void;
 }
 /** An observer that records nothing. */
 export const NO_OBSERVER: DaemonObserver = {

@@ -101,6 +101,17 @@ export interface ManifoldConf {
    */
   hotPlug: boolean;
   /**
+   * Manifold, `manifold daemon` only: when ADD publishes network-status (and KEP-3698
+   * networks-status). `"sync"` (default): the PATCH is part of ADD, which fails when it fails.
+   * `"async"`: ADD returns once the final cache record is durable and the kernel check passed;
+   * the daemon then PATCHes from that record in the background — coalesced per pod, retried
+   * with back-off, with the pod's UID as a precondition, re-driven after a restart
+   * (lib/daemon/status_publisher.ts). Pods with a device-backed attachment (a NAD with a
+   * `resourceName`, or device-info) are always published synchronously. The in-process
+   * plugin (no daemon) is always `"sync"`.
+   */
+  statusPublish: "sync" | "async";
+  /**
    * Manifold: which Kubernetes Events ADD sends: `"warnings"` (default: only problems —
    * `ErrorAddingNetwork`, `InterfaceMismatch`, device warnings — so a healthy ADD costs no
    * event request), `"all"` (also one `AddedInterface` per attachment, as Multus) or `"none"`.
@@ -206,6 +217,7 @@ function buildSchema() {
     daemonFallback: z.boolean().optional(),
     chrootDir: optStr,
     hotPlug: z.boolean().optional(),
+    statusPublish: z.enum(["sync", "async"]).optional(),
     events: z.enum(["all", "warnings", "none"]).optional(),
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     podNetworkProvider: optStr,
@@ -344,6 +356,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     daemonFallback: c.daemonFallback ?? true,
     chrootDir: c.chrootDir || undefined,
     hotPlug: c.hotPlug ?? false,
+    statusPublish: c.statusPublish ?? "sync",
     events: c.events ?? "warnings",
     invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
     podNetworkProvider: c.podNetworkProvider || DEFAULT_PODNETWORK_PROVIDER,

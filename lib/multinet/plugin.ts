@@ -10,7 +10,7 @@
  */
 
 import type { SkelContext, SkelHandlers } from "../cni/skel.ts";
-import type { ManifoldDeps } from "./deps.ts";
+import type { ManifoldDeps, StatusQueue } from "./deps.ts";
 import type { WiringOptions } from "./wiring.ts";
 import { withContainerLock } from "./cache/container_lock.ts";
 import { mark } from "../log/trace.ts";
@@ -26,6 +26,11 @@ export interface RealDepsOptions {
   api?: WiringOptions["api"];
   /** See `WiringOptions.onDelegate`. */
   onDelegate?: WiringOptions["onDelegate"];
+  /**
+   * `manifold daemon` with `"statusPublish": "async"` in its own configuration: ADD queues
+   * network-status here when the call has an API (`ManifoldDeps.statusQueue`).
+   */
+  statusQueue?: StatusQueue;
 }
 
 /** Builds dependencies for a call; swapped in tests. */
@@ -62,6 +67,7 @@ export function realDeps(
       onDelegate: opts.onDelegate,
     });
     mark("depsBuilt");
+    if (opts.statusQueue && deps.status.kind === "api") deps.statusQueue = opts.statusQueue;
     return deps;
   };
 }

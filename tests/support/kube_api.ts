@@ -15,7 +15,8 @@
  *   `patchPod`, `deletePod`, a PATCH request) are sent to them; `deletePod(…, {graceful})`
  *   sets `deletionTimestamp` (MODIFIED) as apiserver does before kubelet confirms.
  * - `PATCH …/pods/{name}[/status]`: only `application/merge-patch+json` (else 415), RFC 7386
- *   (`null` deletes), invalid JSON → 400, stale `metadata.resourceVersion` → 409, a write
+ *   (`null` deletes), invalid JSON → 400, stale `metadata.resourceVersion` → 409, another
+ *   `metadata.uid` → 422 `metadata.uid: … field is immutable` (as kube-apiserver), a write
  *   bumps `resourceVersion`; the status subresource ignores spec changes, the main
  *   resource ignores status changes
  * - `GET /apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions[/{name}]`
@@ -1672,6 +1673,19 @@ class StandIn implements KubeApiStandIn {
     if (isObject(patch) && isObject(patch.metadata)) {
       const rv = patch.metadata.resourceVersion;
       if (rv !== undefined && rv !== null && rv !== meta.resourceVersion) throw conflict();
+      const uid = patch.metadata.uid;
+      if (typeof uid === "string" && uid !== meta.uid) {
+        // kube-apiserver's answer to a merge patch with another pod's UID (nothing written).
+        const message = `Invalid value: ${JSON.stringify(uid)}: field is immutable`;
+        throw new HttpError(
+          422,
+          statusBody(422, "Invalid", `Pod "${name}" is invalid: metadata.uid: ${message}`, {
+            name,
+            kind: "Pod",
+            causes: [{ reason: "FieldValueInvalid", message, field: "metadata.uid" }],
+          }),
+        );
+      }
     }
     const merged = mergePatch(pod, patch);
     if (!isObject(merged) || !isObject(merged.metadata)) {
