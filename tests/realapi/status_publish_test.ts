@@ -49,7 +49,7 @@ async function proxiedKubeconfig(w: RealWorld, proxy: TcpProxy): Promise<string>
 }
 
 /** The daemon with `conf`, its API through `kubeconfig`, ready (lists received). */
-async function readyDaemon(w: RealWorld, dir: string, conf: Record<string, unknown>) {
+async function readyDaemon(dir: string, conf: Record<string, unknown>) {
   const port = loopbackPort();
   const d = await startDaemon(dir, conf, {
     flags: ["--node-name", NODE, "--metrics-address", `127.0.0.1:${port}`],
@@ -132,7 +132,7 @@ suite.test("async: a daemon killed after ADD returned and before the PATCH publi
   const proxy = startTcpProxy({ hostname: "127.0.0.1", port: api.ports.api });
   const dir = await w.scratch.dir();
   const conf = { ...w.conf, kubeconfig: await proxiedKubeconfig(w, proxy) };
-  let d = await readyDaemon(w, dir, conf);
+  let d = await readyDaemon(dir, conf);
   try {
     proxy.pause(); // the API stops answering; ADD needs it no more (pods and NADs in memory)
     const add = await w.call("ADD", {
@@ -145,7 +145,7 @@ suite.test("async: a daemon killed after ADD returned and before the PATCH publi
     d.kill("SIGKILL");
     await d.exited();
     proxy.resume();
-    d = await readyDaemon(w, dir, conf);
+    d = await readyDaemon(dir, conf);
     await until(
       async () => networkStatus(await w.pod())?.map((s) => s.interface).join() === "eth0,net1",
       "the status written by the restarted daemon",
@@ -167,7 +167,7 @@ suite.test("async: the pod replaced before the queued PATCH is not written (UID 
   const proxy = startTcpProxy({ hostname: "127.0.0.1", port: api.ports.api });
   const dir = await w.scratch.dir();
   const conf = { ...w.conf, kubeconfig: await proxiedKubeconfig(w, proxy) };
-  const d = await readyDaemon(w, dir, conf);
+  const d = await readyDaemon(dir, conf);
   try {
     proxy.pause();
     expectOk(
@@ -210,7 +210,7 @@ suite.test("async: a device-backed pod is published synchronously, a plain pod i
   const proxy = startTcpProxy({ hostname: "127.0.0.1", port: api.ports.api });
   const dir = await w.scratch.dir();
   const conf = { ...w.conf, kubeconfig: await proxiedKubeconfig(w, proxy) };
-  const d = await readyDaemon(w, dir, conf);
+  const d = await readyDaemon(dir, conf);
   try {
     proxy.delayMs = 400; // from now on a PATCH takes ≥ 800 ms
     // Plain pod first: its ADD returns before the PATCH is answered.
