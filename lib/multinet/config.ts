@@ -149,6 +149,12 @@ export interface ManifoldConf {
   delegateTimeoutMs: number;
   /** Manifold: per API request time bound, ms (default 5 000). */
   apiTimeoutMs: number;
+  /**
+   * Manifold: bound on one API call with its retries and the server's `Retry-After` waits, ms
+   * (default 15 000): a network-status PATCH against a slow or throttling API server fails
+   * with code 11 and says why once it is spent, instead of holding the pod's ADD.
+   */
+  apiDeadlineMs: number;
   /** Manifold: readiness indicator wait bound, ms (default 45 000, as Multus). */
   readinessTimeoutMs: number;
   /**
@@ -224,6 +230,7 @@ function buildSchema() {
     multiNetworkPolicy: optBool,
     delegateTimeoutMs: optNum,
     apiTimeoutMs: optNum,
+    apiDeadlineMs: optNum,
     readinessTimeoutMs: optNum,
     podResourcesSocket: optStr,
     podResourcesTimeoutMs: optNum,
@@ -301,6 +308,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     deviceInfoDir: path("deviceInfoDir", c.deviceInfoDir, DEFAULT_DEVICE_INFO_DIR),
     delegateTimeoutMs: int("delegateTimeoutMs", c.delegateTimeoutMs, 60_000, 1, 600_000),
     apiTimeoutMs: int("apiTimeoutMs", c.apiTimeoutMs, 5_000, 1, 120_000),
+    apiDeadlineMs: int("apiDeadlineMs", c.apiDeadlineMs, 15_000, 1, 600_000),
     readinessTimeoutMs: int("readinessTimeoutMs", c.readinessTimeoutMs, 45_000, 0, 600_000),
     podResourcesTimeoutMs: int(
       "podResourcesTimeoutMs",

@@ -145,8 +145,14 @@ export interface Fault {
   times?: number;
   /** Close the connection instead of answering (after `delayMs`). */
   reset?: boolean;
-  /** With status 429/503: `Retry-After` seconds (default 1 for 429, none for 503); `null` omits it. */
+  /** With status 429/5xx: `Retry-After` seconds (default 1 for 429, none for 5xx); `null` omits it. */
   retryAfterSeconds?: number | null;
+  /**
+   * Applies to one matching request in `every` (the 1st, the `every + 1`-th, …); the others
+   * pass on to later faults and normal handling. Default 1 (all). `times` counts those it
+   * applied to.
+   */
+  every?: number;
   /** Send this raw body (e.g. HTML from a proxy, broken JSON) with `status` (default 200). */
   body?: string;
   /** Content type of `body`; default `application/json`. */
@@ -508,7 +514,7 @@ class StandIn implements KubeApiStandIn {
   #multinet = new Map<string, Json>();
   #tokens = new Set<string>([this.token]);
   #denied = new Set<string>();
-  #faults: (Fault & { left: number })[] = [];
+  #faults: (Fault & { left: number; seen: number })[] = [];
   #isDown = false;
   #rv = 1000;
   #timers = new Set<{ id: ReturnType<typeof setTimeout> | undefined; resolve: () => void }>();
@@ -1197,7 +1203,7 @@ class StandIn implements KubeApiStandIn {
   }
 
   fault(f: Fault): void {
-    this.#faults.push({ ...f, left: f.times ?? 1 });
+    this.#faults.push({ ...f, left: f.times ?? 1, seen: 0 });
   }
 
   down(isDown: boolean): void {
@@ -1237,9 +1243,11 @@ class StandIn implements KubeApiStandIn {
   }
 
   #takeFault(method: string, path: string): Fault | undefined {
-    const i = this.#faults.findIndex((f) =>
-      (!f.method || f.method.toUpperCase() === method) && (!f.path || f.path.test(path))
-    );
+    const i = this.#faults.findIndex((f) => {
+      if (f.method && f.method.toUpperCase() !== method) return false;
+      if (f.path && !f.path.test(path)) return false;
+      return (f.seen++ % (f.every ?? 1)) === 0;
+    });
     if (i < 0) return undefined;
     const f = this.#faults[i];
     if (--f.left <= 0) this.#faults.splice(i, 1);
@@ -1298,7 +1306,7 @@ class StandIn implements KubeApiStandIn {
         const ra = f.retryAfterSeconds === undefined
           ? (f.status === 429 ? 1 : undefined)
           : f.retryAfterSeconds;
-        if (ra !== null && ra !== undefined && (f.status === 429 || f.status === 503)) {
+        if (ra !== null && ra !== undefined && (f.status === 429 || f.status >= 500)) {
           headers["retry-after"] = String(ra);
         }
         send(f.status, faultBody(f.status, f), headers);
