@@ -182,7 +182,7 @@ export async function runBurst(opts: BurstOptions): Promise<BurstReport> {
       }).length;
     const statusesAtReturn = written();
     const expected = adds.filter((a) => a.code === 0).length;
-    await until(async () => written() >= expected, "the statuses written", 60_000)
+    await until(() => Promise.resolve(written() >= expected), "the statuses written", 60_000)
       .catch(() => {});
     const statusesWritten = written();
     const dels = await Promise.all(names.map((_, k) => call("DEL", k)));
