@@ -68,6 +68,11 @@ export interface BurstReport {
   startRssMiB: number;
   /** PATCHes of network-status the stand-in answered, by status. */
   patches: Record<number, number>;
+  /**
+   * For each 429 answered to a pod's PATCH that was followed by another PATCH of the same pod:
+   * the time between the two, ms (how long the `Retry-After` was honoured).
+   */
+  retryGapsMs: number[];
   /** Wall time of the whole ADD burst, ms. */
   addWallMs: number;
 }
@@ -195,11 +200,16 @@ export async function runBurst(opts: BurstOptions): Promise<BurstReport> {
       bridgePortsLeft += (JSON.parse(stdout.trim() || "[]") as unknown[]).length;
     }
     const patches: Record<number, number> = {};
-    for (const r of w.api.requests) {
-      if (r.method === "PATCH" && r.path.endsWith("/status")) {
-        patches[r.status] = (patches[r.status] ?? 0) + 1;
-      }
-    }
+    const retryGapsMs: number[] = [];
+    const statusPatches = w.api.requests.filter((r) =>
+      r.method === "PATCH" && r.path.endsWith("/status")
+    );
+    statusPatches.forEach((r, i) => {
+      patches[r.status] = (patches[r.status] ?? 0) + 1;
+      if (r.status !== 429) return;
+      const next = statusPatches.slice(i + 1).find((n) => n.path === r.path);
+      if (next) retryGapsMs.push(next.at - r.at);
+    });
     return {
       adds,
       dels,
@@ -211,6 +221,7 @@ export async function runBurst(opts: BurstOptions): Promise<BurstReport> {
       peakRssMiB,
       startRssMiB,
       patches,
+      retryGapsMs,
       addWallMs,
     };
   } finally {

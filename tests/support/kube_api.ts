@@ -129,6 +129,8 @@ export interface SeenRequest {
   contentType: string;
   /** The request body as text. */
   body: string;
+  /** `performance.now()` when the request was received (its body read), ms. */
+  at: number;
 }
 
 /** A failure injected before normal handling (see {@link KubeApiStandIn.fault}). */
@@ -1270,6 +1272,7 @@ class StandIn implements KubeApiStandIn {
       user: "",
       contentType: String(req.headers["content-type"] ?? ""),
       body,
+      at: performance.now(),
     };
     this.requests.push(seen);
     const pretty = /^(curl|wget)\//i.test(String(req.headers["user-agent"] ?? ""));
