@@ -85,3 +85,8 @@ console.log(
 );
 const failed = r.adds.find((a) => a.code !== 0);
 if (failed) console.log(`first failure: ${failed.out}`);
+const failedDel = r.dels.find((d) => d.code !== 0);
+if (failedDel) console.log(`first DEL failure: ${failedDel.out}`);
+const { code, signal, stderrTail } = r.daemonExit;
+console.log(`daemon exit after SIGTERM: code ${code}${signal ? `, signal ${signal}` : ""}`);
+if (failed || failedDel || code !== 0) console.log(`daemon stderr (tail):\n${stderrTail}`);

@@ -75,6 +75,8 @@ export interface BurstReport {
   retryGapsMs: number[];
   /** Wall time of the whole ADD burst, ms. */
   addWallMs: number;
+  /** The daemon's exit (code, signal) and the last 4 KiB of its stderr. */
+  daemonExit: { code: number; signal: string | null; stderrTail: string };
 }
 
 const ANNOTATIONS = "io.kubernetes.cri.pod-annotations";
@@ -96,6 +98,8 @@ export async function runBurst(opts: BurstOptions): Promise<BurstReport> {
   const w = await world({ conf: { logLevel: "error" } });
   let proxy: TcpProxy | undefined;
   let daemon: Awaited<ReturnType<typeof startDaemon>> | undefined;
+  let report: Omit<BurstReport, "daemonExit"> | undefined;
+  let exit: { code: number; signal: Deno.Signal | null; stderr: string } | undefined;
   try {
     const names = Array.from({ length: opts.pods }, (_, k) => `burst-${k}`);
     const uids = names.map((name) =>
@@ -210,7 +214,7 @@ export async function runBurst(opts: BurstOptions): Promise<BurstReport> {
       const next = statusPatches.slice(i + 1).find((n) => n.path === r.path);
       if (next) retryGapsMs.push(next.at - r.at);
     });
-    return {
+    report = {
       adds,
       dels,
       statusesAtReturn,
@@ -226,11 +230,16 @@ export async function runBurst(opts: BurstOptions): Promise<BurstReport> {
     };
   } finally {
     daemon?.kill("SIGTERM");
-    await daemon?.exited();
+    exit = await daemon?.exited();
     await proxy?.close();
     await w.api.stop();
     await w.scratch.cleanup();
   }
+  if (!report || !exit) throw new Error("the burst made no report");
+  return {
+    ...report,
+    daemonExit: { code: exit.code, signal: exit.signal, stderrTail: exit.stderr.slice(-4096) },
+  };
 }
 
 /** A copy of `kubeconfig` whose server is the proxy (the stand-in's certificate has 127.0.0.1). */
