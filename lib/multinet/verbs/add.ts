@@ -2,7 +2,9 @@
  * ADD for the delegating plugin (NPWG v1.3 §6.2, §7.2, §7.3), in steps: read the pod's
  * annotations → plan every attachment (all checks, before any delegate runs) → attach each,
  * default network first, one at a time → apply `default-route` → verify with the kernel →
- * cache the final record and publish network-status (at once) → events. On any failure once the pod is read (a plan that
+ * cache the final record and publish network-status (at once; with the daemon's `"statusPublish":
+ * "async"` the status is queued once the record is durable, unless an attachment is
+ * device-backed) → events. On any failure once the pod is read (a plan that
  * fails its checks included), every attachment made is DELeted (reverse order), an
  * `ErrorAddingNetwork` event is sent and the ADD fails. One intent record naming every planned
  * attachment is cached before the first delegate ADD so a DEL after a crash finds everything.
