@@ -119,10 +119,10 @@ export function isNotFound(err: unknown): boolean {
 /**
  * Whether `err` says a write's `metadata.uid` did not match the stored object: the object of
  * that name was deleted and recreated. A merge patch carrying `metadata.uid` is answered
- * (kube-apiserver v1.34, checked in tests/realapi/status_publish_test.ts) with 422 Invalid
+ * (kube-apiserver v1.32, checked in tests/realapi/status_publish_test.ts) with 422 Invalid
  * `<Kind> "<name>" is invalid: metadata.uid: Invalid value: "<uid>": field is immutable` and
- * nothing is written; an update or delete whose UID precondition fails gets 409 Conflict
- * `Precondition failed: UID in precondition: …`. Both count.
+ * nothing is written; a delete whose UID precondition (`DeleteOptions.preconditions`) fails
+ * gets 409 Conflict `Precondition failed: UID in precondition: …`. Both count.
  * @param err any thrown value
  * @returns true for either answer
  * @example isUidMismatch(new KubeError("request", "x", { status: 422, details: 'Pod "p" is invalid: metadata.uid: Invalid value: "u": field is immutable' })) // true
