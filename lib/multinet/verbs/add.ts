@@ -135,8 +135,10 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     if (podUnreadable) throw e; // pod gone or recreated, API unusable: nothing to undo
     throw await run.rollback(e);
   }
-  // Queued: the AddedInterface events follow the status; other events are not waited for.
+  // Queued: the AddedInterface events follow the status; other events (warnings) are sent but
+  // not waited for (the flush still releases the sink's record of them).
   if (!queued) await sendAddedEvents(deps, pod, statuses);
+  else void deps.events.flush();
   log.info("timeline", timeline());
   return run.results[0]!;
 }
