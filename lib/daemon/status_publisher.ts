@@ -103,6 +103,10 @@ export class StatusPublisher implements StatusQueue {
     const key = `${item.pod.namespace}/${item.pod.name}`;
     const now = performance.now();
     const prev = this.#byPod.get(key);
+    // The re-drive queues a sandbox's status without events: keep those ADD queued for it.
+    const same = prev && prev.item.containerId === item.containerId &&
+      prev.item.ifName === item.ifName;
+    if (same && item.events.length === 0) item = { ...item, events: prev.item.events };
     this.#byPod.set(key, { item, since: prev?.since ?? now, failures: 0, due: now });
     this.#opts.observer?.pending(this.#byPod.size);
     this.#pump();
