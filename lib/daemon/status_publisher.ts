@@ -103,8 +103,9 @@ export class StatusPublisher implements StatusQueue {
     const key = `${item.pod.namespace}/${item.pod.name}`;
     const now = performance.now();
     const prev = this.#byPod.get(key);
-    // The re-drive queues a sandbox's status without events: keep those ADD queued for it.
-    const same = prev && prev.item.containerId === item.containerId &&
+    // The re-drive queues a sandbox's status without events: keep those ADD queued for it
+    // (unless that write is in flight: it sends them).
+    const same = prev && !this.#inFlight.has(key) && prev.item.containerId === item.containerId &&
       prev.item.ifName === item.ifName;
     if (same && item.events.length === 0) item = { ...item, events: prev.item.events };
     this.#byPod.set(key, { item, since: prev?.since ?? now, failures: 0, due: now });
