@@ -5,7 +5,8 @@
  * (AbortSignal), and retries with exponential backoff for transient failures (connection
  * errors, timeouts, 429, 5xx). A 429 or 5xx answer's `Retry-After` is honoured as client-go
  * does (`checkWait`: 429 and every 5xx). With `deadlineMs` one call — attempts and waits — is
- * bounded by it: each attempt's timeout is cut to what is left, and a `Retry-After` longer
+ * bounded by it, and answers with `Retry-After` are retried up to 10 times (client-go's
+ * `maxRetries`) whatever `retries` says: each attempt's timeout is cut to what is left, and a `Retry-After` longer
  * than what is left fails the call at once (transient, with the server's wish in the message)
  * instead of waiting past the bound. Without it, a `Retry-After` is capped at `maxBackoffMs`
  * and the total is bounded by `(retries + 2) × timeoutMs + retries × maxBackoffMs` (the extra
@@ -32,6 +33,9 @@ import { createTransport } from "./transport.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
+
+/** Retries of answers carrying `Retry-After` within a call's bound (client-go's `maxRetries`). */
+const RETRY_AFTER_RETRIES = 10;
 
 /** Options of `KubeClient` (and of the {@link KubeRequester} under it). */
 export interface KubeClientOptions {
@@ -232,9 +236,13 @@ export class KubeRequester {
         continue;
       }
       const transient = !res || res.status === 429 || res.status >= 500;
-      if (transient && retriesUsed < maxRetries) {
-        // client-go's checkWait: 429 and every 5xx may carry Retry-After.
-        const hinted = res ? retryAfterMs(res.headers.get("retry-after")) : undefined;
+      // client-go's checkWait: 429 and every 5xx may carry Retry-After; with a bound on the
+      // call, such answers are retried up to client-go's 10 times (the bound stops them).
+      const hinted = transient && res ? retryAfterMs(res.headers.get("retry-after")) : undefined;
+      const limit = hinted !== undefined && bound !== undefined
+        ? Math.max(maxRetries, RETRY_AFTER_RETRIES)
+        : maxRetries;
+      if (transient && retriesUsed < limit) {
         const backoff = Math.min(this.#backoffMs * 2 ** retriesUsed, this.#maxBackoffMs);
         const delay = hinted === undefined
           ? backoff

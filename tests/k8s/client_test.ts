@@ -257,6 +257,22 @@ Deno.test("deadlineMs bounds a call against a slow API: timeout within the bound
   });
 });
 
+Deno.test("deadlineMs: answers with Retry-After are retried up to 10 times within the bound", async () => {
+  await withApi(async ({ api, client }) => {
+    api.fault({ method: "PATCH", status: 429, retryAfterSeconds: 0, times: 6 });
+    const kube = client({ deadlineMs: 10_000, retries: 2 });
+    await kube.patchPodStatusAnnotations(NS, POD, { a: "b" });
+    assert.deepEqual(api.requests.map((r) => r.status), [429, 429, 429, 429, 429, 429, 200]);
+  });
+  await withApi(async ({ api, client }) => {
+    api.fault({ method: "PATCH", status: 429, retryAfterSeconds: 0, times: Infinity });
+    const kube = client({ deadlineMs: 10_000, retries: 2 });
+    const err = await failure(kube.patchPodStatusAnnotations(NS, POD, { a: "b" }));
+    assert.equal(err.attempts, 11);
+    assert.equal(kubeErrorCode(err), 11);
+  });
+});
+
 Deno.test("5xx is retried, then fails with code 11", async () => {
   await withApi(async ({ api, client }) => {
     api.fault({ status: 503, times: Infinity });
