@@ -17,7 +17,11 @@
  * `deno run -A scripts/bench.ts [--iterations 30] [--latency-ms 3] [--scale-iterations 10]`.
  * `--mode daemon` (default `process`) runs scripts/bench_daemon.ts instead: the same pod
  * through `manifold daemon` and the forwarder (`--concurrent 50` pods at once as well;
- * `--soak N` ADD/DEL pairs with the daemon's RSS before and after).
+ * `--soak N` ADD/DEL pairs with the daemon's RSS before and after; `--status-publish
+ * sync|async`, the daemon's setting). `--api-latency MS` (every mode) puts a loopback TCP
+ * proxy in front of the API stand-in that adds MS to each chunk each way (RTT = 2 × MS); unlike
+ * `--latency-ms` (the stand-in's own delay before it answers) it delays connection set-up and
+ * TLS as well, as a distant API server does.
  *
  * @module
  */
@@ -26,7 +30,7 @@ import { parseArgs } from "node:util";
 import { k8sArgs, MANIFOLD } from "../tests/support/plugin.ts";
 import { exists, until } from "../tests/support/wait.ts";
 import { NS, world } from "../tests/support/world.ts";
-import { directFloor, SELECTION, stats } from "./bench_support.ts";
+import { apiLatencyProxy, directFloor, SELECTION, stats } from "./bench_support.ts";
 
 const { values } = parseArgs({
   options: {
@@ -36,13 +40,16 @@ const { values } = parseArgs({
     mode: { type: "string", default: "process" },
     concurrent: { type: "string", default: "50" },
     soak: { type: "string", default: "0" },
+    "api-latency": { type: "string", default: "0" },
+    "status-publish": { type: "string", default: "sync" },
     help: { type: "boolean", short: "h" },
   },
 });
 if (values.help) {
   console.log(
     "usage: deno run -A scripts/bench.ts [--mode process|daemon] [--iterations 30] " +
-      "[--latency-ms 3] [--scale-iterations 10] [--concurrent 50] [--soak N]  (root)",
+      "[--latency-ms 3] [--api-latency MS] [--scale-iterations 10] [--concurrent 50] " +
+      "[--soak N] [--status-publish sync|async]  (root)",
   );
   Deno.exit(0);
 }
@@ -53,6 +60,8 @@ if (values.mode === "daemon") {
     latencyMs: Number(values["latency-ms"]),
     concurrent: Number(values.concurrent),
     soak: Number(values.soak),
+    apiLatencyMs: Number(values["api-latency"]),
+    statusPublish: values["status-publish"] === "async" ? "async" : "sync",
   });
   Deno.exit(0);
 }
@@ -86,8 +95,9 @@ const w = await world({
   annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify(selection) },
   conf: { logLevel: "verbose" }, // the timeline line (verbose), not every debug line
 });
+const proxy = await apiLatencyProxy(w, Number(values["api-latency"]));
 try {
-  w.api.fault({ delayMs: LATENCY, times: Infinity });
+  if (LATENCY > 0) w.api.fault({ delayMs: LATENCY, times: Infinity });
   const runtimeMode = {
     ...w.conf,
     capabilities: { "io.kubernetes.cri.pod-annotations": true },
@@ -307,6 +317,7 @@ try {
   mirror.kill("SIGTERM");
   await mirror.status;
 } finally {
+  await proxy?.close();
   await w.api.stop();
   await w.scratch.cleanup();
 }

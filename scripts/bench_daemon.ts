@@ -15,7 +15,10 @@
 import { k8sArgs } from "../tests/support/plugin.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { NS, POD, world } from "../tests/support/world.ts";
-import { directFloor, SELECTION, stats } from "./bench_support.ts";
+import { apiLatencyProxy, directFloor, SELECTION, stats } from "./bench_support.ts";
+import { until } from "../tests/support/wait.ts";
+
+const NODE = "bench-node";
 
 /** Options of {@link benchDaemon}. */
 export interface BenchDaemonOptions {
@@ -24,6 +27,10 @@ export interface BenchDaemonOptions {
   concurrent: number;
   /** ADD/DEL pairs of the RSS soak after the table (0: none). */
   soak: number;
+  /** `--api-latency`: delay each way added by a TCP proxy in front of the API, ms (0: none). */
+  apiLatencyMs?: number;
+  /** The daemon's `statusPublish`; default `"sync"`. */
+  statusPublish?: "sync" | "async";
 }
 
 const ANNOTATIONS = "io.kubernetes.cri.pod-annotations";
@@ -67,9 +74,12 @@ export async function daemonMemory(pid: number, metricsPort: number): Promise<st
 /** Runs the daemon-mode benchmark and prints its table. */
 export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
   const N = opts.iterations;
-  const w = await world({ conf: { logLevel: "error" } });
+  // The pod is bound to the daemon's node: its pod informer (needed by "statusPublish": "async")
+  // holds it, in both modes alike.
+  const w = await world({ conf: { logLevel: "error" }, nodeName: NODE });
+  const proxy = await apiLatencyProxy(w, opts.apiLatencyMs ?? 0);
   try {
-    w.api.fault({ delayMs: opts.latencyMs, times: Infinity });
+    if (opts.latencyMs > 0) w.api.fault({ delayMs: opts.latencyMs, times: Infinity });
     const conf = (networks: unknown) => ({
       ...w.conf,
       capabilities: { [ANNOTATIONS]: true },
@@ -77,9 +87,29 @@ export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
     });
     const dir = await w.scratch.dir();
     const metricsPort = freePort();
-    const d = await startDaemon(dir, conf(SELECTION), {
-      flags: ["--log-level", "verbose", "--metrics-address", `127.0.0.1:${metricsPort}`],
-    });
+    const d = await startDaemon(
+      dir,
+      { ...conf(SELECTION), statusPublish: opts.statusPublish ?? "sync" },
+      {
+        flags: [
+          "--log-level",
+          "verbose",
+          "--metrics-address",
+          `127.0.0.1:${metricsPort}`,
+          "--node-name",
+          NODE,
+        ],
+      },
+    );
+    await until(
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${metricsPort}/readyz`).catch(() => undefined);
+        await res?.body?.cancel();
+        return res?.status === 200;
+      },
+      "the daemon ready (NAD and pod lists)",
+      30_000,
+    );
     const memory = () => daemonMemory(d.child.pid, metricsPort);
     const memStart = await memory();
     const { direct, runDirect } = await directFloor(w);
@@ -163,16 +193,23 @@ export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
       t.rss.push((await measured("DEL", id, true)).rssKiB / 1024);
     }
     const row = (name: string, xs: number[], unit = "ms") => {
-      const { p50, p95 } = stats(xs);
+      const { p50, p95, p99 } = stats(xs);
       console.log(
-        `${name.padEnd(52)} ${p50.toFixed(1).padStart(8)} ${p95.toFixed(1).padStart(8)}  ${unit}`,
+        `${name.padEnd(52)} ${p50.toFixed(1).padStart(8)} ${p95.toFixed(1).padStart(8)} ${
+          p99.toFixed(1).padStart(8)
+        }  ${unit}`,
       );
     };
     console.log(
       `\nManifold through the daemon: default (bridge) + bridge NAD + macvlan NAD, annotations ` +
-        `from the runtime, API latency ${opts.latencyMs} ms, ${N} iterations\n`,
+        `from the runtime, statusPublish ${opts.statusPublish ?? "sync"}, API stand-in delay ` +
+        `${opts.latencyMs} ms, proxy ${opts.apiLatencyMs ?? 0} ms each way (RTT ${
+          2 * (opts.apiLatencyMs ?? 0)
+        } ms), ${N} iterations\n`,
     );
-    console.log(`${"".padEnd(52)} ${"p50".padStart(8)} ${"p95".padStart(8)}`);
+    console.log(
+      `${"".padEnd(52)} ${"p50".padStart(8)} ${"p95".padStart(8)} ${"p99".padStart(8)}`,
+    );
     row("ADD through the daemon", t.add);
     row("ADD own overhead (− delegates, paired)", t.addOver);
     row("DEL through the daemon", t.del);
@@ -242,6 +279,7 @@ export async function benchDaemon(opts: BenchDaemonOptions): Promise<void> {
         `${stats(served.ADD).p50?.toFixed(1)} ms, DEL ${stats(served.DEL).p50?.toFixed(1)} ms`,
     );
   } finally {
+    await proxy?.close();
     await w.api.stop();
     await w.scratch.cleanup();
   }

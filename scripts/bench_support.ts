@@ -11,6 +11,27 @@ import { CniRuntime } from "../lib/cni/runtime.ts";
 import { type NetworkConfigList, parseNetworkConfig } from "../lib/cni/types.ts";
 import { linkNames } from "../tests/support/netns.ts";
 import { NS, POD, type World } from "../tests/support/world.ts";
+import { startTcpProxy, type TcpProxy } from "../tests/support/tcp_proxy.ts";
+
+/**
+ * `--api-latency MS`: a loopback TCP proxy adding `ms` to every chunk each way (one RTT is
+ * 2 × `ms`) in front of the world's API stand-in; the world's kubeconfig is rewritten to go
+ * through it, so every mode (plugin process, mirror, daemon) sees the delay.
+ * @param w the benchmark world
+ * @param ms delay each way, ms; 0: no proxy
+ * @returns the proxy (close it at the end), or undefined for 0
+ */
+export async function apiLatencyProxy(w: World, ms: number): Promise<TcpProxy | undefined> {
+  if (!ms) return undefined;
+  const url = new URL(w.api.url);
+  const proxy = startTcpProxy({ hostname: url.hostname, port: Number(url.port) }, { delayMs: ms });
+  const text = await Deno.readTextFile(w.kubeconfig);
+  await Deno.writeTextFile(
+    w.kubeconfig,
+    text.replaceAll(w.api.url, `https://${url.hostname}:${proxy.port}`),
+  );
+  return proxy;
+}
 
 /** The secondary networks of the benchmark pod (NPWG selection elements). */
 export const SELECTION = [

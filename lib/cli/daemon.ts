@@ -177,6 +177,7 @@ async function apiClient(
   return new KubeClient({
     connection,
     timeoutMs: conf.apiTimeoutMs,
+    deadlineMs: conf.apiDeadlineMs,
     logger,
     userAgent: "manifold-daemon",
     onRequest: observer === NO_OBSERVER ? undefined : (m, s) => observer.apiRequest(m, s),

@@ -22,6 +22,7 @@ import { NadMirrorWriter } from "../multinet/nad/mirror.ts";
 import { useClearableTimers } from "../util/timer.ts";
 import { manifoldHandlers, realDeps } from "../multinet/plugin.ts";
 import { ApiStatusSink, KubeEventSink } from "../multinet/status/sinks.ts";
+import type { EventSink } from "../multinet/deps.ts";
 import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
 import { type PodInformer, startPodInformer } from "./pod_informer.ts";
@@ -32,6 +33,7 @@ import { AttachmentTally } from "./attachments.ts";
 import { countingEventSink, type DaemonObserver } from "./observer.ts";
 import type { PolicyAgent } from "./policy_agent.ts";
 import { DaemonServer } from "./server.ts";
+import type { StatusPublisher } from "./status_publisher.ts";
 import { cniService } from "./service.ts";
 import { DaemonConf } from "./daemon_conf.ts";
 import { LoggerPool } from "./log_pool.ts";
@@ -94,6 +96,7 @@ export class ManifoldDaemon {
     policy?: PolicyAgent;
     reclaimer?: IdleReclaimer;
     loggers?: LoggerPool;
+    publisher?: StatusPublisher;
   };
 
   private constructor(
@@ -109,6 +112,7 @@ export class ManifoldDaemon {
       policy?: PolicyAgent;
       reclaimer?: IdleReclaimer;
       loggers?: LoggerPool;
+      publisher?: StatusPublisher;
     },
   ) {
     this.#parts = parts;
@@ -164,6 +168,11 @@ export class ManifoldDaemon {
       };
       api = () => Promise.resolve(shared);
     }
+    let publisher: StatusPublisher | undefined;
+    if (kube && api && opts.conf.statusPublish === "async") {
+      if (pods) publisher = await startPublisher(opts, kube, pods, kubeEvents!);
+      else logger.warn('"statusPublish": "async" needs --node-name; publishing synchronously', {});
+    }
     let observer = opts.observer;
     let policy: PolicyAgent | undefined;
     if (kube && opts.conf.multiNetworkPolicy) {
@@ -190,6 +199,7 @@ export class ManifoldDaemon {
             api,
             onDelegate: (p, c, s) => opts.observer.delegate(p, c, s),
             logger: (dest) => loggers.get(dest),
+            statusQueue: publisher,
           }),
           { processEnv: env },
         ),
@@ -213,6 +223,7 @@ export class ManifoldDaemon {
       });
     } catch (e) {
       // Nothing started above may outlive the failure (the caller keeps the API client).
+      await publisher?.stop(0);
       stopWatch.abort();
       await Promise.all([watching, policy?.stop(), pods?.done]);
       loggers.close();
@@ -242,6 +253,7 @@ export class ManifoldDaemon {
       policy,
       reclaimer,
       loggers,
+      publisher,
     });
   }
 
@@ -278,6 +290,7 @@ export class ManifoldDaemon {
     await this.#server.close();
     await this.#parts.hotPlug?.stop();
     this.#parts.loggers?.close();
+    await this.#parts.publisher?.stop(); // what is left is re-driven at the next start
     this.#parts.reclaimer?.close();
     this.#stopWatch.abort();
     const policyStopped = this.#parts.policy?.stop();
@@ -287,6 +300,42 @@ export class ManifoldDaemon {
     await this.#parts.pods?.done;
     await this.#writer?.clear().catch(() => {});
   }
+}
+
+/**
+ * The background writer of `"statusPublish": "async"`, with its own API sink (UID
+ * precondition) and the `events` setting over the daemon's one event sink; once the pod informer has synced, it re-drives the
+ * statuses a killed daemon left unwritten (status_publisher.ts).
+ */
+async function startPublisher(
+  opts: DaemonOptions & { conf: ManifoldConf },
+  kube: KubeClient,
+  pods: PodInformer,
+  events: EventSink,
+): Promise<StatusPublisher> {
+  const { StatusPublisher } = await import("./status_publisher.ts");
+  const { logger, observer } = opts;
+  const publisher = new StatusPublisher({
+    sink: new ApiStatusSink(kube),
+    events: eventPolicy(opts.conf.events, events),
+    cache: new AttachmentCache(opts.conf.cniDir),
+    observer: {
+      published: (s) => observer.statusPublished?.(s),
+      pending: (n) => observer.statusPending?.(n),
+    },
+    logger: logger.with({ component: "status" }),
+  });
+  void (async () => {
+    while (!pods.store.synced) {
+      if (await Promise.race([pods.done.then(() => true), delay(200)])) return;
+    }
+    await publisher.redrive((ns, name) => pods.store.get(ns, name));
+  })().catch((e) => logger.warn("network-status re-drive failed", { error: String(e) }));
+  return publisher;
+}
+
+function delay(ms: number): Promise<false> {
+  return new Promise((r) => setTimeout(() => r(false), ms));
 }
 
 /** The `manifold_attachments` count of the daemon's cache (`cniDir` of `--config`), scanned now. */

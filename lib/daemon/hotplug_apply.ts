@@ -141,6 +141,8 @@ async function change(
   // The pod's UID for the PATCH's precondition and the delegates' K8S_POD_UID: the sandbox's
   // (K8S_POD_UID at its ADD; hotPlugPod checked it is the informer's), else the informer's.
   const podRef = podRefOf(record, pod.uid);
+  // The status PATCH's precondition: the UID the API has (a recreated pod is never written).
+  const statusPod = { ...podRef, uid: pod.uid || podRef.uid };
   const refuse = (message: string, op: "add" | "change" | "remove" = "change") =>
     outcome.events.push({ reason: "HotPlugRefused", message, type: "Warning", refused: op });
   let annotations = pod.annotations;
@@ -183,7 +185,7 @@ async function change(
     const published = serializeNetworkStatus(record.networkStatus ?? []);
     if (pod.annotations[NETWORK_STATUS_ANNOTATION] !== published) {
       log.info("network-status differs from the cache; publishing it again", {});
-      await deps.status.publish(podRef, record.containerId, record.networkStatus ?? []);
+      await deps.status.publish(statusPod, record.containerId, record.networkStatus ?? []);
     }
     return outcome;
   }
@@ -257,7 +259,7 @@ async function change(
   }
   const statuses = await run.verify(undefined);
   await run.cacheFinal(statuses);
-  await deps.status.publish(podRef, record.containerId, statuses);
+  await deps.status.publish(statusPod, record.containerId, statuses);
   for (const s of statuses) {
     if (s.interface && outcome.added.includes(s.interface)) {
       outcome.events.push(addedInterfaceEvent(s));

@@ -19,6 +19,9 @@
  *   op `add` | `remove` | `change`, result `success` | `error` | `refused`;
  * - `manifold_accept_errors_total` counter: failed `accept(2)` calls on the daemon socket
  *   (out of descriptors: the server backs off);
+ * - `manifold_status_publish_lag_seconds` histogram and `manifold_status_pending` gauge:
+ *   `"statusPublish": "async"` — time from ADD queueing a network-status to its write, and
+ *   statuses queued and not yet written;
  * - `manifold_fallback_total` counter: in-process fallbacks of the forwarder, the line count
  *   of the fallbacks file at scrape time;
  * - `manifold_events_total{type,reason}` counter: Kubernetes events the daemon posted (after the
@@ -283,6 +286,18 @@ export function createDaemonMetrics(
     help: "Failed accept(2) calls on the daemon socket (e.g. out of file descriptors).",
     registers,
   });
+  const publishLag = new Histogram({
+    name: "manifold_status_publish_lag_seconds",
+    help: 'Time from ADD queueing a network-status ("statusPublish": "async") to its write on ' +
+      "the pod, in seconds.",
+    buckets: [...DURATION_BUCKETS],
+    registers,
+  });
+  const publishPending = new Gauge({
+    name: "manifold_status_pending",
+    help: 'Network-statuses queued by ADD ("statusPublish": "async") and not yet written.',
+    registers,
+  });
   const fallbacks = opts.fallbackFile === undefined
     ? undefined
     : new LineCounter(opts.fallbackFile);
@@ -368,6 +383,12 @@ export function createDaemonMetrics(
     },
     acceptError() {
       acceptErrors.inc();
+    },
+    statusPublished(lagSeconds) {
+      publishLag.observe(lagSeconds);
+    },
+    statusPending(count) {
+      publishPending.set(count);
     },
   };
   return {

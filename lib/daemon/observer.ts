@@ -76,6 +76,13 @@ export interface DaemonObserver {
   event?(type: "Normal" | "Warning", reason: string): void;
   /** One failed `accept(2)` on the daemon socket (e.g. out of descriptors; server.ts backs off). */
   acceptError?(): void;
+  /**
+   * `"statusPublish": "async"`: a network-status was written, seconds after ADD queued it (the
+   * oldest status of the pod it replaced).
+   */
+  statusPublished?(lagSeconds: number): void;
+  /** `"statusPublish": "async"`: statuses queued and not yet written, after every change. */
+  statusPending?(count: number): void;
 }
 
 /**

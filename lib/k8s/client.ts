@@ -174,20 +174,27 @@ export class KubeClient {
    * `PATCH /api/v1/namespaces/{ns}/pods/{name}/status`, `application/merge-patch+json`
    * (RFC 7386) `{"metadata":{"annotations":{…}}}`. Needs only `patch pods/status`
    * (how Multus writes `k8s.v1.cni.cncf.io/network-status`, NPWG v1.3 §5). No
-   * resourceVersion is sent, so it cannot conflict; it is retried on transient errors.
+   * resourceVersion is sent, so other writers never make it conflict; it is retried on
+   * transient errors. With `opts.uid` the patch carries `metadata.uid`, which acts as a
+   * precondition: a pod of the same name with another UID (deleted and recreated, e.g. by a
+   * StatefulSet) is not written and the call fails, never retried — kube-apiserver answers
+   * 422 Invalid `metadata.uid: … field is immutable` (see `isUidMismatch`).
    * @param namespace the pod's namespace
    * @param name the pod's name
    * @param annotations values to set, `null` to delete
+   * @param opts `uid`: the pod's `metadata.uid` the write is meant for (`""`/absent: none)
    * @returns the updated Pod.
-   * @throws {KubeError}
+   * @throws {KubeError} (`isUidMismatch`: the pod was replaced; 404: deleted)
    */
   async patchPodStatusAnnotations(
     namespace: string,
     name: string,
     annotations: Record<string, string | null>,
+    opts: { uid?: string } = {},
   ): Promise<Pod> {
+    const metadata = opts.uid ? { uid: opts.uid, annotations } : { annotations };
     const raw = await this.#api.request("PATCH", `${podPath(namespace, name)}/status`, {
-      body: JSON.stringify({ metadata: { annotations } }),
+      body: JSON.stringify({ metadata }),
       contentType: "application/merge-patch+json",
     });
     return parsePod(raw);

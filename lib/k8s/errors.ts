@@ -128,6 +128,23 @@ export function isConflict(err: unknown): boolean {
 }
 
 /**
+ * Whether `err` says a write's `metadata.uid` did not match the stored object: the object of
+ * that name was deleted and recreated. A merge patch carrying `metadata.uid` is answered
+ * (kube-apiserver v1.32, checked in tests/realapi/status_publish_test.ts) with 422 Invalid
+ * `<Kind> "<name>" is invalid: metadata.uid: Invalid value: "<uid>": field is immutable` and
+ * nothing is written; a delete whose UID precondition (`DeleteOptions.preconditions`) fails
+ * gets 409 Conflict `Precondition failed: UID in precondition: …`. Both count.
+ * @param err any thrown value
+ * @returns true for either answer
+ * @example isUidMismatch(new KubeError("request", "x", { status: 422, details: 'Pod "p" is invalid: metadata.uid: Invalid value: "u": field is immutable' })) // true
+ */
+export function isUidMismatch(err: unknown): boolean {
+  if (!(err instanceof KubeError) || err.kind !== "request") return false;
+  if (err.status === 409) return /UID in precondition/.test(err.details);
+  return err.status === 422 && /metadata\.uid: Invalid value/.test(err.details);
+}
+
+/**
  * Whether an HTTP status is worth trying again later: 401 (the token may be rotating), 429 and
  * every 5xx. Every other status is final.
  * @param status an HTTP status

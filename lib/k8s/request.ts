@@ -3,9 +3,14 @@
  * request so a rotated service-account token is used at once, Multus #852; or an exec
  * credential plugin, run when its credential is missing or expired), a timeout per request
  * (AbortSignal), and retries with exponential backoff for transient failures (connection
- * errors, timeouts, 429, 5xx; 429/503 honour `Retry-After` up to a cap). Total time is bounded
- * by `(retries + 2) × timeoutMs + retries × maxBackoffMs` (the extra attempt is the single
- * re-try after a 401).
+ * errors, timeouts, 429, 5xx). A 429 or 5xx answer's `Retry-After` is honoured as client-go
+ * does (`checkWait`: 429 and every 5xx). With `deadlineMs` one call — attempts and waits — is
+ * bounded by it, and answers with `Retry-After` are retried up to 10 times (client-go's
+ * `maxRetries`) whatever `retries` says: each attempt's timeout is cut to what is left, and a `Retry-After` longer
+ * than what is left fails the call at once (transient, with the server's wish in the message)
+ * instead of waiting past the bound. Without it, a `Retry-After` is capped at `maxBackoffMs`
+ * and the total is bounded by `(retries + 2) × timeoutMs + retries × maxBackoffMs` (the extra
+ * attempt is the single re-try after a 401).
  *
  * What is sent (paths, bodies) is `client.ts`'s concern; what a failure is, `errors.ts`'s.
  *
@@ -29,6 +34,9 @@ import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
 
+/** Retries of answers carrying `Retry-After` within a call's bound (client-go's `maxRetries`). */
+const RETRY_AFTER_RETRIES = 10;
+
 /** Options of `KubeClient` (and of the {@link KubeRequester} under it). */
 export interface KubeClientOptions {
   /** Where the API server is and how to authenticate (see `loadKubeconfig`). */
@@ -39,8 +47,16 @@ export interface KubeClientOptions {
   retries?: number;
   /** First backoff in ms, doubled per retry; default 100. */
   backoffMs?: number;
-  /** Cap in ms on one backoff, including a server's `Retry-After`; default 5000. */
+  /**
+   * Cap in ms on one backoff; without `deadlineMs` also on a server's `Retry-After`; default
+   * 5000.
+   */
   maxBackoffMs?: number;
+  /**
+   * Bound on one call (not a watch stream), ms: every attempt, backoff and `Retry-After` wait
+   * included; default none. The error past it is a timeout (transient).
+   */
+  deadlineMs?: number;
   /** Logger for per-request debug lines and retry warnings; tokens are never logged. */
   logger?: Logger;
   /** `User-Agent` header; default `"manifold"`. */
@@ -81,6 +97,7 @@ export class KubeRequester {
   #retries: number;
   #backoffMs: number;
   #maxBackoffMs: number;
+  #deadlineMs: number | undefined;
   #logger: Logger;
   #userAgent: string;
   #signal: AbortSignal | undefined;
@@ -99,6 +116,7 @@ export class KubeRequester {
     this.#retries = Math.max(0, opts.retries ?? 3);
     this.#backoffMs = opts.backoffMs ?? 100;
     this.#maxBackoffMs = opts.maxBackoffMs ?? 5000;
+    this.#deadlineMs = opts.deadlineMs;
     this.#logger = opts.logger ?? nullLogger;
     this.#userAgent = opts.userAgent ?? "manifold";
     this.#signal = opts.signal;
@@ -135,13 +153,20 @@ export class KubeRequester {
     let retriesUsed = 0;
     let authRetried = false;
     const call: CallInfo = { method, path, attempts: 0 };
+    const bound = this.#deadlineMs;
+    const deadline = bound === undefined ? Infinity : performance.now() + bound;
+    const outOfTime = () =>
+      noAnswerError(call, "Timeout", `the call's bound of ${bound} ms ran out`);
     for (;;) {
       if (this.aborted()) throw noAnswerError(call, "Aborted", "the request was cancelled");
       const { headers, transport } = await this.#prepare();
       if (init.contentType) headers["content-type"] = init.contentType;
+      const left = deadline - performance.now();
+      if (left <= 0) throw outOfTime();
+      const attemptMs = Math.min(this.#timeoutMs, Math.ceil(left));
       const timeout = new AbortController();
       const timer = startTimer(
-        this.#timeoutMs,
+        attemptMs,
         () => timeout.abort(new DOMException("Request timed out", "TimeoutError")),
       );
       const started = performance.now();
@@ -162,7 +187,12 @@ export class KubeRequester {
         if (this.aborted()) throw noAnswerError(call, "Aborted", errorText(err));
         const text = errorText(err);
         if (timeout.signal.aborted) {
-          failure = { reason: "Timeout", message: `no answer within ${this.#timeoutMs} ms` };
+          failure = {
+            reason: "Timeout",
+            message: attemptMs < this.#timeoutMs
+              ? `no answer within ${attemptMs} ms, what was left of the call's bound of ${bound} ms`
+              : `no answer within ${this.#timeoutMs} ms`,
+          };
         } else if (isTlsVerifyFailure(text)) {
           throw noAnswerError(call, "TlsVerification", text);
         } else {
@@ -206,11 +236,39 @@ export class KubeRequester {
         continue;
       }
       const transient = !res || res.status === 429 || res.status >= 500;
-      if (transient && retriesUsed < maxRetries) {
-        const hinted = res && (res.status === 429 || res.status === 503)
-          ? retryAfterMs(res.headers.get("retry-after"))
-          : undefined;
-        const delay = Math.min(hinted ?? this.#backoffMs * 2 ** retriesUsed, this.#maxBackoffMs);
+      // client-go's checkWait: 429 and every 5xx may carry Retry-After; with a bound on the
+      // call, such answers are retried up to client-go's 10 times (the bound stops them).
+      const hinted = transient && res ? retryAfterMs(res.headers.get("retry-after")) : undefined;
+      const limit = hinted !== undefined && bound !== undefined
+        ? Math.max(maxRetries, RETRY_AFTER_RETRIES)
+        : maxRetries;
+      if (transient && retriesUsed < limit) {
+        const backoff = Math.min(this.#backoffMs * 2 ** retriesUsed, this.#maxBackoffMs);
+        const delay = hinted === undefined
+          ? backoff
+          : bound === undefined
+          ? Math.min(hinted, this.#maxBackoffMs)
+          : hinted;
+        const left = deadline - performance.now();
+        if (delay >= left) {
+          // Waiting would pass the call's bound: fail now, saying what the server asked.
+          if (!res) {
+            throw noAnswerError(
+              call,
+              failure!.reason,
+              `${failure!.message}; ${outOfTime().details}`,
+            );
+          }
+          const e = httpStatusError(call, res);
+          throw new KubeError("request", e.msg, {
+            ...e,
+            details: `${e.details ? `${e.details}; ` : ""}${
+              hinted === undefined
+                ? "no time left to retry"
+                : `the server asked to retry after ${hinted} ms`
+            } within the call's bound of ${bound} ms (${Math.max(0, Math.round(left))} ms left)`,
+          });
+        }
         retriesUsed++;
         this.#logger.warn("kube api request failed, retrying", {
           method,

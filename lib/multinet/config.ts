@@ -101,6 +101,17 @@ export interface ManifoldConf {
    */
   hotPlug: boolean;
   /**
+   * Manifold, `manifold daemon` only: when ADD publishes network-status (and KEP-3698
+   * networks-status). `"sync"` (default): the PATCH is part of ADD, which fails when it fails.
+   * `"async"`: ADD returns once the final cache record is durable and the kernel check passed;
+   * the daemon then PATCHes from that record in the background — coalesced per pod, retried
+   * with back-off, with the pod's UID as a precondition, re-driven after a restart
+   * (lib/daemon/status_publisher.ts). Pods with a device-backed attachment (a NAD with a
+   * `resourceName`, or device-info) are always published synchronously. The in-process
+   * plugin (no daemon) is always `"sync"`.
+   */
+  statusPublish: "sync" | "async";
+  /**
    * Manifold: which Kubernetes Events ADD sends: `"warnings"` (default: only problems —
    * `ErrorAddingNetwork`, `InterfaceMismatch`, device warnings — so a healthy ADD costs no
    * event request), `"all"` (also one `AddedInterface` per attachment, as Multus) or `"none"`.
@@ -145,6 +156,12 @@ export interface ManifoldConf {
   delegateTimeoutMs: number;
   /** Manifold: per API request time bound, ms (default 5 000). */
   apiTimeoutMs: number;
+  /**
+   * Manifold: bound on one API call with its retries and the server's `Retry-After` waits, ms
+   * (default 15 000): a network-status PATCH against a slow or throttling API server fails
+   * with code 11 and says why once it is spent, instead of holding the pod's ADD.
+   */
+  apiDeadlineMs: number;
   /** Manifold: readiness indicator wait bound, ms (default 45 000, as Multus). */
   readinessTimeoutMs: number;
   /**
@@ -213,6 +230,7 @@ function buildSchema() {
     daemonFallback: z.boolean().optional(),
     chrootDir: optStr,
     hotPlug: z.boolean().optional(),
+    statusPublish: z.enum(["sync", "async"]).optional(),
     events: z.enum(["all", "warnings", "none"]).optional(),
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     podNetworkProvider: optStr,
@@ -220,6 +238,7 @@ function buildSchema() {
     policyNoSandboxGraceMs: optNum,
     delegateTimeoutMs: optNum,
     apiTimeoutMs: optNum,
+    apiDeadlineMs: optNum,
     readinessTimeoutMs: optNum,
     podResourcesSocket: optStr,
     podResourcesTimeoutMs: optNum,
@@ -297,6 +316,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     deviceInfoDir: path("deviceInfoDir", c.deviceInfoDir, DEFAULT_DEVICE_INFO_DIR),
     delegateTimeoutMs: int("delegateTimeoutMs", c.delegateTimeoutMs, 60_000, 1, 600_000),
     apiTimeoutMs: int("apiTimeoutMs", c.apiTimeoutMs, 5_000, 1, 120_000),
+    apiDeadlineMs: int("apiDeadlineMs", c.apiDeadlineMs, 15_000, 1, 600_000),
     readinessTimeoutMs: int("readinessTimeoutMs", c.readinessTimeoutMs, 45_000, 0, 600_000),
     policyNoSandboxGraceMs: int(
       "policyNoSandboxGraceMs",
@@ -362,6 +382,7 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     daemonFallback: c.daemonFallback ?? true,
     chrootDir: c.chrootDir || undefined,
     hotPlug: c.hotPlug ?? false,
+    statusPublish: c.statusPublish ?? "sync",
     events: c.events ?? "warnings",
     invalidNetworkSelection: c.invalidNetworkSelection ?? "fail",
     podNetworkProvider: c.podNetworkProvider || DEFAULT_PODNETWORK_PROVIDER,

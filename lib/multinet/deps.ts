@@ -65,6 +65,34 @@ export interface StatusSink {
   remove?(containerId: string): Promise<void>;
 }
 
+/** One sandbox's network-status to publish after ADD returned (see {@link StatusQueue}). */
+export interface QueuedStatus {
+  /** The pod; `uid` is the precondition of the PATCH (`""`: none, e.g. a static pod). */
+  pod: PodRef;
+  /** CNI_CONTAINERID: with `ifName` the key of the cache record the status comes from. */
+  containerId: string;
+  /** CNI_IFNAME of the sandbox ADD. */
+  ifName: string;
+  /** The statuses (NPWG v1.3 §5), as in the final cache record. */
+  entries: NetworkStatus[];
+  /** Annotations written in the same PATCH (KEP-3698 networks-status). */
+  extra?: Record<string, string>;
+  /** Events sent once the status is written (dropped with it when the pod was replaced). */
+  events: { reason: string; message: string; type: "Normal" | "Warning" }[];
+}
+
+/**
+ * Publishes network-status in the background (`manifold daemon` with `"statusPublish":
+ * "async"`): ADD queues the status once its final record is durable and returns.
+ */
+export interface StatusQueue {
+  /**
+   * Queues the status of one sandbox; returns at once. A newer status of the same pod
+   * replaces one not yet written (coalescing); the write is retried with back-off.
+   */
+  enqueue(item: QueuedStatus): void;
+}
+
 /** Kubernetes Events (best effort: failures are logged, never fail a pod). */
 export interface EventSink {
   /** Queues an event for the pod; returns at once. */
@@ -102,6 +130,11 @@ export interface ManifoldDeps {
   status: StatusSink;
   /** Kubernetes Events (best effort). */
   events: EventSink;
+  /**
+   * `manifold daemon` with `"statusPublish": "async"`: ADD queues network-status here instead
+   * of writing it (pods without a device-backed attachment); undefined: ADD writes it.
+   */
+  statusQueue?: StatusQueue;
   /** The call's logger. */
   logger: Logger;
   /** The sandbox as the kernel sees it (netlink); undefined disables verification. */

@@ -10,7 +10,7 @@
  */
 
 import type { SkelContext, SkelHandlers } from "../cni/skel.ts";
-import type { ManifoldDeps } from "./deps.ts";
+import type { ManifoldDeps, StatusQueue } from "./deps.ts";
 import type { WiringOptions } from "./wiring.ts";
 import type { Logger, LoggerOptions } from "../log/mod.ts";
 import { withContainerLock } from "./cache/container_lock.ts";
@@ -32,6 +32,11 @@ export interface RealDepsOptions {
    * destination, lib/daemon/log_pool.ts); default: a new one per call.
    */
   logger?: (opts: LoggerOptions) => Logger;
+  /**
+   * `manifold daemon` with `"statusPublish": "async"` in its own configuration: ADD queues
+   * network-status here when the call has an API (`ManifoldDeps.statusQueue`).
+   */
+  statusQueue?: StatusQueue;
 }
 
 /** Builds dependencies for a call; swapped in tests. */
@@ -69,6 +74,7 @@ export function realDeps(
       onDelegate: opts.onDelegate,
     });
     mark("depsBuilt");
+    if (opts.statusQueue && deps.status.kind === "api") deps.statusQueue = opts.statusQueue;
     return deps;
   };
 }

@@ -239,7 +239,12 @@ async function apiConnector(
         await loadKubeconfig(conf.kubeconfig!).catch(async (e) => {
           throw (await import("./api_errors.ts")).cniErrorFromKube(e);
         });
-      const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, logger });
+      const kube = new KubeClient({
+        connection,
+        timeoutMs: conf.apiTimeoutMs,
+        deadlineMs: conf.apiDeadlineMs,
+        logger,
+      });
       return {
         nads: apiNadSource(kube),
         pods: apiPodSource(kube),

@@ -213,6 +213,66 @@ Deno.test("Retry-After is capped by maxBackoffMs", async () => {
   });
 });
 
+Deno.test("Retry-After on a 5xx is honoured too (client-go's checkWait: 429 and every 5xx)", async () => {
+  await withApi(async ({ api, client }) => {
+    api.fault({ method: "PATCH", status: 500, retryAfterSeconds: 1 });
+    const kube = client({ deadlineMs: 10_000 });
+    const t0 = performance.now();
+    await kube.patchPodStatusAnnotations(NS, POD, { a: "b" });
+    const ms = performance.now() - t0;
+    assert.ok(ms >= 950, `waited ${ms} ms, Retry-After was 1 s`);
+    assert.deepEqual(api.requests.map((r) => r.status), [500, 200]);
+  });
+});
+
+Deno.test("deadlineMs: a Retry-After beyond the call's bound fails at once, transient, saying so", async () => {
+  await withApi(async ({ api, client }) => {
+    api.fault({ method: "PATCH", status: 429, retryAfterSeconds: 30, times: Infinity });
+    const kube = client({ deadlineMs: 3000 });
+    const t0 = performance.now();
+    const err = await failure(kube.patchPodStatusAnnotations(NS, POD, { a: "b" }));
+    const ms = performance.now() - t0;
+    assert.ok(ms < 1000, `failed after ${ms} ms instead of waiting 30 s`);
+    assert.equal(err.status, 429);
+    assert.equal(kubeErrorCode(err), 11);
+    assert.match(
+      err.details,
+      /the server asked to retry after 30000 ms within the call's bound of 3000 ms/,
+    );
+    assert.equal(api.requests.length, 1);
+  });
+});
+
+Deno.test("deadlineMs bounds a call against a slow API: timeout within the bound, code 11", async () => {
+  await withApi(async ({ api, client }) => {
+    api.fault({ method: "PATCH", delayMs: 4000, times: Infinity });
+    const kube = client({ timeoutMs: 5000, deadlineMs: 1500 });
+    const t0 = performance.now();
+    const err = await failure(kube.patchPodStatusAnnotations(NS, POD, { a: "b" }));
+    const ms = performance.now() - t0;
+    assert.ok(ms >= 1400 && ms < 2500, `failed after ${ms} ms, bound 1500 ms`);
+    assert.equal(err.reason, "Timeout");
+    assert.equal(kubeErrorCode(err), 11);
+    assert.match(err.details, /what was left of the call's bound of 1500 ms/);
+  });
+});
+
+Deno.test("deadlineMs: answers with Retry-After are retried up to 10 times within the bound", async () => {
+  await withApi(async ({ api, client }) => {
+    api.fault({ method: "PATCH", status: 429, retryAfterSeconds: 0, times: 6 });
+    const kube = client({ deadlineMs: 10_000, retries: 2 });
+    await kube.patchPodStatusAnnotations(NS, POD, { a: "b" });
+    assert.deepEqual(api.requests.map((r) => r.status), [429, 429, 429, 429, 429, 429, 200]);
+  });
+  await withApi(async ({ api, client }) => {
+    api.fault({ method: "PATCH", status: 429, retryAfterSeconds: 0, times: Infinity });
+    const kube = client({ deadlineMs: 10_000, retries: 2 });
+    const err = await failure(kube.patchPodStatusAnnotations(NS, POD, { a: "b" }));
+    assert.equal(err.attempts, 11);
+    assert.equal(kubeErrorCode(err), 11);
+  });
+});
+
 Deno.test("5xx is retried, then fails with code 11", async () => {
   await withApi(async ({ api, client }) => {
     api.fault({ status: 503, times: Infinity });

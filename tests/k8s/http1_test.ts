@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { Http1Transport, MAX_RESPONSE_BYTES } from "../../lib/k8s/http1.ts";
+import { abortable, Http1Transport, MAX_RESPONSE_BYTES } from "../../lib/k8s/http1.ts";
 import { createTransport, proxyApplies } from "../../lib/k8s/transport.ts";
 
 /** A server answering each request on a connection with the next scripted reply. */
@@ -221,4 +221,29 @@ Deno.test("http1: a large body read in small pieces costs linear time (no copy p
     listener.close();
     await serving.catch(() => {});
   }
+});
+
+Deno.test("abortable: a late result whose discard throws (a connection closed twice) is no unhandled rejection", async () => {
+  // The daemon died with `Uncaught (in promise) BadResource` when a TLS handshake finished
+  // just after its request timed out and the connection had been closed already.
+  let settle!: (v: string) => void;
+  const slow = new Promise<string>((r) => settle = r);
+  const ac = new AbortController();
+  const waiting = abortable(slow, ac.signal, () => {
+    throw new Deno.errors.BadResource("Bad resource ID");
+  });
+  ac.abort(new Error("timed out"));
+  await assert.rejects(waiting, /timed out/);
+  settle("late");
+  // Deno fails the test on an unhandled rejection raised in the ticks that follow.
+  await new Promise((r) => setTimeout(r, 20));
+  const already = new AbortController();
+  already.abort(new Error("before"));
+  await assert.rejects(
+    abortable(Promise.resolve("x"), already.signal, () => {
+      throw new Deno.errors.BadResource("Bad resource ID");
+    }),
+    /before/,
+  );
+  await new Promise((r) => setTimeout(r, 20));
 });

@@ -46,6 +46,8 @@ Deno.test("defaults apply where keys are absent", () => {
   assert.equal(c.multusNamespace, "kube-system");
   assert.equal(c.delegateTimeoutMs, 60_000);
   assert.equal(c.apiTimeoutMs, 5_000);
+  assert.equal(c.apiDeadlineMs, 15_000);
+  assert.equal(c.statusPublish, "sync");
   assert.deepEqual(c.runtimeConfig, {});
 });
 
@@ -83,12 +85,16 @@ Deno.test("events defaults to warnings; bounds and empty paths name the key in d
   const base = { cniVersion: "1.0.0", type: "manifold", clusterNetwork: "x" };
   assert.equal(parseManifoldConf(base).events, "warnings");
   assert.equal(parseManifoldConf({ ...base, events: "all" }).events, "all");
+  assert.equal(parseManifoldConf({ ...base, statusPublish: "async" }).statusPublish, "async");
+  assert.equal(parseManifoldConf({ ...base, apiDeadlineMs: 2000 }).apiDeadlineMs, 2000);
   assert.equal(parseManifoldConf({ ...base, nadMirrorDir: "/run/m" }).nadMirrorDir, "/run/m");
   for (
     const [bad, key] of [
       [{ events: "some" }, "events"],
       [{ delegateTimeoutMs: 1.5 }, "delegateTimeoutMs"],
       [{ apiTimeoutMs: 0 }, "apiTimeoutMs"],
+      [{ apiDeadlineMs: 600_001 }, "apiDeadlineMs"],
+      [{ statusPublish: "later" }, "statusPublish"],
       [{ readinessTimeoutMs: 600_001 }, "readinessTimeoutMs"],
       [{ cniDir: "" }, "cniDir"],
     ] as const

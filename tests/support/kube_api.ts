@@ -15,7 +15,8 @@
  *   `patchPod`, `deletePod`, a PATCH request) are sent to them; `deletePod(…, {graceful})`
  *   sets `deletionTimestamp` (MODIFIED) as apiserver does before kubelet confirms.
  * - `PATCH …/pods/{name}[/status]`: only `application/merge-patch+json` (else 415), RFC 7386
- *   (`null` deletes), invalid JSON → 400, stale `metadata.resourceVersion` → 409, a write
+ *   (`null` deletes), invalid JSON → 400, stale `metadata.resourceVersion` → 409, another
+ *   `metadata.uid` → 422 `metadata.uid: … field is immutable` (as kube-apiserver), a write
  *   bumps `resourceVersion`; the status subresource ignores spec changes, the main
  *   resource ignores status changes
  * - `GET /apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions[/{name}]`
@@ -128,6 +129,8 @@ export interface SeenRequest {
   contentType: string;
   /** The request body as text. */
   body: string;
+  /** `performance.now()` when the request was received (its body read), ms. */
+  at: number;
 }
 
 /** A failure injected before normal handling (see {@link KubeApiStandIn.fault}). */
@@ -144,8 +147,14 @@ export interface Fault {
   times?: number;
   /** Close the connection instead of answering (after `delayMs`). */
   reset?: boolean;
-  /** With status 429/503: `Retry-After` seconds (default 1 for 429, none for 503); `null` omits it. */
+  /** With status 429/5xx: `Retry-After` seconds (default 1 for 429, none for 5xx); `null` omits it. */
   retryAfterSeconds?: number | null;
+  /**
+   * Applies to one matching request in `every` (the 1st, the `every + 1`-th, …); the others
+   * pass on to later faults and normal handling. Default 1 (all). `times` counts those it
+   * applied to.
+   */
+  every?: number;
   /** Send this raw body (e.g. HTML from a proxy, broken JSON) with `status` (default 200). */
   body?: string;
   /** Content type of `body`; default `application/json`. */
@@ -507,7 +516,7 @@ class StandIn implements KubeApiStandIn {
   #multinet = new Map<string, Json>();
   #tokens = new Set<string>([this.token]);
   #denied = new Set<string>();
-  #faults: (Fault & { left: number })[] = [];
+  #faults: (Fault & { left: number; seen: number })[] = [];
   #isDown = false;
   #rv = 1000;
   #timers = new Set<{ id: ReturnType<typeof setTimeout> | undefined; resolve: () => void }>();
@@ -1196,7 +1205,7 @@ class StandIn implements KubeApiStandIn {
   }
 
   fault(f: Fault): void {
-    this.#faults.push({ ...f, left: f.times ?? 1 });
+    this.#faults.push({ ...f, left: f.times ?? 1, seen: 0 });
   }
 
   down(isDown: boolean): void {
@@ -1236,9 +1245,11 @@ class StandIn implements KubeApiStandIn {
   }
 
   #takeFault(method: string, path: string): Fault | undefined {
-    const i = this.#faults.findIndex((f) =>
-      (!f.method || f.method.toUpperCase() === method) && (!f.path || f.path.test(path))
-    );
+    const i = this.#faults.findIndex((f) => {
+      if (f.method && f.method.toUpperCase() !== method) return false;
+      if (f.path && !f.path.test(path)) return false;
+      return (f.seen++ % (f.every ?? 1)) === 0;
+    });
     if (i < 0) return undefined;
     const f = this.#faults[i];
     if (--f.left <= 0) this.#faults.splice(i, 1);
@@ -1261,6 +1272,7 @@ class StandIn implements KubeApiStandIn {
       user: "",
       contentType: String(req.headers["content-type"] ?? ""),
       body,
+      at: performance.now(),
     };
     this.requests.push(seen);
     const pretty = /^(curl|wget)\//i.test(String(req.headers["user-agent"] ?? ""));
@@ -1297,7 +1309,7 @@ class StandIn implements KubeApiStandIn {
         const ra = f.retryAfterSeconds === undefined
           ? (f.status === 429 ? 1 : undefined)
           : f.retryAfterSeconds;
-        if (ra !== null && ra !== undefined && (f.status === 429 || f.status === 503)) {
+        if (ra !== null && ra !== undefined && (f.status === 429 || f.status >= 500)) {
           headers["retry-after"] = String(ra);
         }
         send(f.status, faultBody(f.status, f), headers);
@@ -1672,6 +1684,19 @@ class StandIn implements KubeApiStandIn {
     if (isObject(patch) && isObject(patch.metadata)) {
       const rv = patch.metadata.resourceVersion;
       if (rv !== undefined && rv !== null && rv !== meta.resourceVersion) throw conflict();
+      const uid = patch.metadata.uid;
+      if (typeof uid === "string" && uid !== meta.uid) {
+        // kube-apiserver's answer to a merge patch with another pod's UID (nothing written).
+        const message = `Invalid value: ${JSON.stringify(uid)}: field is immutable`;
+        throw new HttpError(
+          422,
+          statusBody(422, "Invalid", `Pod "${name}" is invalid: metadata.uid: ${message}`, {
+            name,
+            kind: "Pod",
+            causes: [{ reason: "FieldValueInvalid", message, field: "metadata.uid" }],
+          }),
+        );
+      }
     }
     const merged = mergePatch(pod, patch);
     if (!isObject(merged) || !isObject(merged.metadata)) {

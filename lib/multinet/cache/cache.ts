@@ -187,7 +187,7 @@ export class AttachmentCache {
    * @throws {TypeError} when `record` does not match the schema.
    */
   async writeTombstone(record: CacheRecord, options: { now?: Date } = {}): Promise<void> {
-    const { networkStatus: _dropped, ...rest } = record;
+    const { networkStatus: _dropped, statusAnnotations: _also, ...rest } = record;
     await this.write({
       ...rest,
       attachments: [],

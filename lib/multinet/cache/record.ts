@@ -96,6 +96,11 @@ export interface CacheRecord {
   /** The network-status last published for the pod (NPWG v1.3 §5). */
   networkStatus?: NetworkStatus[];
   /**
+   * Other annotations written with network-status in one PATCH (KEP-3698 networks-status),
+   * so the daemon can publish them again from the record (`"statusPublish": "async"`).
+   */
+  statusAnnotations?: Record<string, string>;
+  /**
    * Set on a tombstone (see {@link AttachmentCache.writeTombstone}): when DEL (or the rollback
    * of a failed ADD) finished, ISO-8601. A repeated DEL is then a no-op, CHECK reports an
    * unknown container, and GC removes the file once the runtime no longer lists the container.
@@ -207,6 +212,7 @@ function buildRecordSchema() {
     // Structure only (DEL never reads it; CHECK and inspect read single fields): the full
     // network-status schema costs DEL milliseconds to build.
     networkStatus: z.array(z.looseObject({ name: z.string(), default: z.boolean() })).optional(),
+    statusAnnotations: z.record(z.string(), z.string()).optional(),
     deletedAt: z.string().regex(TIMESTAMP).optional(),
     abandoned: z.array(attachmentSchema).optional(),
     defaultRouteChange: z.looseObject({

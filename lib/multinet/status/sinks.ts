@@ -9,6 +9,7 @@
 import { writeFileAtomic } from "../../fs/atomic.ts";
 import { startTimer, type Timer } from "../../util/timer.ts";
 import type { KubeClient } from "../../k8s/client.ts";
+import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import type { Logger } from "../../log/mod.ts";
 import type { EventSink, StatusSink } from "../deps.ts";
 import type { PodRef } from "../plan/pod.ts";
@@ -33,11 +34,15 @@ export class ApiStatusSink implements StatusSink {
   }
   /**
    * Patches the pod's `k8s.v1.cni.cncf.io/network-status` annotation (NPWG v1.3 §5).
+   * The pod's UID (`pod.uid`, when known) is sent as a precondition (`metadata.uid`): a pod
+   * deleted and recreated under the same name is never written.
    * @param pod the pod; nothing is sent without one (a non-Kubernetes runtime).
    * @param _containerId unused (the pod is the key).
    * @param entries the statuses, default network first.
    * @param extra other annotations set in the same PATCH (KEP-3698 networks-status).
-   * @throws {CniError} 11 when the API stays unreachable after the client's retries.
+   * @throws {PodGoneError} (CNI code 3) when the API's pod has another UID (422 on
+   *   `metadata.uid`) or is gone (404); {CniError} 11 when the API stays unreachable after the
+   *   client's retries.
    */
   async publish(
     pod: PodRef | undefined,
@@ -50,11 +55,42 @@ export class ApiStatusSink implements StatusSink {
       await this.#kube.patchPodStatusAnnotations(pod.namespace, pod.name, {
         ...extra,
         [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
-      });
+      }, { uid: pod.uid });
     } catch (e) {
+      const { isUidMismatch, isNotFound } = await import("../../k8s/errors.ts"); // error path only
+      if (isUidMismatch(e) && pod.uid) {
+        throw new PodGoneError(pod, "replaced", (e as Error).message);
+      }
+      if (isNotFound(e)) throw new PodGoneError(pod, "deleted", (e as Error).message);
       // api_errors.ts is loaded with the API sources: no cost here.
       throw (await import("../api_errors.ts")).cniErrorFromKube(e);
     }
+  }
+}
+
+/**
+ * The network-status PATCH found no pod to write: none of that name (404), or one with
+ * another UID (the `metadata.uid` the PATCH carries does not match: the pod was deleted and
+ * recreated under the same name, e.g. by a StatefulSet). Final, never retried; CNI code 3
+ * (unknown container), as ADD's own UID check.
+ */
+export class PodGoneError extends CniError {
+  /** `"replaced"`: same name, another UID; `"deleted"`: no pod of that name. */
+  readonly gone: "replaced" | "deleted";
+  /**
+   * Creates the error.
+   * @param pod the pod the status was meant for (its UID is the precondition that failed).
+   * @param gone replaced or deleted.
+   * @param details the API call's error text.
+   */
+  constructor(pod: PodRef, gone: "replaced" | "deleted", details: string) {
+    super(
+      CniErrorCode.UnknownContainer,
+      `pod ${pod.namespace}/${pod.name} was ${gone}: network-status not written`,
+      gone === "replaced" ? `the status was for UID ${pod.uid}; ${details}` : details,
+    );
+    this.name = "PodGoneError";
+    this.gone = gone;
   }
 }
 

@@ -2,7 +2,9 @@
  * ADD for the delegating plugin (NPWG v1.3 §6.2, §7.2, §7.3), in steps: read the pod's
  * annotations → plan every attachment (all checks, before any delegate runs) → attach each,
  * default network first, one at a time → apply `default-route` → verify with the kernel →
- * cache the final record and publish network-status (at once) → events. On any failure once the pod is read (a plan that
+ * cache the final record and publish network-status (at once; with the daemon's `"statusPublish":
+ * "async"` the status is queued once the record is durable, unless an attachment is
+ * device-backed) → events. On any failure once the pod is read (a plan that
  * fails its checks included), every attachment made is DELeted (reverse order), an
  * `ErrorAddingNetwork` event is sent and the ADD fails. One intent record naming every planned
  * attachment is cached before the first delegate ADD so a DEL after a crash finds everything.
@@ -23,7 +25,12 @@ import { AddRun } from "./add_run.ts";
 import type { Logger } from "../../log/mod.ts";
 import { mark, timeline } from "../../log/trace.ts";
 import { crashpoint } from "../crashpoint.ts";
-import { sendAddedEvents, warnErrorEvent, warnIgnoredSelection } from "../status/add_events.ts";
+import {
+  addedInterfaceEvent,
+  sendAddedEvents,
+  warnErrorEvent,
+  warnIgnoredSelection,
+} from "../status/add_events.ts";
 
 /**
  * Runs ADD for one sandbox.
@@ -66,6 +73,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
   ready?.catch(() => {}); // awaited before the first delegate
   const run = new AddRun(deps, pod, log);
   let statuses: NetworkStatus[];
+  let queued = false;
   try {
     const planning = buildPodPlan(podPlanInput(deps, { pod, runtimeArgs, annotations }));
     prefetchSpawn(); // while the plan waits for the API (A/B p50 −4 ms in runtime mode)
@@ -86,22 +94,42 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     const snapshot = await run.applyDefaultRoute();
     statuses = await run.verify(snapshot);
     mark("verified");
-    // The final record and the network-status PATCH at once: neither needs the other, and a
-    // crash between them leaves the intent record, from which DEL undoes everything.
-    const cached = run.cacheFinal(statuses);
-    cached.catch(() => {}); // settled below
-    crashpoint("add:before-patch");
     const kep = plan.podNetworks
       ? await import("../status/pod_network_status.ts").then((m) =>
         m.podNetworkStatusAnnotation(plan.attachments, statuses, plan.podNetworkDefaultIndex)
       )
       : undefined;
+    if (kep) run.record.statusAnnotations = kep;
+    // The pod the status is written to, with the UID the API knows as the PATCH's precondition.
+    const target = pod && statusTarget(pod, podInfo, await annotations);
+    // Device-backed pods are always published synchronously: their apps read device-info
+    // through the downward API when their containers start.
+    const queue = target && !isDeviceBacked(plan.attachments, statuses)
+      ? deps.statusQueue
+      : undefined;
+    // The final record and the network-status PATCH at once: neither needs the other, and a
+    // crash between them leaves the intent record, from which DEL undoes everything.
+    // Queued ("statusPublish": "async"): the status is published from the durable record.
+    const cached = run.cacheFinal(statuses);
+    cached.catch(() => {}); // settled below
+    crashpoint("add:before-patch");
     const [write, patch] = await Promise.allSettled([
       cached,
-      deps.status.publish(pod, env.containerId, statuses, kep),
+      queue ? undefined : deps.status.publish(target ?? pod, env.containerId, statuses, kep),
     ]);
     if (write.status === "rejected") throw write.reason;
     if (patch.status === "rejected") throw patch.reason;
+    if (queue && target) {
+      queued = true;
+      queue.enqueue({
+        pod: target,
+        containerId: env.containerId,
+        ifName: env.ifName,
+        entries: statuses,
+        extra: kep,
+        events: statuses.map(addedInterfaceEvent),
+      });
+    }
     mark("published");
     crashpoint("add:after-patch");
   } catch (e) {
@@ -109,7 +137,10 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     await warnErrorEvent(deps, pod, log, e);
     throw await run.rollback(e);
   }
-  await sendAddedEvents(deps, pod, statuses);
+  // Queued: the AddedInterface events follow the status; other events (warnings) are sent but
+  // not waited for (the flush still releases the sink's record of them).
+  if (!queued) await sendAddedEvents(deps, pod, statuses);
+  else void deps.events.flush();
   log.info("timeline", timeline());
   return run.results[0]!;
 }
@@ -149,4 +180,28 @@ async function readPodAnnotations(
   mark("podRead");
   seen(info);
   return info.annotations;
+}
+
+/**
+ * The pod a network-status PATCH goes to, its `uid` the precondition: the UID the API gave
+ * when the pod was read (a static pod's mirror has another UID than the runtime's), else
+ * K8S_POD_UID — none for a static pod known only from the runtime's annotations.
+ */
+function statusTarget(
+  pod: PodRef,
+  read: PodInfo | undefined,
+  annotations: Record<string, string>,
+): PodRef {
+  if (read?.uid) return { ...pod, uid: read.uid };
+  if (isStaticPod(annotations)) return { ...pod, uid: "" };
+  return pod;
+}
+
+/**
+ * Whether a pod has a device-backed attachment: a NAD with a `resourceName` (device plugin or
+ * DRA), or an attachment with device-info (Device Information Spec v1.1).
+ */
+function isDeviceBacked(attachments: AttachmentPlan[], statuses: NetworkStatus[]): boolean {
+  return attachments.some((a) => a.delegate.resourceName) ||
+    statuses.some((s) => s["device-info"] !== undefined);
 }

@@ -1,0 +1,190 @@
+/**
+ * The async network-status publisher (lib/daemon/status_publisher.ts) with a recording sink
+ * and an in-memory cache: coalescing per pod, back-off retries, a replaced pod dropped, a
+ * DELeted sandbox not published, events after the write, and the level-triggered re-drive.
+ * The real-daemon, real-API behaviour is tests/realapi/status_publish_test.ts.
+ */
+
+import assert from "node:assert/strict";
+import { CniError } from "../../lib/cni/errors.ts";
+import { nullLogger } from "../../lib/log/mod.ts";
+import type { AttachmentCache } from "../../lib/multinet/cache/cache.ts";
+import type { CacheRecord } from "../../lib/multinet/cache/record.ts";
+import type { QueuedStatus, StatusSink } from "../../lib/multinet/deps.ts";
+import type { PodRef } from "../../lib/multinet/plan/pod.ts";
+import { PodGoneError } from "../../lib/multinet/status/sinks.ts";
+import { serializeNetworkStatus } from "../../lib/multinet/status/network_status.ts";
+import type { NetworkStatus } from "../../lib/multinet/types.ts";
+import { StatusPublisher } from "../../lib/daemon/status_publisher.ts";
+import { until } from "../support/wait.ts";
+
+const STATUS = "k8s.v1.cni.cncf.io/network-status";
+
+function status(ip: string): NetworkStatus[] {
+  return [{ name: "cbr0", interface: "eth0", ips: [ip], default: true }];
+}
+
+function record(name: string, containerId: string, ip: string, extra: Partial<CacheRecord> = {}) {
+  return {
+    schemaVersion: 1,
+    containerId,
+    netns: "/var/run/netns/x",
+    ifName: "eth0",
+    pod: { namespace: "ns", name, uid: `uid-${name}` },
+    cniVersion: "1.0.0",
+    createdAt: "2026-11-27T10:00:00.000Z",
+    attachments: [],
+    networkStatus: status(ip),
+    ...extra,
+  } as CacheRecord;
+}
+
+/** An in-memory stand-in for the cache: `read` and `list` only. */
+function memCache(records: CacheRecord[]): AttachmentCache {
+  return {
+    read: (containerId: string, ifName: string) =>
+      Promise.resolve(records.find((r) => r.containerId === containerId && r.ifName === ifName)),
+    list: () =>
+      Promise.resolve(records.map((r) => ({ containerId: r.containerId, ifName: r.ifName }))),
+  } as unknown as AttachmentCache;
+}
+
+function item(name: string, containerId: string, ip: string): QueuedStatus {
+  const pod: PodRef = { namespace: "ns", name, uid: `uid-${name}`, infraContainerId: containerId };
+  return {
+    pod,
+    containerId,
+    ifName: "eth0",
+    entries: status(ip),
+    events: [{ reason: "AddedInterface", message: `Add eth0 [${ip}] from cbr0`, type: "Normal" }],
+  };
+}
+
+interface Recorder {
+  sink: StatusSink;
+  writes: { pod: string; ips: string[] }[];
+  events: string[];
+  pending: number[];
+  lags: number[];
+}
+
+function recorder(behave: (n: number) => Promise<void> = () => Promise.resolve()): Recorder {
+  const r: Recorder = {
+    writes: [],
+    events: [],
+    pending: [],
+    lags: [],
+    sink: {
+      kind: "test",
+      publish: async (pod, _c, entries) => {
+        const n = r.writes.length;
+        r.writes.push({ pod: pod!.name, ips: entries.flatMap((e) => e.ips ?? []) });
+        await behave(n);
+      },
+    },
+  };
+  return r;
+}
+
+function publisher(r: Recorder, records: CacheRecord[]) {
+  return new StatusPublisher({
+    sink: r.sink,
+    events: {
+      emit: (pod, ev) => r.events.push(`${pod.name} ${ev.reason} ${ev.message}`),
+      flush: () => Promise.resolve(),
+    },
+    cache: memCache(records),
+    observer: { published: (s) => r.lags.push(s), pending: (n) => r.pending.push(n) },
+    logger: nullLogger,
+    backoffMs: 10,
+    maxBackoffMs: 40,
+  });
+}
+
+Deno.test("coalesces per pod: statuses queued while one is written leave only the newest", async () => {
+  let release!: () => void;
+  const first = new Promise<void>((r) => release = r);
+  const r = recorder((n) => n === 0 ? first : Promise.resolve());
+  const recs = [
+    record("p", "c1", "10.0.0.1/24"),
+    record("p", "c2", "10.0.0.2/24"),
+    record("p", "c3", "10.0.0.3/24"),
+  ];
+  const pub = publisher(r, recs);
+  pub.enqueue(item("p", "c1", "10.0.0.1/24"));
+  await until(() => r.writes.length === 1, "the first write in flight");
+  pub.enqueue(item("p", "c2", "10.0.0.2/24"));
+  pub.enqueue(item("p", "c3", "10.0.0.3/24"));
+  assert.equal(pub.pending, 1, "one status per pod");
+  release();
+  await until(() => pub.pending === 0, "the queue empty");
+  assert.deepEqual(r.writes.map((w) => w.ips[0]), ["10.0.0.1/24", "10.0.0.3/24"]);
+  assert.equal(r.pending.at(-1), 0);
+  assert.equal(r.lags.length, 2);
+  await pub.stop();
+});
+
+Deno.test("a failed write is retried with back-off; events follow the write", async () => {
+  const r = recorder((n) =>
+    n < 2
+      ? Promise.reject(new CniError(11, "Kubernetes API PATCH failed with 503"))
+      : Promise.resolve()
+  );
+  const pub = publisher(r, [record("p", "c1", "10.0.0.1/24")]);
+  pub.enqueue(item("p", "c1", "10.0.0.1/24"));
+  await until(() => pub.pending === 0, "written after two failures");
+  assert.equal(r.writes.length, 3);
+  assert.deepEqual(r.events, ["p AddedInterface Add eth0 [10.0.0.1/24] from cbr0"]);
+  await pub.stop();
+});
+
+Deno.test("a replaced pod is dropped at once, without its events; a DELeted sandbox is not written", async () => {
+  const gone = (n: number) =>
+    n === 0
+      ? Promise.reject(new PodGoneError(item("p", "c1", "x").pod, "replaced", "422"))
+      : Promise.resolve();
+  const r = recorder(gone);
+  const deleted = record("q", "c2", "10.0.0.2/24", { deletedAt: "2026-11-27T10:01:00.000Z" });
+  const pub = publisher(r, [record("p", "c1", "10.0.0.1/24"), deleted]);
+  pub.enqueue(item("p", "c1", "10.0.0.1/24"));
+  pub.enqueue(item("q", "c2", "10.0.0.2/24"));
+  await until(() => pub.pending === 0, "both settled");
+  await new Promise((res) => setTimeout(res, 60)); // longer than any back-off
+  assert.deepEqual(r.writes.map((w) => w.pod), ["p"], "p tried once, q never");
+  assert.deepEqual(r.events, []);
+  await pub.stop();
+});
+
+Deno.test("re-drive: the newest live record of each pod whose annotation differs, with the API's UID", async () => {
+  const r = recorder();
+  const recs = [
+    record("differs", "a1", "10.0.0.1/24"),
+    record("same", "b1", "10.0.0.2/24"),
+    record("replaced", "c1", "10.0.0.3/24"),
+    record("absent", "d1", "10.0.0.4/24"),
+    record("two", "e1", "10.0.0.5/24"),
+    record("two", "e2", "10.0.0.6/24", { createdAt: "2026-11-27T11:00:00.000Z" }),
+    record("tomb", "f1", "10.0.0.7/24", { deletedAt: "2026-11-27T10:01:00.000Z" }),
+  ];
+  const pods: Record<string, { metadata: { uid: string; annotations: Record<string, string> } }> = {
+    differs: { metadata: { uid: "uid-differs", annotations: {} } },
+    same: {
+      metadata: {
+        uid: "uid-same",
+        annotations: { [STATUS]: serializeNetworkStatus(status("10.0.0.2/24")) },
+      },
+    },
+    replaced: { metadata: { uid: "another", annotations: {} } },
+    two: { metadata: { uid: "uid-two", annotations: {} } },
+    tomb: { metadata: { uid: "uid-tomb", annotations: {} } },
+  };
+  const pub = publisher(r, recs);
+  const queued = await pub.redrive((_ns, name) => pods[name]);
+  await until(() => pub.pending === 0, "written");
+  assert.equal(queued, 2);
+  assert.deepEqual(
+    r.writes.map((w) => `${w.pod} ${w.ips}`).sort(),
+    ["differs 10.0.0.1/24", "two 10.0.0.6/24"],
+  );
+  await pub.stop();
+});
