@@ -73,6 +73,12 @@ export interface HotPlugOutcome {
   removed: string[];
   /** Every element this pass tried to add or remove, with its result (refusals are events). */
   changes: HotPlugChange[];
+  /**
+   * The network-status PATCH failed (its error): the attachments and the cache are as the
+   * outcome says and its events are still sent; the caller tries the PATCH again (a later pass
+   * finds the cache's status differs from the pod's and sends it).
+   */
+  statusError?: string;
 }
 
 /** Inputs of {@link hotPlugPod}. */
@@ -183,7 +189,10 @@ async function change(
     const published = serializeNetworkStatus(record.networkStatus ?? []);
     if (pod.annotations[NETWORK_STATUS_ANNOTATION] !== published) {
       log.info("network-status differs from the cache; publishing it again", {});
-      await deps.status.publish(podRef, record.containerId, record.networkStatus ?? []);
+      await publish(
+        outcome,
+        () => deps.status.publish(podRef, record.containerId, record.networkStatus ?? []),
+      );
     }
     return outcome;
   }
@@ -257,7 +266,9 @@ async function change(
   }
   const statuses = await run.verify(undefined);
   await run.cacheFinal(statuses);
-  await deps.status.publish(podRef, record.containerId, statuses);
+  // A failed PATCH does not undo the change nor hide it: its events are sent, the PATCH is
+  // tried again (multus-dynamic-networks-controller also posts them as each delegate returns).
+  await publish(outcome, () => deps.status.publish(podRef, record.containerId, statuses));
   for (const s of statuses) {
     if (s.interface && outcome.added.includes(s.interface)) {
       outcome.events.push(addedInterfaceEvent(s));
@@ -265,6 +276,15 @@ async function change(
   }
   if (outcome.kind !== "failed") outcome.kind = "changed";
   return outcome;
+}
+
+/** Runs the network-status PATCH; its failure goes to `outcome.statusError`, not thrown. */
+async function publish(outcome: HotPlugOutcome, patch: () => Promise<void>): Promise<void> {
+  try {
+    await patch();
+  } catch (e) {
+    outcome.statusError = msg(e);
+  }
 }
 
 /**
