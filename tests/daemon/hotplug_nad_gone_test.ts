@@ -50,12 +50,13 @@ Deno.test(
       setNetworks(w, "other-net");
       await until(() => statusInterfaces(w).join() === "eth0,net2", "net1 removed");
       assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net2"]);
-      assert.equal(events(w, "RemovedInterface").length, 1);
+      await until(() => events(w, "RemovedInterface").length === 1, "RemovedInterface");
       assert.deepEqual(events(w, "HotPlugRefused"), []);
 
       // A new element asking for its interface is refused, naming it; another one is added.
       setNetworks(w, "other-net@net2, bridge-net@net2, bridge-net@data0");
       await until(() => statusInterfaces(w).join() === "eth0,net2,data0", "data0 added");
+      await until(() => events(w, "HotPlugRefused").length === 1, "HotPlugRefused");
       assert.match(
         events(w, "HotPlugRefused")[0],
         /interface net2: the interface is held by network tenant-a\/other-net \(still selected, its NetworkAttachmentDefinition deleted\)/,
