@@ -233,7 +233,7 @@ async function change(
     if (f) {
       outcome.events.push({
         reason: "FailedRemovingInterface",
-        message: f.error.message,
+        message: `${f.error.message} (interface ${a.ifName})`,
         type: "Warning",
       });
       outcome.changes.push({ op: "remove", result: "error" });
@@ -260,6 +260,9 @@ async function change(
     const err = toCniError(e);
     log.error("hot-plug ADD failed, rolling back", { error: err.message });
     const made = run.record.attachments.slice(base);
+    // The failing attachment is the last one attempted (its ADD never completed).
+    const failing = made.at(-1)?.state === "added" ? undefined : made.at(-1)?.ifName;
+    const where = failing === undefined ? "" : ` (interface ${failing})`;
     const left = made.length === 0
       ? []
       : await detachAll(deps, made, { netns: record.netns, pod: podRef });
@@ -269,10 +272,10 @@ async function change(
     outcome.events.push({
       reason: "FailedAddingInterface",
       message: outcome.removed.length
-        ? `${err.message}; the additions were rolled back, the removals (${
+        ? `${err.message}${where}; the additions were rolled back, the removals (${
           outcome.removed.join(", ")
         }) were done`
-        : `${err.message}; the pod's networks were left as they were`,
+        : `${err.message}${where}; the pod's networks were left as they were`,
       type: "Warning",
     });
   }
