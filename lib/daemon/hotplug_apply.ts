@@ -162,25 +162,26 @@ async function change(
   const refuse = (message: string, op: "add" | "change" | "remove" = "change") =>
     outcome.events.push({ reason: "HotPlugRefused", message, type: "Warning", refused: op });
   let annotations = pod.annotations;
-  let kept: CachedAttachment[] = [];
+  let pinned: NetworkSelectionElement[];
   try {
     const elements = podSelections(podRef, annotations);
-    if (elements.length > 0) {
-      const pinned = pinSelection(elements, record.attachments);
-      const lost = await lostNads(pinned, record.attachments, deps);
-      kept = lost.kept;
-      const rest = pinned.filter((e) => !lost.elements.includes(e));
-      annotations = { ...annotations, [NETWORKS_ANNOTATION]: selectionText(rest) };
-      if (rest.length === 0) delete annotations[NETWORKS_ANNOTATION];
-      if (kept.length > 0) {
-        log.info("kept attachments whose NetworkAttachmentDefinition is gone", {
-          kept: kept.map((a) => `${a.statusName}@${a.ifName}`),
-        });
-      }
-    }
+    pinned = elements.length > 0 ? pinSelection(elements, record.attachments) : [];
   } catch (e) {
     refuse(`${NETWORKS_ANNOTATION} is invalid, networks left as they are: ${msg(e)}`);
     return outcome;
+  }
+  // A NAD source error is thrown (the pass is retried), not an invalid annotation.
+  const lost = await lostNads(pinned, record.attachments, deps);
+  const kept = lost.kept;
+  if (pinned.length > 0) {
+    const rest = pinned.filter((e) => !lost.elements.includes(e));
+    annotations = { ...annotations, [NETWORKS_ANNOTATION]: selectionText(rest) };
+    if (rest.length === 0) delete annotations[NETWORKS_ANNOTATION];
+  }
+  if (kept.length > 0) {
+    log.info("kept attachments whose NetworkAttachmentDefinition is gone", {
+      kept: kept.map((a) => `${a.statusName}@${a.ifName}`),
+    });
   }
   let plan;
   try {
