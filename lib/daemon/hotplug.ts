@@ -19,6 +19,9 @@
  * A failed change is tried again with a back-off per (pod, change) — 1 s, 2 s, 4 s, 8 s, then
  * not until the annotation changes (hotplug_backoff.ts); a NAD change of a network it names
  * tries it again at once.
+ * A network-status PATCH that failed after a change is tried again on the same back-off, and
+ * after it by every pod event and resync (a PATCH runs no delegate); the change's events
+ * are sent at once all the same.
  *
  * Events: `AddedInterface` / `RemovedInterface` and the Warnings are posted unless the
  * `events` setting is `"none"` — also with its default `"warnings"`, which silences a sandbox
@@ -336,9 +339,14 @@ class Controller implements HotPlug {
       if (this.#opts.pods.get(meta.namespace, meta.name)) this.#seen.set(k, seen);
     }
     const failed = outcome.kind === "failed" || outcome.changes.some((c) => c.result === "error");
-    seen.ok = !failed;
+    seen.ok = !failed && outcome.statusError === undefined;
     if (failed) this.#retryLater(k, `${uid}\0${text}`);
-    else this.#unschedule(k);
+    else if (outcome.statusError !== undefined) {
+      // Only the PATCH failed: no delegate runs again, so its retries never hold back a pass
+      // (another back-off key), and once given up the pod's events and the resync still try.
+      this.#log.warn("network-status not published", { pod: k, error: outcome.statusError });
+      this.#retryLater(k, `status\0${uid}\0${text}`);
+    } else this.#unschedule(k);
     this.#measure(outcome, (performance.now() - started) / 1000);
     await this.#send(meta.namespace, meta.name, uid, outcome, seen.warned);
     if (outcome.kind !== "unchanged") {

@@ -5,7 +5,10 @@
  * removed attachments (`detachAll`), ADD the new ones (`AddRun.attachAll`: intent record first,
  * so a crash mid-change is found again), verify against the kernel, cache, PATCH
  * network-status. A failed ADD rolls back every attachment this change added (`detachAll`),
- * leaving the pod as it was. Events are returned, not sent (the caller sends them once).
+ * leaving the pod as it was. Events are returned, not sent (the caller sends them once). An
+ * attached element whose NAD was deleted is left out of the plan and its attachment kept as
+ * made, so the pod's other changes still happen. A failed network-status PATCH is reported in
+ * the outcome (`statusError`), not thrown: the change and its events stand.
  *
  * @module
  */
@@ -13,7 +16,12 @@
 import { toCniError } from "../cni/errors.ts";
 import { type DecodedResult, decodeResult } from "../cni/result.ts";
 import type { Logger } from "../log/mod.ts";
-import type { AttachmentCache, CacheKey, CacheRecord } from "../multinet/cache/cache.ts";
+import type {
+  AttachmentCache,
+  CachedAttachment,
+  CacheKey,
+  CacheRecord,
+} from "../multinet/cache/cache.ts";
 import { addedInterfaceEvent } from "../multinet/status/add_events.ts";
 import { AddRun } from "../multinet/verbs/add_run.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
@@ -24,9 +32,14 @@ import { podSelections } from "../multinet/plan/networks.ts";
 import type { PodRef } from "../multinet/plan/pod.ts";
 import { buildPodPlan } from "../multinet/plan/pod_plan.ts";
 import { serializeNetworkStatus } from "../multinet/status/network_status.ts";
-import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../multinet/types.ts";
+import { PodGoneError } from "../multinet/status/sinks.ts";
+import {
+  NETWORK_STATUS_ANNOTATION,
+  NETWORKS_ANNOTATION,
+  type NetworkSelectionElement,
+} from "../multinet/types.ts";
 import { oneLine } from "../util/text.ts";
-import { diffAttachments, pinSelection, selectionText } from "./hotplug_diff.ts";
+import { attachmentOrigin, diffAttachments, pinSelection, selectionText } from "./hotplug_diff.ts";
 
 /** One Kubernetes Event for the pod. */
 export interface HotPlugEvent {
@@ -73,6 +86,12 @@ export interface HotPlugOutcome {
   removed: string[];
   /** Every element this pass tried to add or remove, with its result (refusals are events). */
   changes: HotPlugChange[];
+  /**
+   * The network-status PATCH failed (its error): the attachments and the cache are as the
+   * outcome says and its events are still sent; the caller tries the PATCH again (a later pass
+   * finds the cache's status differs from the pod's and sends it).
+   */
+  statusError?: string;
 }
 
 /** Inputs of {@link hotPlugPod}. */
@@ -146,15 +165,26 @@ async function change(
   const refuse = (message: string, op: "add" | "change" | "remove" = "change") =>
     outcome.events.push({ reason: "HotPlugRefused", message, type: "Warning", refused: op });
   let annotations = pod.annotations;
+  let pinned: NetworkSelectionElement[];
   try {
     const elements = podSelections(podRef, annotations);
-    if (elements.length > 0) {
-      const pinned = pinSelection(elements, record.attachments);
-      annotations = { ...annotations, [NETWORKS_ANNOTATION]: selectionText(pinned) };
-    }
+    pinned = elements.length > 0 ? pinSelection(elements, record.attachments) : [];
   } catch (e) {
     refuse(`${NETWORKS_ANNOTATION} is invalid, networks left as they are: ${msg(e)}`);
     return outcome;
+  }
+  // A NAD source error is thrown (the pass is retried), not an invalid annotation.
+  const lost = await lostNads(pinned, record.attachments, deps);
+  const kept = lost.kept;
+  if (pinned.length > 0) {
+    const rest = pinned.filter((e) => !lost.elements.includes(e));
+    annotations = { ...annotations, [NETWORKS_ANNOTATION]: selectionText(rest) };
+    if (rest.length === 0) delete annotations[NETWORKS_ANNOTATION];
+  }
+  if (kept.length > 0) {
+    log.info("kept attachments whose NetworkAttachmentDefinition is gone", {
+      kept: kept.map((a) => `${a.statusName}@${a.ifName}`),
+    });
   }
   let plan;
   try {
@@ -178,14 +208,17 @@ async function change(
     );
     return outcome;
   }
-  const diff = diffAttachments(record.attachments, plan.attachments);
+  const diff = diffAttachments(record.attachments, plan.attachments, kept);
   for (const r of diff.refused) refuse(`${ctx(podRef)} ${r.message}`, r.op);
   if (diff.add.length === 0 && diff.remove.length === 0) {
     // Level-triggered status too: a PATCH that failed after the change is sent again.
     const published = serializeNetworkStatus(record.networkStatus ?? []);
     if (pod.annotations[NETWORK_STATUS_ANNOTATION] !== published) {
       log.info("network-status differs from the cache; publishing it again", {});
-      await deps.status.publish(statusPod, record.containerId, record.networkStatus ?? []);
+      await publish(
+        outcome,
+        () => deps.status.publish(statusPod, record.containerId, record.networkStatus ?? []),
+      );
     }
     return outcome;
   }
@@ -204,7 +237,7 @@ async function change(
     if (f) {
       outcome.events.push({
         reason: "FailedRemovingInterface",
-        message: f.error.message,
+        message: `${f.error.message} (interface ${a.ifName})`,
         type: "Warning",
       });
       outcome.changes.push({ op: "remove", result: "error" });
@@ -231,6 +264,9 @@ async function change(
     const err = toCniError(e);
     log.error("hot-plug ADD failed, rolling back", { error: err.message });
     const made = run.record.attachments.slice(base);
+    // The failing attachment is the last one attempted (its ADD never completed).
+    const failing = made.at(-1)?.state === "added" ? undefined : made.at(-1)?.ifName;
+    const where = failing === undefined ? "" : ` (interface ${failing})`;
     const left = made.length === 0
       ? []
       : await detachAll(deps, made, { netns: record.netns, pod: podRef });
@@ -240,10 +276,10 @@ async function change(
     outcome.events.push({
       reason: "FailedAddingInterface",
       message: outcome.removed.length
-        ? `${err.message}; the additions were rolled back, the removals (${
+        ? `${err.message}${where}; the additions were rolled back, the removals (${
           outcome.removed.join(", ")
         }) were done`
-        : `${err.message}; the pod's networks were left as they were`,
+        : `${err.message}${where}; the pod's networks were left as they were`,
       type: "Warning",
     });
   }
@@ -259,7 +295,9 @@ async function change(
   }
   const statuses = await run.verify(undefined);
   await run.cacheFinal(statuses);
-  await deps.status.publish(statusPod, record.containerId, statuses);
+  // A failed PATCH does not undo the change nor hide it: its events are sent, the PATCH is
+  // tried again (multus-dynamic-networks-controller also posts them as each delegate returns).
+  await publish(outcome, () => deps.status.publish(statusPod, record.containerId, statuses));
   for (const s of statuses) {
     if (s.interface && outcome.added.includes(s.interface)) {
       outcome.events.push(addedInterfaceEvent(s));
@@ -267,6 +305,48 @@ async function change(
   }
   if (outcome.kind !== "failed") outcome.kind = "changed";
   return outcome;
+}
+
+/**
+ * The pinned elements whose network is attached (by the selection, state `"added"`) and whose
+ * NAD no longer exists, with those attachments: the element is left out of the plan (which
+ * would fail on the missing NAD, holding back every other change of the pod) and its
+ * attachment is kept as it is, as it was made; it is DELeted from its cached config once its
+ * element goes. A NAD source error is not "gone" (thrown: the pass is retried).
+ */
+async function lostNads(
+  pinned: NetworkSelectionElement[],
+  cached: CachedAttachment[],
+  deps: ManifoldDeps,
+): Promise<{ elements: NetworkSelectionElement[]; kept: CachedAttachment[] }> {
+  const out = { elements: [] as NetworkSelectionElement[], kept: [] as CachedAttachment[] };
+  if (!deps.nads) return out;
+  for (const e of pinned) {
+    const a = cached.find((c, i) => {
+      const origin = attachmentOrigin(c, i);
+      return i > 0 && (origin === "selection" || origin === "unknown") && c.state === "added" &&
+        c.statusName === `${e.namespace}/${e.name}` && c.ifName === e.interface;
+    });
+    if (!a || out.kept.includes(a)) continue;
+    if (await deps.nads.get(e.namespace, e.name) !== undefined) continue;
+    out.elements.push(e);
+    out.kept.push(a);
+  }
+  return out;
+}
+
+/**
+ * Runs the network-status PATCH; its failure goes to `outcome.statusError` (retried), not
+ * thrown. A pod deleted or replaced meanwhile ({@link PodGoneError}: the UID precondition
+ * failed) is final: nothing to write, nothing to retry.
+ */
+async function publish(outcome: HotPlugOutcome, patch: () => Promise<void>): Promise<void> {
+  try {
+    await patch();
+  } catch (e) {
+    if (e instanceof PodGoneError) return;
+    outcome.statusError = msg(e);
+  }
 }
 
 /**

@@ -183,6 +183,8 @@ export function selectionText(elements: NetworkSelectionElement[]): string {
  *
  * @param cached the record's attachments, in ADD order (`[0]` the cluster default network)
  * @param plan the pod's plan for the pinned selection (`[0]` the cluster default network)
+ * @param kept selection attachments whose element was left out of the plan because their NAD
+ *   is gone (hotplug_apply.ts): kept, and their interface names held
  * @returns what to add, what to remove, what is refused (see the module doc: a changed key of
  *   an attached element is found in the cached capabilityArgs, `defaultRoute` and the
  *   `args.cni` every plugin of the cached conflist has); an attachment
@@ -197,6 +199,7 @@ export function selectionText(elements: NetworkSelectionElement[]): string {
 export function diffAttachments(
   cached: CachedAttachment[],
   plan: AttachmentPlan[],
+  kept: readonly CachedAttachment[] = [],
 ): HotPlugDiff {
   const diff: HotPlugDiff = { add: [], remove: [], refused: [] };
   const origins = cached.map(attachmentOrigin);
@@ -209,8 +212,9 @@ export function diffAttachments(
       if (i > 0) byId.set(id(c.statusName, c.ifName), c);
     }
     if (origin !== "selection") holders.set(c.ifName, { c, origin });
+    if (kept.includes(c)) holders.set(c.ifName, { c, origin: "lost" });
   });
-  const wanted = new Set<CachedAttachment>();
+  const wanted = new Set<CachedAttachment>(kept);
   const matched = new Set<CachedAttachment>();
   for (const p of plan.slice(1)) {
     if (p.origin !== "selection") continue; // defaultNetworks, KEP-3698: not hot-plug's
@@ -235,8 +239,9 @@ export function diffAttachments(
       diff.refused.push({
         op: "add",
         message: `${what}: the interface is held by network ${holder.c.statusName} ` +
-          `(${ORIGIN_TEXT[holder.origin]}), which hot-plug never removes; choose another ` +
-          `interface name`,
+          `(${ORIGIN_TEXT[holder.origin]}), which ${
+            holder.origin === "lost" ? "stays while it is selected" : "hot-plug never removes"
+          }; choose another interface name`,
       });
       continue;
     }
@@ -285,6 +290,7 @@ const ORIGIN_TEXT: Record<string, string> = {
   defaultNetworks: "defaultNetworks",
   kep: "KEP-3698 networks annotation",
   unknown: "attached by a Manifold that did not record why",
+  lost: "still selected, its NetworkAttachmentDefinition deleted",
 };
 
 /**

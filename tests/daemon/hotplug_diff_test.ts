@@ -275,3 +275,27 @@ Deno.test("diffAttachments: a device-backed network is refused", () => {
   assert.deepEqual(d.add, []);
   assert.match(d.refused[0].message, /device-backed network \(resourceName intel.com\/sriov\)/);
 });
+
+Deno.test("diffAttachments: a kept attachment (its NAD gone) stays and holds its name", () => {
+  const lost = cached("ns/gone", "net2");
+  const other = cached("ns/a", "net1");
+  // The planned selection left `gone` out (hotplug_apply.ts); `a` was removed from it.
+  const d = diffAttachments(
+    [DEFAULT, other, lost],
+    [PLAN_DEFAULT, planned("ns/b", "net2", { interface: "net2" }), planned("ns/c", "net3", {})],
+    [lost],
+  );
+  assert.deepEqual(d.remove.map((a) => a.ifName), ["net1"]);
+  assert.deepEqual(d.add.map((p) => p.ifName), ["net3"]);
+  assert.equal(d.refused.length, 1);
+  assert.match(
+    d.refused[0].message,
+    /^network ns\/b interface net2: the interface is held by network ns\/gone \(still selected, its NetworkAttachmentDefinition deleted\), which stays while it is selected/,
+  );
+  // Without it, the same plan removes it.
+  const before = diffAttachments([DEFAULT, other, lost], [
+    PLAN_DEFAULT,
+    planned("ns/c", "net3", {}),
+  ]);
+  assert.deepEqual(before.remove.map((a) => a.ifName).sort(), ["net1", "net2"]);
+});

@@ -104,7 +104,11 @@ Deno.test("hot-plug: a failed removal is FailedRemovingInterface", root, async (
     await Deno.writeTextFile(refuseDel, "");
     setNetworks(w, null);
     await until(() => events(w, "FailedRemovingInterface").length === 1, "FailedRemovingInterface");
-    assert.match(events(w, "FailedRemovingInterface")[0], /del-failing refuses DEL/);
+    // Like multus-dynamic-networks-controller's message, it names the network and interface.
+    assert.match(
+      events(w, "FailedRemovingInterface")[0],
+      /^\[tenant-a\/web-0:tenant-a\/sticky-net\] .*del-failing refuses DEL \(interface net1\)$/,
+    );
     assert.ok((await linkNames(w.podNetns)).includes("net1"), "net1 kept for the next try");
     // The retry (1 s later) succeeds once the delegate lets it.
     await Deno.remove(refuseDel);

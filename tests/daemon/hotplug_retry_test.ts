@@ -46,7 +46,10 @@ Deno.test(
         );
       });
       assert.equal(events(w, "FailedAddingInterface").length, 1, "one Warning for the change");
-      assert.match(events(w, "FailedAddingInterface")[0], /bad-net/);
+      assert.match(
+        events(w, "FailedAddingInterface")[0],
+        /^\[tenant-a\/web-0:tenant-a\/bad-net\] failing-plugin refuses ADD \(interface net1\); /,
+      );
 
       // Given up: neither another change of the pod nor time brings a 6th try.
       w.api.patchPod(NS, POD, { metadata: { labels: { touch: "1" } } });

@@ -301,6 +301,8 @@ export interface KubeApiStandIn {
   readonly connectionCount: number;
   /** Injects a failure before normal handling; faults are matched in the order added. */
   fault(f: Fault): void;
+  /** Drops every injected fault not used up yet (e.g. one with `times: Infinity`). */
+  clearFaults(): void;
   /** While down, connections are closed as soon as they are accepted (API unreachable). */
   down(isDown: boolean): void;
   /** Closes the server and every connection and removes `dir`; idempotent. */
@@ -1206,6 +1208,10 @@ class StandIn implements KubeApiStandIn {
 
   fault(f: Fault): void {
     this.#faults.push({ ...f, left: f.times ?? 1, seen: 0 });
+  }
+
+  clearFaults(): void {
+    this.#faults.length = 0;
   }
 
   down(isDown: boolean): void {
