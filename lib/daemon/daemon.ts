@@ -146,6 +146,7 @@ export class ManifoldDaemon {
       api = () => Promise.resolve(shared);
     }
     let observer = opts.observer;
+    const reclaimer = daemonReclaimer();
     let policy: PolicyAgent | undefined;
     if (kube && opts.conf.multiNetworkPolicy) {
       const { PolicyAgent, kickingObserver } = await import("./policy_agent.ts");
@@ -156,6 +157,8 @@ export class ManifoldDaemon {
         events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
         observer,
         logger: logger.with({ component: "policy" }),
+        // A list of every pod of the cluster leaves its pages as garbage: give it back.
+        afterPodList: () => reclaimer.reclaim(),
       });
       observer = kickingObserver(observer, policy);
     }
@@ -172,7 +175,6 @@ export class ManifoldDaemon {
       logger,
       attachments,
     });
-    const reclaimer = daemonReclaimer();
     let server: DaemonServer;
     try {
       server = await DaemonServer.listen({

@@ -231,6 +231,13 @@ export function createDaemonMetrics(
       "Pods whose MultiNetworkPolicy rules could not be applied as computed (closed or failed).",
     registers,
   });
+  const policyPodChanges = new Counter({
+    name: "manifold_policy_pod_changes_total",
+    help: "Pod changes of the MultiNetworkPolicy pod watch, by effect: sync (a sync was " +
+      "scheduled), ignored (not on this node and named by no policy's peer).",
+    labelNames: ["effect"] as const,
+    registers,
+  });
   const hotPlugChanges = new Counter({
     name: "manifold_hotplug_changes_total",
     help: "Hot-plug changes of running pods' networks, by op (add, remove; change: a refused " +
@@ -293,6 +300,9 @@ export function createDaemonMetrics(
     policySync(seconds, failures) {
       policySyncSeconds.observe(seconds);
       if (failures > 0) policyFailures.inc(failures);
+    },
+    policyPodChange(effect) {
+      policyPodChanges.inc({ effect });
     },
     hotPlugChange(op, result) {
       hotPlugChanges.inc({ op, result });

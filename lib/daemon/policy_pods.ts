@@ -1,0 +1,174 @@
+/**
+ * The pods of the whole cluster as the policy agent keeps them: each pod of a list page or
+ * watch event is decoded at once into the engine's compact {@link PodInfo} (lib/policy/types.ts
+ * `parsePod` of the {@link trimPod} cut) and the API object is dropped, so neither a list of
+ * every pod of the cluster nor the store ever holds API objects. Strings that repeat across
+ * pods (namespaces, node names, label keys and values, network and interface names) and whole
+ * label maps (a Deployment's replicas share theirs) are interned ({@link Interner}); named
+ * container ports are kept only for this node's pods (the engine resolves named ports of the
+ * selected, local pod only).
+ *
+ * Measured with scripts/scale_policy.ts (20,000 pods of a real kube-apiserver): see
+ * docs/performance.md.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { KubeError, type ListWatchResource } from "../k8s/mod.ts";
+import { parsePod, type PodInfo } from "../policy/types.ts";
+import { errorText } from "../util/text.ts";
+import { trimPod } from "./policy_watch.ts";
+
+/** One pod as the policy agent's pod list+watch delivers it. */
+export interface PolicyPod {
+  /** `metadata.namespace`. */
+  namespace: string;
+  /** `metadata.name`. */
+  name: string;
+  /** `metadata.resourceVersion` (the watch resumes from the last one). */
+  resourceVersion?: string;
+  /** What the engine reads; undefined when the pod cannot be decoded (see `error`). */
+  pod?: PodInfo;
+  /** Why `pod` is undefined (e.g. a label value that is not a string): treated as absent. */
+  error?: string;
+}
+
+/** Entries an {@link Interner} holds before it starts afresh (default). */
+export const DEFAULT_INTERN_LIMIT = 100_000;
+
+/**
+ * Shares equal strings and equal label maps between pods. Bounded: a table that reaches its
+ * limit is emptied and filled again (objects interned before keep their copies: interning
+ * only saves memory, it never changes a value), so label values unique to each pod (a
+ * StatefulSet's pod name) cannot grow it without end.
+ */
+export class Interner {
+  #strings = new Map<string, string>();
+  #labels = new Map<string, Readonly<Record<string, string>>>();
+  readonly #limit: number;
+
+  /** @param limit entries per table before it is emptied; default {@link DEFAULT_INTERN_LIMIT} */
+  constructor(limit = DEFAULT_INTERN_LIMIT) {
+    this.#limit = limit;
+  }
+
+  /** Entries held (strings + label maps), for tests. */
+  get size(): number {
+    return this.#strings.size + this.#labels.size;
+  }
+
+  /**
+   * The held string equal to `s`, or `s` (now held).
+   * @example new Interner().string("a") // "a"
+   */
+  string(s: string): string {
+    const held = this.#strings.get(s);
+    if (held !== undefined) return held;
+    if (this.#strings.size >= this.#limit) this.#strings = new Map();
+    this.#strings.set(s, s);
+    return s;
+  }
+
+  /**
+   * A frozen label map equal to `labels` (same keys and values; key order sorted), shared with
+   * every other pod with the same labels.
+   */
+  labels(labels: Record<string, string>): Readonly<Record<string, string>> {
+    const keys = Object.keys(labels).sort();
+    if (keys.length === 0) return EMPTY_LABELS;
+    let id = "";
+    for (const k of keys) id += `${k}\0${labels[k]}\0`;
+    const held = this.#labels.get(id);
+    if (held) return held;
+    const out: Record<string, string> = {};
+    for (const k of keys) out[this.string(k)] = this.string(labels[k]);
+    Object.freeze(out);
+    if (this.#labels.size >= this.#limit) this.#labels = new Map();
+    this.#labels.set(id, out);
+    return out;
+  }
+}
+
+const EMPTY_LABELS: Readonly<Record<string, string>> = Object.freeze({});
+const NO_PORTS: PodInfo["ports"] = Object.freeze([]) as unknown as PodInfo["ports"];
+
+/**
+ * Cuts a parsed pod down to one compact object with interned strings (see the module doc).
+ * @param pod from `parsePod`
+ * @param keepPorts whether its named container ports are kept (this node's pods)
+ * @param intern the shared tables
+ * @returns a new object; `pod` is not changed
+ */
+export function compactPod(pod: PodInfo, keepPorts: boolean, intern: Interner): PodInfo {
+  const out: PodInfo = {
+    namespace: intern.string(pod.namespace),
+    name: pod.name,
+    uid: pod.uid,
+    nodeName: pod.nodeName === undefined ? undefined : intern.string(pod.nodeName),
+    labels: intern.labels(pod.labels) as Record<string, string>,
+    ports: keepPorts && pod.ports.length ? pod.ports : NO_PORTS,
+    attachments: pod.attachments?.map((a) => ({
+      network: intern.string(a.network),
+      ifName: intern.string(a.ifName),
+      ips: a.ips,
+      isDefault: a.isDefault,
+    })) ?? null,
+    finished: pod.finished,
+  };
+  if (pod.statusError !== undefined) out.statusError = pod.statusError;
+  return out;
+}
+
+const identitySchema = z.looseObject({
+  metadata: z.looseObject({
+    name: z.string().min(1),
+    namespace: z.string().min(1),
+    resourceVersion: z.string().optional(),
+  }),
+});
+
+/**
+ * Every pod of the cluster (`/api/v1/pods`, RBAC `list` and `watch`), each decoded into a
+ * {@link PolicyPod} as it arrives (list pages of 500 are decoded one by one, see
+ * lib/k8s/list.ts `listAll`).
+ *
+ * @param opts `nodeName`: this node (named ports are kept for its pods only; every pod's
+ *   when absent); `intern`: the tables to share (default a new {@link Interner})
+ * @returns the resource for `listWatch`
+ * @throws {KubeError} from `parse`: `"decoding"` when a pod has no name or namespace (its
+ *   content, when undecodable, gives a {@link PolicyPod} with `error` instead)
+ * @example
+ * ```ts
+ * const r = policyPodsListWatch({ nodeName: "worker-1" });
+ * r.parse({ metadata: { name: "p", namespace: "a", labels: { app: "db" } } }).pod?.labels;
+ * // { app: "db" }
+ * ```
+ */
+export function policyPodsListWatch(
+  opts: { nodeName?: string; intern?: Interner } = {},
+): ListWatchResource<PolicyPod> {
+  const intern = opts.intern ?? new Interner();
+  return {
+    path: "/api/v1/pods",
+    parse(raw: unknown): PolicyPod {
+      const id = identitySchema.safeParse(raw);
+      if (!id.success) {
+        throw new KubeError("decoding", "Invalid object from /api/v1/pods", {
+          details: z.prettifyError(id.error),
+        });
+      }
+      const { name, namespace, resourceVersion } = id.data.metadata;
+      const out: PolicyPod = { namespace: intern.string(namespace), name, resourceVersion };
+      try {
+        const pod = parsePod(trimPod(id.data as Parameters<typeof trimPod>[0]));
+        const local = opts.nodeName === undefined || pod.nodeName === opts.nodeName;
+        out.pod = compactPod(pod, local, intern);
+      } catch (e) {
+        out.error = errorText(e);
+      }
+      return out;
+    },
+    resourceVersion: (p) => p.resourceVersion,
+  };
+}
