@@ -65,7 +65,7 @@ export interface ScalePodRef {
 /**
  * Pod `i` of the generated cluster, as a creation body.
  * @param i index, 0 ≤ i < 2^16
- * @param opts `nodes` (M), `node` (the lab's node: every M-th pod runs there)
+ * @param opts `nodes` (M), `node` (the lab's node: one pod of every M runs there)
  */
 export function scalePod(i: number, opts: { nodes: number; node: string }): Json & {
   metadata: {
@@ -80,7 +80,10 @@ export function scalePod(i: number, opts: { nodes: number; node: string }): Json
   const app = APPS[dep % APPS.length];
   const hash = ((dep * 2654435761 + namespace.length * 97) >>> 0).toString(36).slice(0, 10);
   const name = `${app}-${dep}-${hash}-${i}`;
-  const nodeName = i % opts.nodes === 0 ? opts.node : `node-${i % opts.nodes}`;
+  // Each block of M pods puts one on every node, shifted by one per block, so every node's
+  // pods spread over the namespaces and apps.
+  const n = (i + Math.floor(i / opts.nodes)) % opts.nodes;
+  const nodeName = n === 0 ? opts.node : `node-${n}`;
   const ips = [0, 1, 2, 3].map((k) => podIp(k, i));
   const container = {
     name: app,
