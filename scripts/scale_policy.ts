@@ -173,7 +173,7 @@ try {
   const IGNORED = 'manifold_policy_pod_changes_total{effect="ignored"}';
 
   // Label changes of pods no policy refers to: nothing may change in the kernel.
-  const quiet = refs.filter((r) => QUIET_NAMESPACES.includes(r.namespace));
+  const quiet = refs.filter((r) => QUIET_NAMESPACES.includes(r.namespace) && r.nodeName !== NODE);
   const before = await kernelState();
   const syncs0 = await metric("manifold_policy_sync_duration_seconds_count");
   const ignored0 = await metric(IGNORED);

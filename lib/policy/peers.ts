@@ -21,12 +21,6 @@ interface Addr {
   value: bigint;
 }
 
-/** A pod attached to one network. */
-interface Member {
-  pod: PodInfo;
-  attachment: PodAttachment;
-}
-
 /**
  * Parsed addresses per attachment, kept across computations: the daemon keeps each pod's
  * PodInfo until the pod changes, so a sync parses only the addresses of pods that changed
@@ -51,14 +45,15 @@ export class Resolver {
   /** The problem sink shared with the engine. */
   readonly problems: PolicyProblem[];
   readonly #nsLabels: Map<string, Record<string, string>>;
-  /** Pods per network, then per namespace; unreadable pods under network `null`. */
-  readonly #byNetwork = new Map<string | null, Map<string, Member[]>>();
+  /** Pods (not finished) per namespace: with readable network-status, and without. */
+  readonly #byNamespace = new Map<string, PodInfo[]>();
+  readonly #unreadable = new Map<string, PodInfo[]>();
   /** Resolutions by what they depend on: the selectors, the namespace they default to, the network. */
   readonly #memo = new Map<string, Record<IpFamily, string[]>>();
   #warnedPeers = new Set<string>();
 
   /**
-   * Indexes the pods per network and namespace (addresses are parsed when a peer names them).
+   * Indexes the pods per namespace (addresses are parsed when a peer names them).
    *
    * @param world the pods (finished ones are skipped) and namespaces
    * @param problems where unreadable peers are reported
@@ -69,21 +64,12 @@ export class Resolver {
   ) {
     this.#nsLabels = new Map(world.namespaces.map((n) => [n.name, n.labels]));
     this.problems = problems;
-    const add = (net: string | null, m: Member) => {
-      let byNs = this.#byNetwork.get(net);
-      if (!byNs) this.#byNetwork.set(net, byNs = new Map());
-      const list = byNs.get(m.pod.namespace);
-      if (list) list.push(m);
-      else byNs.set(m.pod.namespace, [m]);
-    };
-    const none: PodAttachment = { network: "", ifName: "", ips: [], isDefault: false };
     for (const pod of world.pods) {
       if (pod.finished) continue;
-      if (!pod.attachments) {
-        add(null, { pod, attachment: none });
-        continue;
-      }
-      for (const attachment of pod.attachments) add(attachment.network, { pod, attachment });
+      const index = pod.attachments ? this.#byNamespace : this.#unreadable;
+      const list = index.get(pod.namespace);
+      if (list) list.push(pod);
+      else index.set(pod.namespace, [pod]);
     }
   }
 
@@ -104,31 +90,29 @@ export class Resolver {
     return found;
   }
 
-  /** The members of `byNs` in the namespaces the peer can name. */
-  *#candidates(peer: PolicyPeer, policyNs: string, byNs: Map<string, Member[]> | undefined) {
-    if (!byNs) return;
-    if (!peer.namespaceSelector) {
-      yield* byNs.get(policyNs) ?? [];
-      return;
+  /** The pods of `index` the peer names (in the namespaces it can name, matching its selector). */
+  *#named(peer: PolicyPeer, policyNs: string, index: Map<string, PodInfo[]>) {
+    const lists = !peer.namespaceSelector
+      ? [index.get(policyNs) ?? []]
+      : [...index].filter(([ns]) => {
+        const labels = this.#nsLabels.get(ns);
+        return labels !== undefined && matchesSelector(peer.namespaceSelector!, labels);
+      }).map(([, pods]) => pods);
+    for (const pods of lists) {
+      for (const pod of pods) {
+        if (!peer.podSelector || matchesSelector(peer.podSelector, pod.labels)) yield pod;
+      }
     }
-    for (const [ns, members] of byNs) {
-      const labels = this.#nsLabels.get(ns);
-      if (labels && matchesSelector(peer.namespaceSelector, labels)) yield* members;
-    }
-  }
-
-  #names(peer: PolicyPeer, pod: PodInfo): boolean {
-    return !peer.podSelector || matchesSelector(peer.podSelector, pod.labels);
   }
 
   #resolve(peer: PolicyPeer, policyNs: string, network: string): Record<IpFamily, string[]> {
-    for (const { pod } of this.#candidates(peer, policyNs, this.#byNetwork.get(null))) {
-      if (this.#names(peer, pod)) this.#warnPeer(pod);
-    }
+    for (const pod of this.#named(peer, policyNs, this.#unreadable)) this.#warnPeer(pod);
     const out: Record<IpFamily, Map<string, bigint>> = { ipv4: new Map(), ipv6: new Map() };
-    for (const m of this.#candidates(peer, policyNs, this.#byNetwork.get(network))) {
-      if (!this.#names(peer, m.pod)) continue;
-      for (const a of addrsOf(m.attachment)) out[a.family].set(a.text, a.value);
+    for (const pod of this.#named(peer, policyNs, this.#byNamespace)) {
+      for (const attachment of pod.attachments!) {
+        if (attachment.network !== network) continue;
+        for (const a of addrsOf(attachment)) out[a.family].set(a.text, a.value);
+      }
     }
     return { ipv4: sortIps(out.ipv4), ipv6: sortIps(out.ipv6) };
   }
