@@ -24,9 +24,8 @@ import { errorText } from "../util/text.ts";
 import type { DaemonObserver } from "./observer.ts";
 import { PodNetnsIndex } from "./policy_netns.ts";
 import { PolicyPeers } from "./policy_peers.ts";
-import { type PolicyPod, policyPodsListWatch } from "./policy_pods.ts";
+import { PodTable, type PolicyPod, policyPodsListWatch } from "./policy_pods.ts";
 import { type KubeObject, MNP_LIST_WATCH, NAMESPACE_LIST_WATCH } from "./policy_watch.ts";
-import type { PodInfo } from "../policy/types.ts";
 
 /** The Warning event's reason on a pod whose policy cannot be (fully) applied. */
 export const POLICY_FAILED_REASON = "MultiNetworkPolicyFailed";
@@ -71,8 +70,8 @@ export class PolicyAgent {
   readonly #index: PodNetnsIndex;
   readonly #stop = new AbortController();
   readonly #listed = new Set<Kind>();
-  /** Every pod of the cluster as the reconciler holds it, by `ns/name`. */
-  #pods = new Map<string, PodInfo>();
+  /** Every pod of the cluster as the reconciler holds it. */
+  #pods = new PodTable();
   readonly #peers = new PolicyPeers();
   #watches: Promise<void>[] = [];
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -176,13 +175,13 @@ export class PolicyAgent {
     };
     return {
       replace: (items) => {
-        const next = new Map<string, PodInfo>();
+        const next = new PodTable();
         for (const p of items) {
-          if (p.pod) next.set(`${p.namespace}/${p.name}`, p.pod);
+          if (p.pod) next.set(p.pod);
           else ignored(p);
         }
-        for (const [k, old] of this.#pods) {
-          if (!next.has(k)) r.deletePod(old.namespace, old.name);
+        for (const old of this.#pods.values()) {
+          if (!next.get(old.namespace, old.name)) r.deletePod(old.namespace, old.name);
         }
         for (const pod of next.values()) r.upsertPodInfo(pod);
         this.#pods = next;
@@ -193,16 +192,15 @@ export class PolicyAgent {
       },
       apply: (change: WatchChange<PolicyPod>) => {
         const p = change.object;
-        const k = `${p.namespace}/${p.name}`;
-        const before = this.#pods.get(k);
+        const before = this.#pods.get(p.namespace, p.name);
         if (change.type === "DELETED" || !p.pod) {
           if (change.type !== "DELETED") ignored(p); // undecodable: treated as absent
           if (!before) return Promise.resolve();
-          this.#pods.delete(k);
+          this.#pods.delete(p.namespace, p.name);
           r.deletePod(p.namespace, p.name);
           counted(this.#peers.matters(this.#opts.nodeName, before));
         } else {
-          this.#pods.set(k, p.pod);
+          this.#pods.set(p.pod);
           r.upsertPodInfo(p.pod);
           counted(this.#peers.matters(this.#opts.nodeName, before, p.pod));
         }
@@ -375,7 +373,7 @@ export class PolicyAgent {
       this.#opts.events.emit({
         namespace,
         name,
-        uid: this.#pods.get(p.pod)?.uid ?? "",
+        uid: this.#pods.get(namespace, name)?.uid ?? "",
         infraContainerId: "",
       }, {
         type: "Warning",

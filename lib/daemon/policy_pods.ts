@@ -4,9 +4,10 @@
  * `parsePod` of the {@link trimPod} cut) and the API object is dropped, so neither a list of
  * every pod of the cluster nor the store ever holds API objects. Strings that repeat across
  * pods (namespaces, node names, label keys and values, network and interface names) and whole
- * label maps (a Deployment's replicas share theirs) are interned ({@link Interner}); named
- * container ports are kept only for this node's pods (the engine resolves named ports of the
- * selected, local pod only).
+ * label maps (a Deployment's replicas share theirs) are interned ({@link Interner}); a pod of
+ * another node keeps only what makes it a peer (labels, secondary-network addresses): named
+ * ports are resolved on the selected, local pod only, and peers are looked up on the local
+ * pod's secondary networks.
  *
  * Measured with scripts/scale_policy.ts (20,000 pods of a real kube-apiserver): see
  * docs/performance.md.
@@ -95,20 +96,25 @@ const NO_PORTS: PodInfo["ports"] = Object.freeze([]) as unknown as PodInfo["port
 
 /**
  * Cuts a parsed pod down to one compact object with interned strings (see the module doc).
+ * A pod of another node (`local: false`) enters this node's rules only as a peer, through its
+ * addresses on secondary networks: it keeps no named ports, no default-network attachment and
+ * no uid (kept when its network-status is unreadable: the Warning event names it).
+ *
  * @param pod from `parsePod`
- * @param keepPorts whether its named container ports are kept (this node's pods)
+ * @param local whether it runs on this node (or may: the agent has no node name)
  * @param intern the shared tables
  * @returns a new object; `pod` is not changed
  */
-export function compactPod(pod: PodInfo, keepPorts: boolean, intern: Interner): PodInfo {
+export function compactPod(pod: PodInfo, local: boolean, intern: Interner): PodInfo {
+  const attachments = local ? pod.attachments : pod.attachments?.filter((a) => !a.isDefault);
   const out: PodInfo = {
     namespace: intern.string(pod.namespace),
     name: pod.name,
-    uid: pod.uid,
+    uid: local || !pod.attachments ? pod.uid : undefined,
     nodeName: pod.nodeName === undefined ? undefined : intern.string(pod.nodeName),
     labels: intern.labels(pod.labels) as Record<string, string>,
-    ports: keepPorts && pod.ports.length ? pod.ports : NO_PORTS,
-    attachments: pod.attachments?.map((a) => ({
+    ports: local && pod.ports.length ? pod.ports : NO_PORTS,
+    attachments: attachments?.map((a) => ({
       network: intern.string(a.network),
       ifName: intern.string(a.ifName),
       ips: a.ips,
@@ -171,4 +177,45 @@ export function policyPodsListWatch(
     },
     resourceVersion: (p) => p.resourceVersion,
   };
+}
+
+/**
+ * Pods by namespace, then name: keyed by strings the pods already hold (their interned
+ * namespace and their name), so the table adds no key string per pod.
+ */
+export class PodTable {
+  readonly #byNs = new Map<string, Map<string, PodInfo>>();
+  #size = 0;
+
+  /** Number of pods held. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** The pod `namespace/name`, or undefined. */
+  get(namespace: string, name: string): PodInfo | undefined {
+    return this.#byNs.get(namespace)?.get(name);
+  }
+
+  /** Adds or replaces a pod. */
+  set(pod: PodInfo): void {
+    let names = this.#byNs.get(pod.namespace);
+    if (!names) this.#byNs.set(pod.namespace, names = new Map());
+    if (!names.has(pod.name)) this.#size++;
+    names.set(pod.name, pod);
+  }
+
+  /** Removes `namespace/name`; returns whether it was held. */
+  delete(namespace: string, name: string): boolean {
+    const names = this.#byNs.get(namespace);
+    if (!names?.delete(name)) return false;
+    if (names.size === 0) this.#byNs.delete(namespace);
+    this.#size--;
+    return true;
+  }
+
+  /** Every pod held. */
+  *values(): IterableIterator<PodInfo> {
+    for (const names of this.#byNs.values()) yield* names.values();
+  }
 }

@@ -33,7 +33,9 @@ function addrsOf(a: PodAttachment): Addr[] {
   if (!addrs) {
     addrs = a.ips.flatMap((text) => {
       const p = parseIp(text);
-      return p ? [{ family: p.family, text: canonicalIp(text)!, value: p.addr }] : [];
+      if (!p) return [];
+      const canonical = canonicalIp(text)!;
+      return [{ family: p.family, text: canonical === text ? text : canonical, value: p.addr }];
     });
     PARSED.set(a, addrs);
   }

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { KubeError } from "../../lib/k8s/mod.ts";
 import { parsePod } from "../../lib/policy/mod.ts";
-import { Interner, policyPodsListWatch } from "../../lib/daemon/policy_pods.ts";
+import { Interner, PodTable, policyPodsListWatch } from "../../lib/daemon/policy_pods.ts";
 import { trimPod } from "../../lib/daemon/policy_watch.ts";
 
 const STATUS = JSON.stringify([
@@ -57,10 +57,14 @@ Deno.test("policyPodsListWatch: the engine's PodInfo, shared labels, ports of lo
   assert.deepEqual(p.pod!.ports, [{ name: "http", port: 8080, protocol: "TCP" }]);
   assert.deepEqual(p.pod!.attachments![1].ips, ["10.98.0.10"]);
 
-  // Another node's pod: no ports (the engine reads those of local pods only); same labels in
-  // another key order → the very same frozen map.
+  // Same labels in another key order → the very same frozen map.
+  // Another node's pod: what makes it a peer only (no ports, uid, default-network entry).
   const remote = r.parse(apiPod("r", "n2", { tier: "x", app: "db" })).pod!;
   assert.deepEqual(remote.ports, []);
+  assert.equal(remote.uid, undefined);
+  assert.deepEqual(remote.attachments, [
+    { network: "a/net1", ifName: "net1", ips: ["10.98.0.10"], isDefault: false },
+  ]);
   assert.equal(remote.labels, p.pod!.labels);
   assert.ok(Object.isFrozen(remote.labels));
   assert.deepEqual(Object.keys(remote), [
@@ -91,6 +95,22 @@ Deno.test("policyPodsListWatch: undecodable content is an error entry, no identi
   const u = r.parse(unreadable).pod!;
   assert.equal(u.attachments, null);
   assert.match(u.statusError!, /network-status/);
+  assert.equal(u.uid, "uid-u", "kept: the Warning event about it names it");
+});
+
+Deno.test("PodTable: by namespace and name, size kept", () => {
+  const r = policyPodsListWatch();
+  const t = new PodTable();
+  const a = r.parse(apiPod("x", "n1", {})).pod!;
+  t.set(a);
+  t.set(a);
+  t.set({ ...a, name: "y" });
+  assert.equal(t.size, 2);
+  assert.equal(t.get("a", "x"), a);
+  assert.equal(t.delete("a", "x"), true);
+  assert.equal(t.delete("a", "x"), false);
+  assert.deepEqual([...t.values()].map((p) => p.name), ["y"]);
+  assert.equal(t.size, 1);
 });
 
 Deno.test("Interner: equal strings and label maps shared, tables bounded", () => {

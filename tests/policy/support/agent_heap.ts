@@ -1,8 +1,10 @@
 /**
  * The V8 heap a {@link PolicyAgent} keeps per pod of the cluster, measured in this process
- * (run it with `--v8-flags=--expose-gc`): a full collection, the agent started against the
- * kubeconfig's API (a recording applier, an empty cache: nothing is programmed), its three
- * lists taken in and its first sync run, another full collection; prints one JSON line
+ * (run it with `--v8-flags=--expose-gc`): an agent is started against the kubeconfig's API
+ * (an applier that programs nothing, an empty cache), its three lists taken in and its first
+ * sync run; after a full collection a second agent is started beside it, and after its first
+ * sync another full collection: the growth is what one agent keeps (what is built once per
+ * process — schemas, connections, code — went to the first). Prints one JSON line
  * `{"pods": N, "heapBytes": B, "bytesPerPod": B/N}`.
  *
  * Usage: deno run -A --v8-flags=--expose-gc tests/policy/support/agent_heap.ts KUBECONFIG NODE
@@ -32,22 +34,31 @@ const runner: NftRunner = {
 };
 const kube = new KubeClient({ connection: await loadKubeconfig(kubeconfig) });
 const cniDir = await Deno.makeTempDir();
-let syncs = 0;
-try {
-  // Warm-up: the modules' lazily built schemas and the connection, not per pod.
-  await kube.list("/api/v1/pods", { limit: 1 });
-  const before = heap();
+const start = () => {
   const agent = PolicyAgent.start({
     kube,
     cniDir,
     nodeName,
     events: { emit() {}, flush: () => Promise.resolve() },
-    observer: { ...NO_OBSERVER, policySync: () => syncs++ },
+    observer: { ...NO_OBSERVER, policySync: () => synced.add(agent) },
     logger: nullLogger,
     applier: new PolicyApplier(runner),
   });
-  while (!agent.synced || syncs === 0) await new Promise((r) => setTimeout(r, 20));
+  return agent;
+};
+const synced = new Set<PolicyAgent>();
+const ready = async (agent: PolicyAgent) => {
+  while (!synced.has(agent)) await new Promise((r) => setTimeout(r, 20));
   await agent.idle();
+};
+try {
+  // The first agent pays for what is built once per process (schemas, connections, code);
+  // the second one, started beside it, only for what an agent keeps.
+  const first = start();
+  await ready(first);
+  const before = heap();
+  const second = start();
+  await ready(second);
   const after = heap();
   const list = await kube.list("/api/v1/pods", { limit: 1 }) as {
     metadata: { remainingItemCount?: number };
@@ -58,7 +69,7 @@ try {
     heapBytes: after - before,
     bytesPerPod: Math.round((after - before) / n),
   }));
-  await agent.stop();
+  await Promise.all([first.stop(), second.stop()]);
 } finally {
   kube.close();
   await Deno.remove(cniDir, { recursive: true });
