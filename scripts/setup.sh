@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian machine: Deno (pinned, from the npm registry),
 # the CNI reference plugins (real delegates), iproute2, libmnl0, openssl, etcd (for the
-# tests against a real kube-apiserver), and the project's npm dependencies (cached from
+# tests against a real kube-apiserver), promtool (the alerting rules' tests), and the project's npm dependencies (cached from
 # deno.lock).
 set -euo pipefail
 
@@ -20,6 +20,9 @@ command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 # tests/deploy/delegate_paths_test.ts traces the delegates the daemon runs.
 command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
+# promtool (Debian's prometheus package): tests/deploy/monitoring_test.ts runs the alerts' unit
+# tests and lints a live daemon's /metrics. No server is started (no init system runs here).
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -25,7 +25,16 @@
 
 import { parseArgs } from "node:util";
 import { outputs, type TextOutputs } from "./io.ts";
-import { KUBE_FLAG_OPTIONS, kubeFlags, kubeFlagsHelp } from "./kube_flags.ts";
+import {
+  formatOutput,
+  KUBE_FLAG_OPTIONS,
+  kubeFlags,
+  kubeFlagsHelp,
+  OUTPUT_FLAG_OPTIONS,
+  type OutputFormat,
+  outputFormat,
+  withKubectlDefaults,
+} from "./kube_flags.ts";
 import { INSTALL_DEFAULTS, MANIFOLD_CONFIG_NAME, underRoot } from "../install/mod.ts";
 import { errorText, oneLine, printable } from "../util/text.ts";
 import {
@@ -58,10 +67,13 @@ Options:
   --host-root DIR        where the host's file system is mounted (default /)
   --cni-conf-dir DIR     host CNI config directory (default ${INSTALL_DEFAULTS.cniConfDir})
   --cni-bin-dir DIR      host CNI binary directory (default ${INSTALL_DEFAULTS.cniBinDir})
-  --config-name NAME     Manifold's config file (default ${MANIFOLD_CONFIG_NAME})
+  --config PATH          Manifold's config (default <cni-conf-dir>/${MANIFOLD_CONFIG_NAME});
+                         --config-name NAME (a file of --cni-conf-dir) is its old spelling
   --libmnl PATH          libmnl to load (default libmnl.so.0)
   --api-timeout-ms MS    bound on each API request and the daemon probe (default 3000)
-${kubeFlagsHelp("Manifold's kubeconfig")}  --json                 the report as JSON
+${
+  kubeFlagsHelp("Manifold's kubeconfig")
+}  -o, --output FORMAT    the report as json or yaml (--json = -o json)
   -h, --help             this text
 
 Exit codes: 0 no failure (warnings allowed), 1 a check failed, 2 usage error.
@@ -155,6 +167,7 @@ export interface DoctorIO extends TextOutputs {
 export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<number> {
   const { stdout, stderr } = outputs(io);
   let values;
+  let format: OutputFormat = "text";
   try {
     ({ values } = parseArgs({
       args,
@@ -162,16 +175,31 @@ export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<numb
         "host-root": { type: "string" },
         "cni-conf-dir": { type: "string" },
         "cni-bin-dir": { type: "string" },
+        config: { type: "string" },
         "config-name": { type: "string" },
         libmnl: { type: "string" },
         "api-timeout-ms": { type: "string" },
         ...KUBE_FLAG_OPTIONS,
-        json: { type: "boolean" },
+        ...OUTPUT_FLAG_OPTIONS,
         help: { type: "boolean", short: "h" },
       },
       strict: true,
       allowPositionals: false,
     }));
+    format = outputFormat(values);
+    if (values.config !== undefined) {
+      if (values["config-name"] !== undefined || values["cni-conf-dir"] !== undefined) {
+        throw new Error("--config cannot be used with --config-name or --cni-conf-dir");
+      }
+      if (!values.config.startsWith("/") || values.config.endsWith("/")) {
+        throw new Error("--config must be an absolute path to a file");
+      }
+      const cut = values.config.lastIndexOf("/");
+      values["cni-conf-dir"] = values.config.slice(0, cut) || "/";
+      values["config-name"] = values.config.slice(cut + 1);
+    } else if (values["config-name"] !== undefined) {
+      stderr("manifold doctor: --config-name is deprecated; use --config PATH\n");
+    }
     for (const k of ["host-root", "cni-conf-dir", "cni-bin-dir"] as const) {
       const v = values[k];
       if (v !== undefined && !v.startsWith("/")) throw new Error(`--${k} must be an absolute path`);
@@ -196,8 +224,11 @@ export async function runDoctor(args: string[], io: DoctorIO = {}): Promise<numb
     configName: values["config-name"],
     libmnlPath: values.libmnl,
     apiTimeoutMs: values["api-timeout-ms"] ? Number(values["api-timeout-ms"]) : undefined,
-    kube: { flags: kubeFlags(values), env: io.env ?? Deno.env.toObject() },
+    kube: {
+      flags: withKubectlDefaults(kubeFlags(values), io.env ?? Deno.env.toObject()),
+      env: io.env ?? Deno.env.toObject(),
+    },
   });
-  stdout(values.json ? `${JSON.stringify(report, null, 2)}\n` : formatDoctorReport(report));
+  stdout(await formatOutput(format, report, () => formatDoctorReport(report)));
   return report.checks.some((c) => c.status === "fail") ? 1 : 0;
 }

@@ -16,11 +16,16 @@
 import { parseArgs } from "node:util";
 import { outputs, type TextOutputs } from "./io.ts";
 import {
+  formatOutput,
   KUBE_FLAG_OPTIONS,
   kubeConnectionFromFlags,
   kubeFlags,
   kubeFlagsGiven,
   kubeFlagsHelp,
+  OUTPUT_FLAG_OPTIONS,
+  outputFormat,
+  podArgument,
+  withKubectlDefaults,
 } from "./kube_flags.ts";
 import { parseNetworkConfig } from "../cni/types.ts";
 import { INSTALL_DEFAULTS, MANIFOLD_CONFIG_NAME, underRoot } from "../install/mod.ts";
@@ -44,8 +49,8 @@ export { formatExplainText } from "./explain_format.ts";
 
 /** Usage text of `manifold explain`. */
 export const EXPLAIN_USAGE = `Usage:
-  manifold explain --pod <namespace/name> [options]
-  manifold explain --annotation '<selection>' --namespace <ns> [--name <pod>] [options]
+  manifold explain POD [-n NAMESPACE] [options]          (also --pod <namespace/name>)
+  manifold explain --annotation '<selection>' -n <ns> [--name <pod>] [options]
 
 Dry run of ADD: prints what each delegate would receive (NAD source, stdin config, env,
 runtimeConfig, interface name) without attaching anything or running a delegate.
@@ -59,7 +64,10 @@ Options:
   --ifname NAME          the runtime's CNI_IFNAME (default eth0)
   --cni-path DIRS        the runtime's CNI_PATH, colon separated (default /opt/cni/bin)
   --runtime-config JSON  runtimeConfig the runtime would pass (e.g. portMappings)
-${kubeFlagsHelp("Manifold's kubeconfig")}  --json                 JSON for tools
+  -n, --namespace NS     the pod's namespace (default "default")
+${
+  kubeFlagsHelp("Manifold's kubeconfig")
+}  -o, --output FORMAT    json or yaml, for tools (--json = -o json)
   -h, --help             this text
 
 Exit codes: 0 shown, 1 the ADD would fail (error printed), 2 usage error.
@@ -103,6 +111,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
     let podNetworks: PodNetworkSource | undefined;
     let podInfo: { uid: string; annotations: Record<string, string> } | undefined;
     const env = io.env ?? Deno.env.toObject();
+    opts.kube = withKubectlDefaults(opts.kube, env);
     if (conf.nadDir) {
       if (opts.kube.kubeconfig !== undefined || opts.kube.context !== undefined) {
         throw new Error(
@@ -141,7 +150,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       }
     } else if (opts.pod) {
       throw new Error(
-        "--pod needs the Kubernetes API, and Manifold's config has none: use --annotation",
+        "a pod needs the Kubernetes API, and Manifold's config has none: use --annotation",
       );
     }
     const ns = opts.pod?.namespace ?? opts.namespace!;
@@ -161,7 +170,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       runtimeConfig: opts.runtimeConfig,
       configPath: opts.configPath,
     });
-    stdout(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatExplainText(report));
+    stdout(await formatOutput(opts.format, report, () => formatExplainText(report)));
     return 0;
   } catch (e) {
     stderr(`manifold explain: ${errorText(e, { multiline: true })}\n`);
@@ -172,12 +181,12 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
 }
 
 function parseExplainArgs(args: string[]) {
-  const { values } = parseArgs({
+  const { values, positionals } = parseArgs({
     args,
     options: {
       pod: { type: "string" },
       annotation: { type: "string" },
-      namespace: { type: "string" },
+      namespace: { type: "string", short: "n" },
       name: { type: "string" },
       config: { type: "string" },
       "host-root": { type: "string" },
@@ -188,29 +197,25 @@ function parseExplainArgs(args: string[]) {
       "cni-path": { type: "string" },
       "runtime-config": { type: "string" },
       ...KUBE_FLAG_OPTIONS,
-      json: { type: "boolean" },
+      ...OUTPUT_FLAG_OPTIONS,
       help: { type: "boolean", short: "h" },
     },
     strict: true,
-    allowPositionals: false,
+    allowPositionals: true,
   });
   if (values.help) return "help" as const;
-  let pod: { namespace: string; name: string } | undefined;
-  if (values.pod !== undefined) {
-    if (
-      values.annotation !== undefined || values.namespace !== undefined || values.name !== undefined
-    ) {
-      throw new Error("--pod cannot be used with --annotation, --namespace or --name");
+  if (values.pod !== undefined && values.namespace !== undefined) {
+    throw new Error("--pod cannot be used with -n/--namespace: give POD -n NAMESPACE");
+  }
+  const pod = podArgument(positionals, values.namespace, values.pod);
+  if (pod) {
+    if (values.annotation !== undefined || values.name !== undefined) {
+      throw new Error("a pod cannot be used with --annotation or --name");
     }
-    const parts = values.pod.split("/");
-    if (parts.length !== 2 || !parts[0] || !parts[1]) {
-      throw new Error(`--pod must be namespace/name, got ${JSON.stringify(values.pod)}`);
-    }
-    pod = { namespace: parts[0], name: parts[1] };
   } else if (values.annotation !== undefined) {
     if (!values.namespace) throw new Error("--annotation needs --namespace");
   } else {
-    throw new Error("one of --pod or --annotation is required");
+    throw new Error("a pod (POD -n NAMESPACE, or --pod) or --annotation is required");
   }
   for (const k of ["host-root", "cni-conf-dir", "config"] as const) {
     const v = values[k];
@@ -242,7 +247,7 @@ function parseExplainArgs(args: string[]) {
     ifName: values.ifname ?? "eth0",
     cniPath: (values["cni-path"] ?? INSTALL_DEFAULTS.cniBinDir).split(":").filter(Boolean),
     runtimeConfig,
-    json: values.json === true,
+    format: outputFormat(values),
     kube: kubeFlags(values),
   };
 }

@@ -27,11 +27,17 @@ import { inspectNetns, type NetnsSnapshot, resolveNetnsPath } from "../netlink/m
 import { errorText, printable } from "../util/text.ts";
 import { outputs, processEnv, type TextOutputs, warningLogger } from "./io.ts";
 import {
+  formatOutput,
   KUBE_FLAG_OPTIONS,
   type KubeFlags,
   kubeFlags,
   kubeFlagsHelp,
   livePod,
+  OUTPUT_FLAG_OPTIONS,
+  type OutputFormat,
+  outputFormat,
+  podArgument,
+  withKubectlDefaults,
 } from "./kube_flags.ts";
 import { formatInspectJson, formatInspectTable } from "./inspect_format.ts";
 import {
@@ -44,24 +50,25 @@ import type { Logger } from "../log/mod.ts";
 
 /** Usage text of `manifold inspect` (printed by `--help` and after a usage error hint). */
 export const INSPECT_USAGE = `Usage:
-  manifold inspect --netns <path|name> [--rules] [--json]
-  manifold inspect --pod <namespace/name> [--cni-dir DIR] [--kubeconfig PATH] [--context NAME]
-                   [--rules] [--json]
+  manifold inspect --netns <path|name> [--rules] [-o json|yaml]
+  manifold inspect POD [-n NAMESPACE] [--cni-dir DIR] [--kubeconfig PATH] [--context NAME]
+                   [--rules] [-o json|yaml]             (also --pod <namespace/name>)
 
 Prints the attachments of a sandbox as the kernel sees them.
 
 Options:
   --netns <path|name>  a network namespace: a path (/proc/<pid>/ns/net, /var/run/netns/x)
                        or a name under /var/run/netns; shows every interface
-  --pod <ns/name>      the pod's newest sandbox in the cache; shows its attachments and
+  POD, --pod <ns/name> the pod's newest sandbox in the cache; shows its attachments and
                        what each delegate claimed but the kernel does not hold
+  -n, --namespace NS   the pod's namespace (default "default")
   --cni-dir DIR        the cache directory (default: $MANIFOLD_CNI_DIR, else ${DEFAULT_CNI_DIR})
 ${
   kubeFlagsHelp("no API", 23)
 }                       with a kubeconfig, --pod shows the sandbox of the live pod (its UID)
   --rules              also the MultiNetworkPolicy rules in force in the namespace (the
                        nftables table inet manifold_mnp, read through libnftables)
-  --json               JSON for tools instead of a table
+  -o, --output FORMAT  json or yaml for tools instead of a table (--json = -o json)
   -h, --help           this text
 
 Link-local addresses are left out of the table (JSON: "linkLocalAddresses").
@@ -116,17 +123,18 @@ export async function runInspect(args: string[], io: InspectIO = {}): Promise<nu
     stderr(`manifold inspect: ${printable(outcome.failure)}\n`);
     return 1;
   }
-  if (opts.rules) {
-    const { policyRules } = await import("./inspect_rules.ts");
-    const rules = await policyRules(outcome.netns);
-    stdout(
-      opts.json
-        ? formatInspectJson({ ...outcome, ...rules.json })
-        : formatInspectTable(outcome) + rules.text,
-    );
-    return 0;
-  }
-  stdout(opts.json ? formatInspectJson(outcome) : formatInspectTable(outcome));
+  const report = outcome;
+  const rules = opts.rules
+    ? await (await import("./inspect_rules.ts")).policyRules(outcome.netns)
+    : undefined;
+  const json = () => formatInspectJson(rules ? { ...report, ...rules.json } : report);
+  stdout(
+    opts.format === "text"
+      ? formatInspectTable(report) + (rules?.text ?? "")
+      : opts.format === "json"
+      ? json()
+      : await formatOutput("yaml", JSON.parse(json()), () => ""),
+  );
   return 0;
 }
 
@@ -193,7 +201,8 @@ async function inspectPodReport(
 
 interface InspectOptions {
   help: boolean;
-  json: boolean;
+  /** `-o json|yaml` (`--json`), else the table. */
+  format: OutputFormat;
   /** `--rules`: also the MultiNetworkPolicy table in force. */
   rules?: boolean;
   netns?: string;
@@ -204,26 +213,34 @@ interface InspectOptions {
 
 /** Parses and validates the flags; throws an Error whose message is the usage problem. */
 function parseInspectArgs(args: string[], env: Record<string, string>): InspectOptions {
-  const { values } = parseArgs({
+  const { values, positionals } = parseArgs({
     args,
     options: {
       netns: { type: "string" },
       pod: { type: "string" },
+      namespace: { type: "string", short: "n" },
       "cni-dir": { type: "string" },
       ...KUBE_FLAG_OPTIONS,
-      json: { type: "boolean" },
+      ...OUTPUT_FLAG_OPTIONS,
       rules: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
-    allowPositionals: false,
+    allowPositionals: true,
   });
   const help = values.help === true;
-  const json = values.json === true;
   const cniDir = values["cni-dir"] ?? (env.MANIFOLD_CNI_DIR || DEFAULT_CNI_DIR);
-  if (help) return { help, json, cniDir };
-  if (values.netns !== undefined && values.pod !== undefined) {
-    throw new Error("--netns and --pod cannot be used together");
+  if (help) return { help, format: "text", cniDir };
+  const format = outputFormat(values);
+  if (values.pod !== undefined && values.namespace !== undefined) {
+    throw new Error("--pod cannot be used with -n/--namespace: give POD -n NAMESPACE");
+  }
+  const pod = podArgument(positionals, values.namespace, values.pod);
+  if (values.netns !== undefined && pod !== undefined) {
+    throw new Error("--netns and a pod cannot be used together");
+  }
+  if (values.namespace !== undefined && pod === undefined) {
+    throw new Error("-n/--namespace goes with a pod name: POD -n NAMESPACE");
   }
   if (values.netns !== undefined) {
     if (values.netns.trim() === "") throw new Error("--netns needs a path or a name");
@@ -231,25 +248,14 @@ function parseInspectArgs(args: string[], env: Record<string, string>): InspectO
     for (const k of ["kubeconfig", "context"] as const) {
       if (values[k] !== undefined) throw new Error(`--${k} only goes with --pod`);
     }
-    return { help, json, cniDir, netns: values.netns, rules: values.rules };
+    return { help, format, cniDir, netns: values.netns, rules: values.rules };
   }
-  if (values.pod !== undefined) {
-    const parts = values.pod.split("/");
-    if (parts.length !== 2 || parts[0] === "" || parts[1] === "") {
-      throw new Error(`--pod must be namespace/name, got ${JSON.stringify(values.pod)}`);
-    }
+  if (pod !== undefined) {
     if (cniDir === "") throw new Error("--cni-dir must not be empty");
-    const kube = kubeFlags(values);
-    return {
-      help,
-      json,
-      cniDir,
-      pod: { namespace: parts[0], name: parts[1] },
-      kube,
-      rules: values.rules,
-    };
+    const kube = withKubectlDefaults(kubeFlags(values), env);
+    return { help, format, cniDir, pod, kube, rules: values.rules };
   }
-  throw new Error("one of --netns or --pod is required");
+  throw new Error("one of --netns or a pod (POD -n NAMESPACE, or --pod) is required");
 }
 
 /**

@@ -157,3 +157,103 @@ export async function livePod(
     kube?.close();
   }
 }
+
+/**
+ * The kubectl habits every tool shares: `-o json|yaml` (`--output`; `--json` stays) and
+ * `-n/--namespace` with the pod's name as the argument. Spread into `parseArgs` options.
+ */
+export const OUTPUT_FLAG_OPTIONS = {
+  output: { type: "string", short: "o" },
+  json: { type: "boolean" },
+} as const;
+
+/** How a tool prints its report: for people (`text`) or for tools. */
+export type OutputFormat = "text" | "json" | "yaml";
+
+/**
+ * The output format the flags ask for.
+ * @param values `parseArgs` values holding `output` and `json`
+ * @returns `"text"` without either flag
+ * @throws Error (a usage error) for another `-o` value, or `--json` with `-o yaml`
+ * @example outputFormat({ output: "yaml" }) // "yaml"
+ */
+export function outputFormat(values: { output?: string; json?: boolean }): OutputFormat {
+  const o = values.output;
+  if (o !== undefined && o !== "json" && o !== "yaml") {
+    throw new Error(`-o/--output must be json or yaml, got ${JSON.stringify(o)}`);
+  }
+  if (values.json && o === "yaml") throw new Error("--json cannot be used with -o yaml");
+  return values.json ? "json" : o ?? "text";
+}
+
+/**
+ * A report in the asked format: `text()` for people, else the value as JSON (2-space indent)
+ * or YAML (the `yaml` package, loaded only then).
+ * @param format from {@link outputFormat}
+ * @param value the report (plain data)
+ * @param text the text for people
+ * @returns the output, ending with a newline
+ */
+export async function formatOutput(
+  format: OutputFormat,
+  value: unknown,
+  text: () => string,
+): Promise<string> {
+  if (format === "json") return `${JSON.stringify(value, null, 2)}\n`;
+  if (format === "yaml") {
+    const { stringify } = await import("yaml");
+    return stringify(value);
+  }
+  return text();
+}
+
+/**
+ * The pod a tool is asked about, kubectl's way (`explain web-0 -n prod`) or Manifold's
+ * (`--pod prod/web-0`).
+ * @param positionals the words left after the flags (at most one: the pod's name)
+ * @param namespace `-n/--namespace`; default `"default"` as kubectl's
+ * @param podFlag `--pod namespace/name`
+ * @returns the pod, or undefined when neither form names one
+ * @throws Error (a usage error) for both forms at once, more than one name, or a `--pod`
+ *   that is not `namespace/name`
+ * @example podArgument(["web-0"], "prod", undefined) // { namespace: "prod", name: "web-0" }
+ */
+export function podArgument(
+  positionals: string[],
+  namespace: string | undefined,
+  podFlag: string | undefined,
+): { namespace: string; name: string } | undefined {
+  if (positionals.length > 1) {
+    throw new Error(`one pod name expected, got ${JSON.stringify(positionals)}`);
+  }
+  if (positionals.length === 1) {
+    if (podFlag !== undefined) throw new Error("give the pod as NAME -n NAMESPACE or as --pod");
+    if (positionals[0].includes("/")) {
+      throw new Error(`a pod name has no "/": use NAME -n NAMESPACE, got ${positionals[0]}`);
+    }
+    return { namespace: namespace || "default", name: positionals[0] };
+  }
+  if (podFlag === undefined) return undefined;
+  const parts = podFlag.split("/");
+  if (parts.length !== 2 || !parts[0] || !parts[1]) {
+    throw new Error(`--pod must be namespace/name, got ${JSON.stringify(podFlag)}`);
+  }
+  return { namespace: parts[0], name: parts[1] };
+}
+
+/**
+ * kubectl's default kubeconfig, for `kubectl manifold …` (main.ts sets
+ * `MANIFOLD_KUBECTL_PLUGIN=1`): `~/.kube/config` when neither `--kubeconfig` nor `KUBECONFIG`
+ * names one. As `manifold …` on a node the subcommands keep their own default.
+ * @param flags the parsed flags
+ * @param env the process environment (`MANIFOLD_KUBECTL_PLUGIN`, `KUBECONFIG`, `HOME`)
+ * @returns the flags, with `kubeconfig` filled in for the kubectl plugin
+ */
+export function withKubectlDefaults(
+  flags: KubeFlags,
+  env: Record<string, string | undefined>,
+): KubeFlags {
+  if (env.MANIFOLD_KUBECTL_PLUGIN !== "1" || flags.kubeconfig !== undefined) return flags;
+  if ((env.KUBECONFIG ?? "").split(":").some((p) => p !== "")) return flags;
+  return env.HOME ? { ...flags, kubeconfig: `${env.HOME}/.kube/config` } : flags;
+}

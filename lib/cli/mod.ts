@@ -19,3 +19,4 @@ export * from "./mirror.ts";
 export * from "./controller.ts";
 export * from "./io.ts";
 export type { KubeFlags } from "./kube_flags.ts";
+export * from "./entry.ts";

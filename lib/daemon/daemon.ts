@@ -29,7 +29,7 @@ import { type HotPlug, startHotPlug } from "./hotplug.ts";
 import { daemonReclaimer, type IdleReclaimer } from "./memory.ts";
 import { AttachmentCache } from "../multinet/cache/cache.ts";
 import { AttachmentTally } from "./attachments.ts";
-import type { DaemonObserver } from "./observer.ts";
+import { countingEventSink, type DaemonObserver } from "./observer.ts";
 import type { PolicyAgent } from "./policy_agent.ts";
 import { DaemonServer } from "./server.ts";
 import { cniService } from "./service.ts";
@@ -126,6 +126,11 @@ export class ManifoldDaemon {
     let watching = Promise.resolve();
     let api: (() => Promise<ApiDeps>) | undefined;
     let pods: PodInformer | undefined;
+    // One event sink for the daemon's life: CNI requests, policy and hot-plug all post through
+    // it, and it counts what it posts (manifold_events_total).
+    const kubeEvents = kube
+      ? countingEventSink(new KubeEventSink(kube, logger), opts.observer)
+      : undefined;
     if (kube) {
       const nodeName = opts.nodeName;
       if (nodeName) pods = startPodInformer(kube, nodeName, { signal: stopWatch.signal, logger });
@@ -141,7 +146,7 @@ export class ManifoldDaemon {
         podNetworks: apiPodNetworkSource(kube),
         dra: apiDraSource(kube),
         status: new ApiStatusSink(kube),
-        events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
+        events: eventPolicy(opts.conf.events, kubeEvents!),
       };
       api = () => Promise.resolve(shared);
     }
@@ -154,9 +159,10 @@ export class ManifoldDaemon {
         kube,
         cniDir: opts.conf.cniDir,
         nodeName: opts.nodeName,
-        events: eventPolicy(opts.conf.events, new KubeEventSink(kube, logger)),
+        events: eventPolicy(opts.conf.events, kubeEvents!),
         observer,
         logger: logger.with({ component: "policy" }),
+        noSandboxGraceMs: opts.conf.policyNoSandboxGraceMs,
         // A list of every pod of the cluster leaves its pages as garbage: give it back.
         afterPodList: () => reclaimer.reclaim(),
       });
@@ -195,7 +201,7 @@ export class ManifoldDaemon {
         conf: opts.conf,
         pods: pods.store,
         api,
-        events: new KubeEventSink(kube, logger), // hot-plug's own policy (hotplug.ts)
+        events: kubeEvents!, // hot-plug's own policy (hotplug.ts)
         observer: opts.observer,
         env: opts.env,
         logger,

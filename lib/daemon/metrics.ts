@@ -10,13 +10,17 @@
  * - `manifold_delegate_duration_seconds{plugin,command}` histogram: delegate executions;
  * - `manifold_api_requests_total{verb,code}` counter: Kubernetes API requests (code 0 = no answer);
  * - `manifold_attachments` gauge: live attachments in the cache;
- * - `manifold_policy_sync_duration_seconds` histogram and `manifold_policy_apply_failures_total`
- *   counter: MultiNetworkPolicy syncs (`"multiNetworkPolicy": true`);
+ * - `manifold_policy_sync_duration_seconds` histogram and
+ *   `manifold_policy_apply_failures_total{reason}` counter: MultiNetworkPolicy syncs
+ *   (`"multiNetworkPolicy": true`), reason `apply_failed` | `remove_failed` | `sync_failed` |
+ *   `no_sandbox` (observer.ts {@link PolicyFailureReason}; every reason exported from 0);
  * - `manifold_hotplug_changes_total{op,result}` counter and
  *   `manifold_hotplug_change_duration_seconds{result}` histogram: hot-plug (`"hotPlug": true`),
  *   op `add` | `remove` | `change`, result `success` | `error` | `refused`;
  * - `manifold_fallback_total` counter: in-process fallbacks of the forwarder, the line count
  *   of the fallbacks file at scrape time;
+ * - `manifold_events_total{type,reason}` counter: Kubernetes events the daemon posted (after the
+ *   `events` policy), e.g. `Warning`/`TeardownAbandoned`, `Warning`/`ErrorAddingNetwork`;
  * - prom-client's default process metrics without a prefix (`process_cpu_seconds_total`,
  *   `process_start_time_seconds`, `nodejs_heap_size_used_bytes`, …), the names every Prometheus
  *   client library exports, so stock node/process dashboards work; except the series prom-client
@@ -24,14 +28,20 @@
  *   `--allow-all` (the daemon runs with scripts/permissions, so they would read 0):
  *   `process_resident_memory_bytes` comes from `Deno.memoryUsage()` instead, the others are left
  *   out; and the `nodejs_eventloop_lag_*` series, the same but sampled by loop_delay.ts (Deno's
- *   `monitorEventLoopDelay`, which prom-client uses, held 10–18 MiB of the daemon's RSS).
+ *   `monitorEventLoopDelay`, which prom-client uses, held 10–18 MiB of the daemon's RSS); and
+ *   without prom-client's three gauges named like counters ({@link LINT_FAILING_SERIES}:
+ *   `promtool check metrics` rejects them; their per-type series stay).
  *
  * @module
  */
 
 import { Counter, DEFAULT_METRICS, Gauge, Histogram, Registry } from "./prom.ts";
 import { type LoopLagSampler, registerEventLoopLag } from "./loop_delay.ts";
-import type { DaemonObserver } from "./observer.ts";
+import {
+  type DaemonObserver,
+  POLICY_FAILURE_REASONS,
+  type PolicyFailureReason,
+} from "./observer.ts";
 
 /** Histogram buckets in seconds, for CNI requests and delegates: 5 ms … 60 s. */
 export const DURATION_BUCKETS: readonly number[] = [
@@ -48,6 +58,17 @@ export const DURATION_BUCKETS: readonly number[] = [
   10,
   30,
   60,
+];
+
+/**
+ * prom-client's gauges whose `_total` suffix `promtool check metrics` rejects ("non-counter metrics
+ * should not have _total suffix"); the same counts by type (`nodejs_active_handles{type}`, …)
+ * stay, and their sum is what these held.
+ */
+export const LINT_FAILING_SERIES: readonly string[] = [
+  "nodejs_active_handles_total",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources_total",
 ];
 
 /**
@@ -227,10 +248,12 @@ export function createDaemonMetrics(
   });
   const policyFailures = new Counter({
     name: "manifold_policy_apply_failures_total",
-    help:
-      "Pods whose MultiNetworkPolicy rules could not be applied as computed (closed or failed).",
+    help: "Pods whose MultiNetworkPolicy rules could not be applied as computed, by reason " +
+      "(apply_failed, remove_failed, sync_failed, no_sandbox).",
+    labelNames: ["reason"] as const,
     registers,
   });
+  for (const reason of POLICY_FAILURE_REASONS) policyFailures.inc({ reason }, 0);
   const policyPodChanges = new Counter({
     name: "manifold_policy_pod_changes_total",
     help: "Pod changes of the MultiNetworkPolicy pod watch, by effect: sync (a sync was " +
@@ -252,6 +275,12 @@ export function createDaemonMetrics(
     buckets: [...DURATION_BUCKETS],
     registers,
   });
+  const events = new Counter({
+    name: "manifold_events_total",
+    help: "Kubernetes events posted by the daemon (after the events policy), by type and reason.",
+    labelNames: ["type", "reason"] as const,
+    registers,
+  });
   const fallbacks = opts.fallbackFile === undefined
     ? undefined
     : new LineCounter(opts.fallbackFile);
@@ -268,7 +297,9 @@ export function createDaemonMetrics(
   let loopLag: LoopLagSampler | undefined;
   if (opts.defaultMetrics ?? true) {
     loopLag = defaultMetrics(registry);
-    for (const name of PROC_SELF_SERIES) registry.removeSingleMetric(name);
+    for (const name of [...PROC_SELF_SERIES, ...LINT_FAILING_SERIES]) {
+      registry.removeSingleMetric(name);
+    }
     new Gauge({
       name: "process_resident_memory_bytes",
       help: "Resident memory size in bytes.",
@@ -299,7 +330,9 @@ export function createDaemonMetrics(
     },
     policySync(seconds, failures) {
       policySyncSeconds.observe(seconds);
-      if (failures > 0) policyFailures.inc(failures);
+      for (const [reason, n] of Object.entries(failures) as [PolicyFailureReason, number][]) {
+        if (n > 0 && POLICY_FAILURE_REASONS.includes(reason)) policyFailures.inc({ reason }, n);
+      }
     },
     policyPodChange(effect) {
       policyPodChanges.inc({ effect });
@@ -309,6 +342,10 @@ export function createDaemonMetrics(
     },
     hotPlugDuration(seconds, result) {
       hotPlugSeconds.observe({ result }, seconds);
+    },
+    event(type, reason) {
+      // Reasons are this program's constants; bound the label anyway.
+      events.inc({ type, reason: /^[A-Za-z]{1,64}$/.test(reason) ? reason : "other" });
     },
   };
   return {

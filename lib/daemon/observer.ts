@@ -10,6 +10,29 @@
  * @module
  */
 
+import type { EventSink } from "../multinet/deps.ts";
+
+/**
+ * Why a MultiNetworkPolicy sync left a pod's rules other than computed (the `reason` label of
+ * `manifold_policy_apply_failures_total`): `apply_failed` (a batch refused: the pod's policed
+ * interfaces were closed, or could not be), `remove_failed` (a table no policy needs could not
+ * be removed), `sync_failed` (the whole sync failed, e.g. the cache directory unreadable),
+ * `no_sandbox` (a selected pod with interfaces on a policy's network has no sandbox in the
+ * attachment cache after the grace period: counted once per pod and episode).
+ */
+export type PolicyFailureReason = "apply_failed" | "remove_failed" | "sync_failed" | "no_sandbox";
+
+/** Failures of one sync by reason (a missing reason counts 0). */
+export type PolicyFailures = Partial<Record<PolicyFailureReason, number>>;
+
+/** Every {@link PolicyFailureReason}, in label order. */
+export const POLICY_FAILURE_REASONS: readonly PolicyFailureReason[] = [
+  "apply_failed",
+  "remove_failed",
+  "sync_failed",
+  "no_sandbox",
+];
+
 /** What the daemon reports as it serves; the metrics module implements it, tests may record it. */
 export interface DaemonObserver {
   /** One CNI request served by the daemon: command = CNI_COMMAND, result "success" | "error", seconds = wall time. */
@@ -25,9 +48,10 @@ export interface DaemonObserver {
   attachments(count: number): void;
   /**
    * One MultiNetworkPolicy sync (`"multiNetworkPolicy": true`): seconds = wall time (cache
-   * scan, engine, every batch); failures = pods whose rules could not be applied as computed.
+   * scan, engine, every batch); failures = pods whose rules could not be applied as computed,
+   * by {@link PolicyFailureReason} (reasons absent or 0: none).
    */
-  policySync?(seconds: number, failures: number): void;
+  policySync?(seconds: number, failures: PolicyFailures): void;
   /**
    * A pod change of the policy agent's cluster-wide pod watch: `"sync"` when it scheduled a
    * MultiNetworkPolicy sync (the pod is on this node, or a policy's peer names it), `"ignored"`
@@ -50,6 +74,28 @@ export interface DaemonObserver {
    * rolled back) or a DEL failed.
    */
   hotPlugDuration?(seconds: number, result: "success" | "error"): void;
+  /**
+   * One Kubernetes event handed to the API (after the `events` policy): type `Normal` |
+   * `Warning`, reason e.g. `TeardownAbandoned` (NPWG v1.3 §7.2 give-up), `ErrorAddingNetwork`.
+   */
+  event?(type: "Normal" | "Warning", reason: string): void;
+}
+
+/**
+ * An event sink that tells the observer of each event it passes on (`manifold_events_total`).
+ *
+ * @param sink where the events go (e.g. a `KubeEventSink`)
+ * @param observer the daemon's observer
+ * @returns a sink with the same behaviour that also counts
+ */
+export function countingEventSink(sink: EventSink, observer: DaemonObserver): EventSink {
+  return {
+    emit(pod, ev) {
+      observer.event?.(ev.type, ev.reason);
+      sink.emit(pod, ev);
+    },
+    flush: () => sink.flush(),
+  };
 }
 /** An observer that records nothing. */
 export const NO_OBSERVER: DaemonObserver = {

@@ -10,7 +10,10 @@
  * full resync re-sends every ruleset (repairing tables changed behind Manifold's back). No sync
  * runs before all three collections are listed, so a restart never opens a pod on a partial
  * view. Pods whose policy cannot be applied get a `Warning` event `MultiNetworkPolicyFailed`
- * (once per distinct problem); the reconciler fails closed.
+ * (once per distinct problem; a problem without a pod, e.g. an unparsable `policy-for`, is
+ * logged once); the reconciler fails closed. A local pod a policy selects whose sandbox stays
+ * missing from the attachment cache for the grace period (`noSandboxGraceMs`) is reported too
+ * (`NoSandbox`, and `manifold_policy_apply_failures_total{reason="no_sandbox"}`).
  *
  * @module
  */
@@ -21,8 +24,9 @@ import type { EventSink } from "../multinet/deps.ts";
 import { PolicyReconciler, type SyncReport } from "../policy/reconcile.ts";
 import { PolicyApplier } from "../policy/apply.ts";
 import { errorText } from "../util/text.ts";
-import type { DaemonObserver } from "./observer.ts";
+import type { DaemonObserver, PolicyFailures } from "./observer.ts";
 import { PodNetnsIndex } from "./policy_netns.ts";
+import { NoSandboxTracker } from "./policy_no_sandbox.ts";
 import { PolicyPeers } from "./policy_peers.ts";
 import { PodTable, type PolicyPod, policyPodsListWatch } from "./policy_pods.ts";
 import { type KubeObject, MNP_LIST_WATCH, NAMESPACE_LIST_WATCH } from "./policy_watch.ts";
@@ -33,6 +37,11 @@ export const POLICY_FAILED_REASON = "MultiNetworkPolicyFailed";
 export const DEFAULT_POLICY_DEBOUNCE_MS = 2;
 /** Default period of the full resync, ms. */
 export const DEFAULT_POLICY_RESYNC_MS = 60_000;
+/**
+ * Default time a selected local pod may have no sandbox in the cache before it is reported,
+ * ms: a new pod's network-status can be seen just before its ADD's cache record is.
+ */
+export const DEFAULT_POLICY_NO_SANDBOX_GRACE_MS = 10_000;
 
 /** Options of {@link PolicyAgent.start}. */
 export interface PolicyAgentOptions {
@@ -59,6 +68,12 @@ export interface PolicyAgentOptions {
    * daemon's memory reclaim: the list's pages and the sync's work are garbage now).
    */
   afterPodList?: () => void;
+  /**
+   * How long a selected local pod may have no sandbox in the cache before a Warning and the
+   * `no_sandbox` failure, ms (default {@link DEFAULT_POLICY_NO_SANDBOX_GRACE_MS}); only with
+   * `nodeName` (without it every pod counts as local).
+   */
+  noSandboxGraceMs?: number;
 }
 
 type Kind = "policy" | "pod" | "namespace";
@@ -79,6 +94,8 @@ export class PolicyAgent {
   #running: Promise<void> | undefined;
   #again: "no" | "yes" | "full" = "no";
   #reported = new Set<string>();
+  readonly #missing: NoSandboxTracker;
+  #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #syncs = 0;
   /** A pod list was taken in: call `afterPodList` after the next sync. */
   #afterList = false;
@@ -88,6 +105,10 @@ export class PolicyAgent {
     this.#opts = opts;
     this.#index = new PodNetnsIndex(opts.cniDir);
     this.#applier = opts.applier ?? new PolicyApplier();
+    this.#missing = new NoSandboxTracker({
+      graceMs: opts.noSandboxGraceMs ?? DEFAULT_POLICY_NO_SANDBOX_GRACE_MS,
+      cniDir: opts.cniDir,
+    });
     this.#reconciler = new PolicyReconciler({
       netnsOf: (pod) => this.#index.sandboxOf(pod)?.netns,
       nodeName: opts.nodeName,
@@ -332,12 +353,16 @@ export class PolicyAgent {
       report = await this.#reconciler.sync({ full });
     } catch (e) {
       logger.error("MultiNetworkPolicy sync failed", { error: errorText(e) });
-      observer.policySync?.((performance.now() - t0) / 1000, 1);
+      observer.policySync?.((performance.now() - t0) / 1000, { sync_failed: 1 });
       return;
     }
     this.#syncs++;
-    const failures = report.applied.filter((a) => a.mode === "closed" || a.mode === "failed")
-      .length + report.problems.filter((p) => p.reason === "RemoveFailed").length;
+    const failures: PolicyFailures = {
+      apply_failed: report.applied.filter((a) => a.mode === "closed" || a.mode === "failed")
+        .length,
+      remove_failed: report.problems.filter((p) => p.reason === "RemoveFailed").length,
+      no_sandbox: this.#noSandbox(report),
+    };
     observer.policySync?.((performance.now() - t0) / 1000, failures);
     const changed = report.applied.filter((a) => a.mode !== "unchanged");
     if (changed.length || report.removed.length) {
@@ -355,14 +380,40 @@ export class PolicyAgent {
     }
   }
 
-  /** Warning events for problems not reported by the previous sync. */
+  /**
+   * Reports the selected local pods without a sandbox past the grace period (problems added
+   * to `report`) and schedules a sync for the next pod reaching it.
+   *
+   * @returns how many pods reached the grace period in this sync
+   */
+  #noSandbox(report: SyncReport): number {
+    if (this.#opts.nodeName === undefined) return 0; // every pod is "local": no way to tell
+    const now = Date.now();
+    const v = this.#missing.observe(report.noSandbox, now);
+    report.problems.push(...v.problems);
+    clearTimeout(this.#graceTimer);
+    this.#graceTimer = undefined;
+    if (v.wakeAt !== undefined && !this.#stop.signal.aborted) {
+      this.#graceTimer = setTimeout(() => this.#schedule("yes"), Math.max(0, v.wakeAt - now) + 1);
+    }
+    return v.counted;
+  }
+
+  /** Warning events for problems not reported by the previous sync (pod-less ones: a log line). */
   #report(report: SyncReport): void {
     const now = new Set<string>();
     for (const p of report.problems) {
-      if (!p.pod) continue;
-      const id = `${p.pod}\0${p.reason}\0${p.message}`;
+      const id = `${p.pod ?? ""}\0${p.policy ?? ""}\0${p.reason}\0${p.message}`;
       now.add(id);
       if (this.#reported.has(id)) continue;
+      if (!p.pod) {
+        this.#opts.logger.warn("MultiNetworkPolicy problem", {
+          reason: p.reason,
+          policy: p.policy,
+          message: p.message,
+        });
+        continue;
+      }
       const [namespace, name] = p.pod.split("/");
       this.#opts.logger.warn("MultiNetworkPolicy problem", {
         pod: p.pod,
@@ -392,6 +443,7 @@ export class PolicyAgent {
   async stop(): Promise<void> {
     this.#stop.abort();
     clearInterval(this.#resync);
+    clearTimeout(this.#graceTimer);
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await Promise.all(this.#watches);

@@ -125,6 +125,13 @@ export interface ManifoldConf {
    */
   multiNetworkPolicy: boolean;
   /**
+   * Manifold: how long a local pod a MultiNetworkPolicy selects may have no sandbox in the
+   * attachment cache before `manifold daemon` reports it (Warning `MultiNetworkPolicyFailed`
+   * `NoSandbox`, `manifold_policy_apply_failures_total{reason="no_sandbox"}`), ms (default
+   * 10 000).
+   */
+  policyNoSandboxGraceMs: number;
+  /**
    * Manifold (Multus thick `chrootDir`): run every delegate chrooted into this directory, where
    * the host's `/` is mounted (`"/hostroot"` in deploy/40-daemonset.yaml): the delegate binary
    * (looked up in `binDir` + CNI_PATH inside it), its libraries, CNI_NETNS, its config's paths
@@ -210,6 +217,7 @@ function buildSchema() {
     invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
     podNetworkProvider: optStr,
     multiNetworkPolicy: optBool,
+    policyNoSandboxGraceMs: optNum,
     delegateTimeoutMs: optNum,
     apiTimeoutMs: optNum,
     readinessTimeoutMs: optNum,
@@ -290,6 +298,13 @@ export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
     delegateTimeoutMs: int("delegateTimeoutMs", c.delegateTimeoutMs, 60_000, 1, 600_000),
     apiTimeoutMs: int("apiTimeoutMs", c.apiTimeoutMs, 5_000, 1, 120_000),
     readinessTimeoutMs: int("readinessTimeoutMs", c.readinessTimeoutMs, 45_000, 0, 600_000),
+    policyNoSandboxGraceMs: int(
+      "policyNoSandboxGraceMs",
+      c.policyNoSandboxGraceMs,
+      10_000,
+      0,
+      3_600_000,
+    ),
     podResourcesTimeoutMs: int(
       "podResourcesTimeoutMs",
       c.podResourcesTimeoutMs,

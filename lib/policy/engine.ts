@@ -7,9 +7,14 @@
  * network-policy spec's translation).
  *
  * Fail closed: a selected pod whose rules cannot be computed keeps default drop on its
- * interfaces of that network (invalid spec or `policy-for`: no allows from that policy;
- * unreadable network-status: every interface but `lo`/`eth0` dropped) and a
- * {@link PolicyProblem} is reported for a Warning event. Output is deterministic (sorted).
+ * interfaces of that network and a {@link PolicyProblem} is reported for a Warning event:
+ * - an invalid spec: the pods its own `podSelector` selects (every pod of its namespace only
+ *   when that selector itself is unreadable), in the directions of its `policyTypes`, with
+ *   no allows from that policy;
+ * - an unparsable `policy-for`: the pods it selects, on every secondary network (the networks
+ *   it meant are unknown), with no allows from that policy anywhere;
+ * - an unreadable network-status: every interface but `lo`/`eth0` dropped.
+ * Output is deterministic (sorted).
  *
  * @module
  */
@@ -25,14 +30,13 @@ import type {
   PolicyProblem,
 } from "./ruleset.ts";
 import { matchesSelector } from "./selector.ts";
+import type { LabelSelector, PolicyPeer, PolicyPort } from "./spec.ts";
 import {
   type MultiNetworkPolicy,
   type NamespaceInfo,
   parsePolicyFor,
   type PodAttachment,
   type PodInfo,
-  type PolicyPeer,
-  type PolicyPort,
 } from "./types.ts";
 import { errorText } from "../util/text.ts";
 
@@ -79,6 +83,10 @@ interface Compiled {
   /** Networks it is for; `"secondary"` = unknown (invalid annotation): every non-default one. */
   networks: string[] | "secondary";
   types: Set<Direction>;
+  /** The pods of its namespace it selects; `null` = all (its selector is unreadable). */
+  selector: LabelSelector | null;
+  /** Whether its rules allow anything: a valid spec and a valid `policy-for`. */
+  allows: boolean;
 }
 
 function compile(policy: MultiNetworkPolicy, problems: PolicyProblem[]): Compiled | null {
@@ -89,27 +97,44 @@ function compile(policy: MultiNetworkPolicy, problems: PolicyProblem[]): Compile
     problems.push({
       reason: "InvalidPolicyFor",
       policy: id,
-      message:
-        `Invalid policy-for annotation "${policy.policyFor}": enforced closed on every secondary network`,
+      message: invalidPolicyForMessage(policy.policyFor),
     });
   }
   const types = new Set<Direction>();
   const spec = policy.spec;
+  let selector: LabelSelector | null;
   if (!spec) {
-    types.add("ingress").add("egress");
-  } else if (spec.policyTypes?.length) {
-    for (const t of spec.policyTypes) types.add(t === "Ingress" ? "ingress" : "egress");
+    const iso = policy.isolation ?? { podSelector: null, policyTypes: ["Ingress", "Egress"] };
+    selector = iso.podSelector;
+    for (const t of iso.policyTypes) types.add(t === "Ingress" ? "ingress" : "egress");
   } else {
-    types.add("ingress");
-    if (spec.egress?.length) types.add("egress");
+    selector = spec.podSelector;
+    if (spec.policyTypes?.length) {
+      for (const t of spec.policyTypes) types.add(t === "Ingress" ? "ingress" : "egress");
+    } else {
+      types.add("ingress");
+      if (spec.egress?.length) types.add("egress");
+    }
   }
-  return { policy, id, networks: parsed ?? "secondary", types };
+  return {
+    policy,
+    id,
+    networks: parsed ?? "secondary",
+    types,
+    selector,
+    allows: spec !== null && parsed !== null,
+  };
 }
+
+const invalidPolicyForMessage = (value: string) =>
+  `Invalid policy-for annotation ${
+    JSON.stringify(value)
+  } (a comma list of NAD names or namespace/name): the policy allows nothing and isolates ` +
+  `every secondary network of the pods it selects`;
 
 function selects(c: Compiled, pod: PodInfo): boolean {
   if (pod.namespace !== c.policy.namespace) return false;
-  // An invalid spec selects the whole namespace: its real selector is unknown.
-  return !c.policy.spec || matchesSelector(c.policy.spec.podSelector, pod.labels);
+  return c.selector === null || matchesSelector(c.selector, pod.labels);
 }
 
 function covers(c: Compiled, a: PodAttachment): boolean {
@@ -133,7 +158,7 @@ function buildDirection(
   };
   for (const c of policies) {
     const spec = c.policy.spec;
-    if (!spec) continue; // invalid: isolated, no allows (reported once per pod below)
+    if (!spec || !c.allows) continue; // invalid: isolated, no allows (reported per pod)
     const list = (dir === "ingress" ? spec.ingress : spec.egress) ?? [];
     const mark = { rules: rules.length, sets: sets.length, group };
     try {
@@ -235,8 +260,8 @@ function podRuleset(
         pod: id,
         policy: c.id,
         message: `Policy ${c.id} is invalid (${
-          c.policy.specError?.split("\n")[0] ?? "bad spec"
-        }): its interfaces stay closed`,
+          c.policy.specError?.split("\n").slice(0, 2).join(" ") ?? "bad spec"
+        }): it allows nothing, the interfaces it covers stay closed`,
       });
     }
   };
@@ -296,15 +321,30 @@ export function computeDesiredPolicies(
     .map((p) => compile(p, problems)).filter((c): c is Compiled => c !== null);
   const resolver = new Resolver(world, problems);
   const pods = new Map<string, PodDesired>();
-  const local = world.pods.filter((p) =>
-    !p.finished && (options.nodeName === undefined || p.nodeName === options.nodeName)
-  ).sort((a, b) => key(a).localeCompare(key(b)));
+  const isLocal = (p: PodInfo) => options.nodeName === undefined || p.nodeName === options.nodeName;
+  const local = world.pods.filter((p) => !p.finished && isLocal(p))
+    .sort((a, b) => key(a).localeCompare(key(b)));
   for (const pod of local) {
     const applicable = compiled.filter((c) => selects(c, pod));
     if (!applicable.length) continue;
+    for (const c of applicable) {
+      if (c.networks !== "secondary") continue;
+      problems.push({
+        reason: "InvalidPolicyFor",
+        pod: key(pod),
+        policy: c.id,
+        message: invalidPolicyForMessage(c.policy.policyFor!),
+      });
+    }
     const ruleset = podRuleset(resolver, pod, applicable);
     if (ruleset) pods.set(key(pod), { pod, ruleset });
   }
+  resolver.reportUnreadablePeers(
+    compiled.flatMap((c) =>
+      c.allows ? [{ namespace: c.policy.namespace, spec: c.policy.spec! }] : []
+    ),
+    isLocal,
+  );
   const order = (p: PolicyProblem) => `${p.pod ?? ""}|${p.policy ?? ""}|${p.reason}|${p.message}`;
   return { pods, problems: problems.sort((a, b) => order(a).localeCompare(order(b))) };
 }

@@ -8,6 +8,7 @@
  * @module
  */
 export * from "./types.ts";
+export * from "./spec.ts";
 export * from "./selector.ts";
 export * from "./cidr.ts";
 export * from "./ports.ts";

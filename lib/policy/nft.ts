@@ -2,8 +2,9 @@
  * {@link PodRuleset} → libnftables JSON (`libnftables-json(5)`): one table
  * `inet manifold_mnp` in the pod's network namespace with base chains `input`/`output`
  * (`ct state established,related accept`, then a jump per policed interface by
- * `iifname`/`oifname`), one chain per interface and direction (ICMPv6 neighbour discovery,
- * the allow rules, then `counter drop`), and one named set per peer group.
+ * `iifname`/`oifname`), one chain per interface and direction (ICMPv6 neighbour discovery and
+ * multicast listener discovery, the allow rules, then `counter drop`), and one named set per
+ * peer group.
  *
  * A full batch replaces the table atomically (`add`/`delete`/`add` table then everything,
  * one transaction); when only set elements changed, {@link renderSetUpdate} flushes and
@@ -26,7 +27,18 @@ export type NftCommand = Record<string, unknown>;
 
 const T = { family: TABLE_FAMILY, table: TABLE_NAME };
 const ACCEPT = { accept: null };
-const ND_TYPES = [
+/**
+ * ICMPv6 types an isolated interface always passes: MLD (RFC 2710 query 130, report 131,
+ * done 132; RFC 3810 MLDv2 report 143) — with MLD snooping on the segment (SR-IOV, macvlan on
+ * a physical switch) a pod that cannot answer queries loses its multicast, neighbour
+ * solicitations included, after the snooping timeout — and neighbour discovery (RFC 4861,
+ * 133–136).
+ */
+const ICMPV6_CONTROL_TYPES = [
+  "mld-listener-query",
+  "mld-listener-report",
+  "mld-listener-done",
+  "mld2-listener-report",
   "nd-router-solicit",
   "nd-router-advert",
   "nd-neighbor-solicit",
@@ -140,9 +152,9 @@ export function renderRuleset(rs: PodRuleset): { nftables: NftCommand[] } {
       cmds.push(rule(h.base, [match(meta(h.ifKey), i.ifName), { jump: { target: chain } }]));
       cmds.push(rule(chain, [
         match(meta("l4proto"), "ipv6-icmp"),
-        match(payload("icmpv6", "type"), { set: ND_TYPES }),
+        match(payload("icmpv6", "type"), { set: ICMPV6_CONTROL_TYPES }),
         ACCEPT,
-      ], "neighbour discovery"));
+      ], "neighbour and multicast listener discovery"));
       for (const r of i[h.dir]!) cmds.push(rule(chain, ruleExprs(r, sets, h.addr), r.comment));
       cmds.push(rule(chain, [{ counter: null }, { drop: null }], `default deny ${i.network}`));
     }

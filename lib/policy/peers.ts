@@ -1,7 +1,9 @@
 /**
  * Peer resolution for the engine: the pods a `podSelector`/`namespaceSelector` peer names
  * and their addresses on one network (network-status entries whose `name` is the NAD's
- * `ns/name`), indexed once per computation and memoised per peer and network.
+ * `ns/name`), indexed once per computation (per namespace: a peer reads only the namespaces it
+ * can name) and memoised per peer and network; parsed addresses are kept per attachment
+ * across computations.
  *
  * @module
  */
@@ -9,7 +11,8 @@
 import { canonicalIp, type IpFamily, parseIp } from "./cidr.ts";
 import type { PolicyProblem } from "./ruleset.ts";
 import { matchesSelector } from "./selector.ts";
-import type { NamespaceInfo, PodAttachment, PodInfo, PolicyPeer } from "./types.ts";
+import type { PolicyPeer, PolicySpec } from "./spec.ts";
+import type { NamespaceInfo, PodAttachment, PodInfo } from "./types.ts";
 
 /** `ns/name` of a namespaced object. */
 export const key = (o: { namespace: string; name: string }): string => `${o.namespace}/${o.name}`;
@@ -47,12 +50,11 @@ export class Resolver {
   /** The problem sink shared with the engine. */
   readonly problems: PolicyProblem[];
   readonly #nsLabels: Map<string, Record<string, string>>;
-  /** Pods (not finished) per namespace: with readable network-status, and without. */
+  /** Pods (not finished) per namespace: with a readable network-status, and without. */
   readonly #byNamespace = new Map<string, PodInfo[]>();
   readonly #unreadable = new Map<string, PodInfo[]>();
-  /** Resolutions by what they depend on: the selectors, the namespace they default to, the network. */
+  /** Resolutions by what they depend on: selectors, the namespace they default to, network. */
   readonly #memo = new Map<string, Record<IpFamily, string[]>>();
-  #warnedPeers = new Set<string>();
 
   /**
    * Indexes the pods per namespace (addresses are parsed when a peer names them).
@@ -92,7 +94,7 @@ export class Resolver {
     return found;
   }
 
-  /** The pods of `index` the peer names (in the namespaces it can name, matching its selector). */
+  /** The pods of `index` a peer names: in the namespaces it can name, matching its selector. */
   *#named(peer: PolicyPeer, policyNs: string, index: Map<string, PodInfo[]>) {
     const lists = !peer.namespaceSelector
       ? [index.get(policyNs) ?? []]
@@ -107,8 +109,15 @@ export class Resolver {
     }
   }
 
+  #names(peer: PolicyPeer, policyNs: string, pod: PodInfo): boolean {
+    if (peer.namespaceSelector) {
+      const labels = this.#nsLabels.get(pod.namespace);
+      if (!labels || !matchesSelector(peer.namespaceSelector, labels)) return false;
+    } else if (pod.namespace !== policyNs) return false;
+    return !peer.podSelector || matchesSelector(peer.podSelector, pod.labels);
+  }
+
   #resolve(peer: PolicyPeer, policyNs: string, network: string): Record<IpFamily, string[]> {
-    for (const pod of this.#named(peer, policyNs, this.#unreadable)) this.#warnPeer(pod);
     const out: Record<IpFamily, Map<string, bigint>> = { ipv4: new Map(), ipv6: new Map() };
     for (const pod of this.#named(peer, policyNs, this.#byNamespace)) {
       for (const attachment of pod.attachments!) {
@@ -119,15 +128,32 @@ export class Resolver {
     return { ipv4: sortIps(out.ipv4), ipv6: sortIps(out.ipv6) };
   }
 
-  #warnPeer(pod: PodInfo): void {
-    const id = key(pod);
-    if (this.#warnedPeers.has(id)) return;
-    this.#warnedPeers.add(id);
-    this.problems.push({
-      reason: "UnreadableNetworkStatus",
-      pod: id,
-      message: `Network-status of ${id} is unreadable: it is not allowed as a peer`,
-    });
+  /**
+   * Reports each pod with an unreadable network-status that a selector peer of `policies`
+   * names (it cannot be allowed: its addresses are unknown), once per pod — only for pods
+   * `isLocal` accepts, so a pod's own node posts it and the other nodes stay quiet.
+   *
+   * @param policies the valid specs with their namespaces
+   * @param isLocal whether a pod runs on this node
+   */
+  reportUnreadablePeers(
+    policies: readonly { namespace: string; spec: PolicySpec }[],
+    isLocal: (pod: PodInfo) => boolean,
+  ): void {
+    for (const pod of [...this.#unreadable.values()].flat()) {
+      if (!isLocal(pod)) continue;
+      const named = policies.some(({ namespace, spec }) =>
+        [...(spec.ingress ?? []).map((r) => r.from), ...(spec.egress ?? []).map((r) => r.to)]
+          .some((peers) => (peers ?? []).some((p) => !p.ipBlock && this.#names(p, namespace, pod)))
+      );
+      if (!named) continue;
+      const id = key(pod);
+      this.problems.push({
+        reason: "UnreadableNetworkStatus",
+        pod: id,
+        message: `Network-status of ${id} is unreadable: it is not allowed as a peer`,
+      });
+    }
   }
 }
 

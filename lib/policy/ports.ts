@@ -5,7 +5,8 @@
  * @module
  */
 
-import type { ContainerPort, PolicyPort } from "./types.ts";
+import type { PolicyPort } from "./spec.ts";
+import type { ContainerPort } from "./types.ts";
 
 /** Layer-4 protocol names as nftables spells them. */
 export type L4Protocol = "tcp" | "udp" | "sctp";

@@ -45,6 +45,12 @@ export interface SyncReport {
   applied: { pod: string; netns: string; mode: ApplyMode | "closed" | "failed" }[];
   /** Pods whose table was removed (no policy selects them any more). */
   removed: { pod: string; netns: string }[];
+  /**
+   * Local pods a policy selects on a network they are attached to, whose netns is not known
+   * (`netnsOf` gave nothing: no sandbox in the cache yet, or a damaged cache record); `ns/name`,
+   * sorted. Nothing is programmed for them; the caller decides when that is a problem.
+   */
+  noSandbox: string[];
   /** Engine problems and apply failures, for Warning events on the pods named. */
   problems: PolicyProblem[];
   /** Wall time of the sync in ms (engine + every batch). */
@@ -180,12 +186,16 @@ export class PolicyReconciler {
     const report: SyncReport = {
       applied: [],
       removed: [],
+      noSandbox: [],
       problems: [...desired.problems],
       durationMs: 0,
     };
     for (const [id, { pod, ruleset }] of desired.pods) {
       const netns = this.#options.netnsOf(pod);
-      if (!netns) continue;
+      if (!netns) {
+        report.noSandbox.push(id);
+        continue;
+      }
       const previous = this.#policed.get(id);
       if (previous && previous !== netns) this.#applier.forget(previous); // new sandbox
       if (full) this.#applier.forget(netns);

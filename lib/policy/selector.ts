@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { LabelSelector } from "./types.ts";
+import type { LabelSelector } from "./spec.ts";
 
 /**
  * Whether `labels` satisfy `selector`.

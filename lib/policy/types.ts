@@ -6,12 +6,14 @@
  *
  * Parsing separates identity from content: an object without a name/namespace is rejected
  * ({@link PolicyParseError}); a policy whose spec or annotation is invalid is kept with the
- * problem recorded, so the engine can fail closed for the pods it would select.
+ * problem recorded, so the engine can fail closed for the pods it selects. The spec itself
+ * (what is accepted, with which meaning) is spec.ts.
  *
  * @module
  */
 
 import { z } from "zod";
+import { type Isolation, type PolicySpec, policySpecSchema, salvageIsolation } from "./spec.ts";
 
 /** API group of MultiNetworkPolicy (upstream k8snetworkplumbingwg/multi-networkpolicy). */
 export const MNP_GROUP = "k8s.cni.cncf.io";
@@ -44,114 +46,6 @@ export class PolicyParseError extends Error {
 
 const labels = z.record(z.string(), z.string());
 
-const requirement = z.object({
-  key: z.string().min(1),
-  operator: z.enum(["In", "NotIn", "Exists", "DoesNotExist"]),
-  values: z.array(z.string()).nullish(),
-}).refine(
-  (r) =>
-    r.operator === "In" || r.operator === "NotIn"
-      ? (r.values?.length ?? 0) > 0
-      : (r.values?.length ?? 0) === 0,
-  { message: "In/NotIn need values, Exists/DoesNotExist take none" },
-);
-
-/** One `matchExpressions` requirement (`metav1.LabelSelectorRequirement`). */
-export interface LabelSelectorRequirement {
-  /** The label key. */
-  key: string;
-  /** How `values` apply. */
-  operator: "In" | "NotIn" | "Exists" | "DoesNotExist";
-  /** Non-empty for `In`/`NotIn`, empty or absent otherwise. */
-  values?: string[] | null;
-}
-
-/** A validated `metav1.LabelSelector`: matchLabels AND every requirement; `{}` selects all. */
-export interface LabelSelector {
-  /** Labels that must be present with these values. */
-  matchLabels?: Record<string, string> | null;
-  /** Requirements that must all hold. */
-  matchExpressions?: LabelSelectorRequirement[] | null;
-}
-
-const labelSelectorSchema = z.object({
-  matchLabels: labels.nullish(),
-  matchExpressions: z.array(requirement).nullish(),
-});
-
-const ipBlock = z.object({
-  cidr: z.union([z.cidrv4(), z.cidrv6()]),
-  except: z.array(z.union([z.cidrv4(), z.cidrv6()])).nullish(),
-});
-
-const peer = z.object({
-  podSelector: labelSelectorSchema.nullish(),
-  namespaceSelector: labelSelectorSchema.nullish(),
-  ipBlock: ipBlock.nullish(),
-}).refine(
-  (p) =>
-    p.ipBlock ? !p.podSelector && !p.namespaceSelector : !!(p.podSelector || p.namespaceSelector),
-  { message: "a peer is either ipBlock or podSelector/namespaceSelector" },
-);
-/** One `from[]`/`to[]` entry of a rule: an `ipBlock`, or pod and/or namespace selectors. */
-export interface PolicyPeer {
-  /** Pods (in the policy's namespace unless `namespaceSelector` is given). */
-  podSelector?: LabelSelector | null;
-  /** Namespaces whose pods (matching `podSelector`, if given) are peers. */
-  namespaceSelector?: LabelSelector | null;
-  /** A CIDR (`"a.b.c.d/nn"` or IPv6) minus `except` CIDRs. */
-  ipBlock?: { cidr: string; except?: string[] | null } | null;
-}
-
-const port = z.object({
-  protocol: z.enum(["TCP", "UDP", "SCTP"]).nullish(),
-  port: z.union([
-    z.number().int().min(1).max(65535),
-    z.string().regex(/^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$/, "an IANA_SVC_NAME"),
-  ]).nullish(),
-  endPort: z.number().int().min(1).max(65535).nullish(),
-}).refine(
-  (p) => p.endPort == null || (typeof p.port === "number" && p.endPort >= p.port),
-  { message: "endPort needs a numeric port ≤ endPort" },
-);
-/** One `ports[]` entry. */
-export interface PolicyPort {
-  /** Default `TCP`. */
-  protocol?: "TCP" | "UDP" | "SCTP" | null;
-  /** A number 1–65535 or a container port name (IANA_SVC_NAME); absent = all ports. */
-  port?: number | string | null;
-  /** Last port of a range starting at the numeric `port` (inclusive). */
-  endPort?: number | null;
-}
-
-const ingressRule = z.object({
-  from: z.array(peer).nullish(),
-  ports: z.array(port).nullish(),
-});
-const egressRule = z.object({
-  to: z.array(peer).nullish(),
-  ports: z.array(port).nullish(),
-});
-
-const policySpecSchema = z.object({
-  podSelector: labelSelectorSchema.nullish().transform((s) => s ?? {}),
-  policyTypes: z.array(z.enum(["Ingress", "Egress"])).nullish(),
-  ingress: z.array(ingressRule).nullish(),
-  egress: z.array(egressRule).nullish(),
-});
-
-/** A validated `spec` of a MultiNetworkPolicy (= `networking.k8s.io/v1` NetworkPolicySpec). */
-export interface PolicySpec {
-  /** The pods of the policy's namespace it applies to (absent in the object = `{}`, all). */
-  podSelector: LabelSelector;
-  /** Directions it isolates; default Ingress, plus Egress when `egress` has rules. */
-  policyTypes?: ("Ingress" | "Egress")[] | null;
-  /** Allowed incoming traffic: peers (`from`) × `ports`. */
-  ingress?: { from?: PolicyPeer[] | null; ports?: PolicyPort[] | null }[] | null;
-  /** Allowed outgoing traffic: peers (`to`) × `ports`. */
-  egress?: { to?: PolicyPeer[] | null; ports?: PolicyPort[] | null }[] | null;
-}
-
 const meta = z.looseObject({
   name: z.string().min(1),
   namespace: z.string().min(1),
@@ -172,6 +66,8 @@ export interface MultiNetworkPolicy {
   spec: PolicySpec | null;
   /** Prettified zod error of an invalid spec. */
   specError?: string;
+  /** When `spec` is `null`: the pods and directions it still isolates, with no allows. */
+  isolation?: Isolation;
   /** The `policy-for` annotation's raw value; `undefined` when absent. */
   policyFor?: string;
 }
@@ -258,8 +154,8 @@ function fail(what: string, error: z.ZodError): never {
  * Validates a MultiNetworkPolicy object from the API (`k8s.cni.cncf.io/v1beta1`).
  *
  * @param raw the decoded JSON object
- * @returns the policy; an invalid `spec` gives `spec: null` and `specError` (never thrown:
- *   the engine fails closed for such a policy)
+ * @returns the policy; an invalid `spec` gives `spec: null`, `specError` and `isolation`
+ *   (never thrown: the engine isolates what it selects, with no allows)
  * @throws {PolicyParseError} when `metadata.name`/`namespace` are missing
  * @example
  * ```ts
@@ -278,7 +174,10 @@ export function parseMultiNetworkPolicy(raw: unknown): MultiNetworkPolicy {
   if (policyFor !== undefined) out.policyFor = policyFor;
   const s = policySpecSchema.safeParse(m.data.spec);
   if (s.success) out.spec = s.data;
-  else out.specError = z.prettifyError(s.error);
+  else {
+    out.specError = z.prettifyError(s.error);
+    out.isolation = salvageIsolation(m.data.spec);
+  }
   return out;
 }
 

@@ -404,6 +404,12 @@ Deno.test({
       const r = await explain(n, ["--pod", `${NS}/${POD}`, "--cni-path", n.h.binDir, "--json"]);
       assert.equal(r.code, 0, r.stderr);
       const report: ExplainReport = JSON.parse(r.stdout);
+      // kubectl's habits give the same report: POD -n NAMESPACE, -o json / -o yaml.
+      const asKubectl = await explain(n, [POD, "-n", NS, "--cni-path", n.h.binDir, "-o", "json"]);
+      assert.deepEqual(JSON.parse(asKubectl.stdout), report);
+      const yaml = await explain(n, [POD, "-n", NS, "--cni-path", n.h.binDir, "-o", "yaml"]);
+      assert.equal(yaml.code, 0, yaml.stderr);
+      assert.deepEqual((await import("yaml")).parse(yaml.stdout), report);
       assert.deepEqual(report.attachments.map((a) => [a.network, a.ifName]), [
         ["cbr0", "eth0"],
         [`${NS}/sec-net`, "dp0"],
@@ -426,7 +432,13 @@ Deno.test("explain: usage errors and help", async () => {
   assert.equal(out, EXPLAIN_USAGE);
   for (
     const [args, re] of [
-      [[], /one of --pod or --annotation/],
+      [[], /a pod \(POD -n NAMESPACE, or --pod\) or --annotation is required/],
+      [["web-0", "--pod", "a/b"], /NAME -n NAMESPACE or as --pod/],
+      [["a/b"], /a pod name has no "\/"/],
+      [["web-0", "web-1"], /one pod name expected/],
+      [["web-0", "-o", "xml"], /must be json or yaml, got "xml"/],
+      [["web-0", "--json", "-o", "yaml"], /--json cannot be used with -o yaml/],
+      [["web-0", "--annotation", "x"], /cannot be used with --annotation/],
       [["--pod", "x"], /namespace\/name/],
       [["--annotation", "a"], /needs --namespace/],
       [["--pod", "a/b", "--namespace", "x"], /cannot be used with/],

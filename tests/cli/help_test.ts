@@ -7,16 +7,20 @@
  */
 
 import assert from "node:assert/strict";
-import { VERSION, wantsHelp } from "../../main.ts";
+import { VERSION } from "../../main.ts";
+import { wantsHelp } from "../../lib/cli/entry.ts";
 import { manifoldHelp } from "../../lib/cli/help.ts";
 import { SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
 import { MANIFOLD } from "../support/plugin.ts";
 
 const PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/** Runs scripts/manifold with `args`, stdin from /dev/null (no terminal), no CNI_* variables. */
-async function manifold(args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(MANIFOLD, {
+/**
+ * Runs scripts/manifold (or `binary`, e.g. a symlink to it) with `args`, stdin from /dev/null (no
+ * terminal), no CNI_* variables.
+ */
+async function manifold(args: string[], env: Record<string, string> = {}, binary = MANIFOLD) {
+  const out = await new Deno.Command(binary, {
     args,
     clearEnv: true,
     env: { PATH, ...env },
@@ -31,7 +35,7 @@ async function manifold(args: string[], env: Record<string, string> = {}) {
 function assertHelp(text: string): void {
   assert.match(text, new RegExp(`^manifold ${VERSION.replaceAll(".", "\\.")}: `));
   assert.ok(text.includes(SUPPORTED_VERSIONS.join(", ")), text);
-  for (const cmd of ["inspect", "explain", "doctor", "install", "mirror"]) {
+  for (const cmd of ["inspect", "explain", "doctor", "install", "mirror", "daemon", "controller"]) {
     assert.match(text, new RegExp(`\\n  manifold ${cmd} `), `${cmd} listed`);
   }
   assert.match(text, /CNI_COMMAND=ADD\|DEL\|CHECK\|GC\|STATUS\|VERSION/);
@@ -100,4 +104,73 @@ Deno.test({
     assert.equal(out.code, 0, text);
     assertHelp(text);
   },
+});
+
+/** Runs `name` (a symlink to scripts/manifold made in a scratch directory) with `args`. */
+async function asInstalled(name: string, args: string[], env: Record<string, string> = {}) {
+  const dir = await Deno.makeTempDir({ prefix: "mf-argv0-" });
+  try {
+    await Deno.symlink(MANIFOLD, `${dir}/${name}`);
+    return await manifold(args, env, `${dir}/${name}`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("every subcommand of main.ts's table answers --help with its usage and exit codes (real process)", async () => {
+  const { COMMANDS } = await import("../../main.ts");
+  for (const name of Object.keys(COMMANDS)) {
+    const r = await manifold([name, "--help"]);
+    assert.equal(r.code, 0, `${name}: ${r.stderr}`);
+    assert.match(r.stdout, new RegExp(`Usage:[\\s\\S]*manifold ${name}`), name);
+    assert.match(r.stdout, /Exit codes: 0 /, `${name} lists its exit codes`);
+    assert.match(manifoldHelp(VERSION), new RegExp(`\\n  manifold ${name} `), `${name} in help`);
+  }
+});
+
+Deno.test("a person's unknown command: exit 2, the help on stderr (not the plugin's code-4 JSON)", async () => {
+  const r = await manifold(["explian"]);
+  assert.equal(r.code, 2);
+  assert.equal(r.stdout, "");
+  assert.match(r.stderr, /^manifold: unknown command "explian"\n\nmanifold /);
+});
+
+Deno.test("kubectl-manifold (argv[0]) is a kubectl plugin: its help, its commands, kubectl's kubeconfig", async () => {
+  let r = await asInstalled("kubectl-manifold", []);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^kubectl manifold \(manifold /);
+  assert.match(r.stdout, /kubectl manifold explain POD -n NAMESPACE/);
+  r = await asInstalled("kubectl-manifold", ["install", "--help"]);
+  assert.equal(r.code, 2, "node-only commands are not kubectl's");
+  assert.match(r.stderr, /^kubectl manifold: unknown command "install"/);
+  r = await asInstalled("kubectl-manifold", ["explain", "--help"]);
+  assert.equal(r.code, 0);
+  assert.match(r.stdout, /manifold explain POD \[-n NAMESPACE\]/);
+  // The kubeconfig is kubectl's ~/.kube/config; `manifold` itself never reads it.
+  const home = await Deno.makeTempDir({ prefix: "mf-home-" });
+  try {
+    await Deno.mkdir(`${home}/.kube`);
+    await Deno.writeTextFile(`${home}/.kube/config`, "apiVersion: v1\nkind: Config\nclusters: 7\n");
+    const conf = `${home}/00-manifold.conflist`;
+    await Deno.writeTextFile(
+      conf,
+      JSON.stringify({
+        cniVersion: "1.0.0",
+        name: "m",
+        plugins: [{ type: "manifold", clusterNetwork: `${home}/10-x.conflist` }],
+      }),
+    );
+    const args = ["explain", "web-0", "-n", "ns1", "--config", conf];
+    // Deno's own cache stays where it is (it defaults to $HOME/.cache/deno).
+    const denoDir = Deno.env.get("DENO_DIR") ?? `${Deno.env.get("HOME")}/.cache/deno`;
+    r = await asInstalled("kubectl-manifold", args, { HOME: home, DENO_DIR: denoDir });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, new RegExp(`${home}/\\.kube/config`), r.stderr);
+    r = await asInstalled("manifold", args, { HOME: home, DENO_DIR: denoDir });
+    assert.equal(r.code, 1);
+    assert.doesNotMatch(r.stderr, /\.kube\/config/, r.stderr);
+    assert.match(r.stderr, /a pod needs the Kubernetes API/, r.stderr);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
 });

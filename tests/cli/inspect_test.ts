@@ -454,7 +454,10 @@ Deno.test("runInspect --help prints usage and exits 0", async () => {
 
 Deno.test("runInspect: usage errors exit 2 with one clear line and a hint, no stack", async () => {
   const cases: [string[], RegExp][] = [
-    [[], /one of --netns or --pod is required/],
+    [[], /one of --netns or a pod \(POD -n NAMESPACE, or --pod\) is required/],
+    [["-n", "ns1", "--netns", "x"], /-n\/--namespace goes with a pod name/],
+    [["web-0", "-n", "ns1", "--pod", "ns1/web-0"], /--pod cannot be used with -n/],
+    [["--netns", "x", "-o", "table"], /must be json or yaml/],
     [["--bogus"], /Unknown option '--bogus'/],
     [["--netns"], /--netns/],
     [["--netns", ""], /--netns needs a path or a name/],
@@ -463,7 +466,7 @@ Deno.test("runInspect: usage errors exit 2 with one clear line and a hint, no st
     [["--pod", "a/b/c"], /--pod must be namespace\/name/],
     [["--pod", "/b"], /--pod must be namespace\/name/],
     [["--netns", "x", "--cni-dir", "/tmp"], /--cni-dir only goes with --pod/],
-    [["--netns", "x", "extra"], /positional/i],
+    [["--netns", "x", "extra"], /--netns and a pod cannot be used together/],
     [["--json=yes", "--netns", "x"], /--json/],
   ];
   for (const [args, message] of cases) {
@@ -702,6 +705,10 @@ Deno.test({
       assert.equal(r.code, 0, r.stderr);
       assert.equal(r.stderr, "");
       const report = JSON.parse(r.stdout) as InspectReport;
+      // kubectl's habits: POD -n NAMESPACE and -o yaml give the same report.
+      const y = await run(["web-0", "-n", "ns1", "--cni-dir", dir, "-o", "yaml"]);
+      assert.equal(y.code, 0, y.stderr);
+      assert.deepEqual((await import("yaml")).parse(y.stdout), report);
       assert.equal(report.sandbox?.containerId, "newest");
       assert.deepEqual(report.otherSandboxes?.map((x) => x.containerId), ["older1"]);
       assert.equal(report.netns, s.path);

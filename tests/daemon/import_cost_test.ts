@@ -34,16 +34,19 @@ async function info(path: string): Promise<{ modules: Mod[]; redirects: Record<s
   return JSON.parse(new TextDecoder().decode(out.stdout));
 }
 
-/** The modules main.ts loads by path (`load<…>("./lib/….ts")`), relative to the repository. */
+/**
+ * The modules main.ts loads by path, relative to the repository: `load<typeof import("X")>("X")`
+ * calls and the `module` paths of its COMMANDS table.
+ */
 async function mainLoads(): Promise<string[]> {
   const text = await Deno.readTextFile(new URL("main.ts", ROOT));
-  return [
-    ...new Set([...text.matchAll(/load<typeof import\("([^"]+)"\)>\(\s*"([^"]+)"/g)]
-      .map((m) => {
-        assert.equal(m[1], m[2], "the type argument names the module loaded");
-        return m[2];
-      })),
-  ];
+  const typed = [...text.matchAll(/load<typeof import\("([^"]+)"\)>\(\s*"([^"]+)"/g)].map((m) => {
+    assert.equal(m[1], m[2], "the type argument names the module loaded");
+    return m[2];
+  });
+  const table = [...text.matchAll(/module: "([^"]+)"/g)].map((m) => m[1]);
+  assert.ok(table.length >= 7, "the COMMANDS table names each subcommand's module");
+  return [...new Set([...typed, ...table])];
 }
 
 Deno.test("main.ts itself loads no module at start: each mode loads its own", async () => {

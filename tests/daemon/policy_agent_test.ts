@@ -62,7 +62,11 @@ Deno.test("PolicyAgent: readiness, syncs on changes and kicks, one Warning per p
       cniDir: `${dir}/cache`,
       nodeName: "n1",
       events: new KubeEventSink(kube, nullLogger),
-      observer: { ...NO_OBSERVER, policySync: (_s, failures) => syncs.push(failures) },
+      observer: {
+        ...NO_OBSERVER,
+        policySync: (_s, failures) =>
+          syncs.push(Object.values(failures).reduce((a, b) => a + (b ?? 0), 0)),
+      },
       logger: nullLogger,
       applier: new PolicyApplier(runner),
     });

@@ -231,10 +231,15 @@ const peerSchema = z.object({
 const portsSchema = z.object({
   items: z.object({
     properties: z.object({
-      protocol: z.object({ enum: z.tuple([z.literal("TCP"), z.literal("UDP"), z.literal("SCTP")]) })
-        .loose(),
-      port: z.object({ "x-kubernetes-int-or-string": z.literal(true) }).loose(),
-      endPort: z.object({ type: z.literal("integer") }).loose(),
+      // Any case, as multi-networkpolicy-iptables reads it (CEL; tests/deploy/mnp_crd_validation_test.ts).
+      protocol: z.object({ "x-kubernetes-validations": z.array(z.unknown()).length(1) }).loose(),
+      port: z.object({
+        "x-kubernetes-int-or-string": z.literal(true),
+        minimum: z.literal(1),
+        maximum: z.literal(65535),
+        pattern: z.string(),
+      }).loose(),
+      endPort: z.object({ type: z.literal("integer"), maximum: z.literal(65535) }).loose(),
     }),
   }).loose(),
 }).loose();
@@ -271,7 +276,7 @@ const mnpCrdSchema = z.object({
               properties: z.object({
                 podSelector: selectorSchema,
                 policyTypes: z.object({
-                  items: z.object({ enum: z.tuple([z.literal("Ingress"), z.literal("Egress")]) })
+                  items: z.object({ "x-kubernetes-validations": z.array(z.unknown()).length(1) })
                     .loose(),
                 }).loose(),
                 ingress: ruleSchemaOf("from"),

@@ -154,11 +154,14 @@ async function scenario(server?: KubeApiServer): Promise<void> {
       2000,
     );
 
-    // Fail closed: an invalid policy selecting the server drops everything and says why.
+    // Fail closed: an invalid policy selecting the server drops everything and says why
+    // (`In` without values: deploy/'s CRD admits it, the engine does not).
     await lab.api.createPolicy(
       policy("broken", {
         podSelector: { matchLabels: { app: "db" } },
-        ingress: [{ from: [{ podSelector: {} }], ports: [{ port: 0 }] }],
+        ingress: [{
+          from: [{ podSelector: { matchExpressions: [{ key: "app", operator: "In" }] } }],
+        }],
       }),
     );
     await reaches(web, srv, 80, false);
@@ -178,7 +181,12 @@ async function scenario(server?: KubeApiServer): Promise<void> {
       /^manifold_policy_sync_duration_seconds_count (\d+)/m.exec(metrics)?.[1],
     );
     assert.ok(count > 0, "sync histogram observed");
-    assert.match(metrics, /^manifold_policy_apply_failures_total 0$/m);
+    for (const reason of ["apply_failed", "remove_failed", "sync_failed", "no_sandbox"]) {
+      assert.match(
+        metrics,
+        new RegExp(`^manifold_policy_apply_failures_total{reason="${reason}"} 0$`, "m"),
+      );
+    }
   } finally {
     await runner.close();
     await lab.cleanup();

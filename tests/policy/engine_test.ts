@@ -184,50 +184,136 @@ Deno.test("an empty rule allows everything; policies on one interface are unione
   assert.deepEqual([...out.pods.keys()], ["a/db", "a/other", "a/web"], "deny selects all on net1");
 });
 
-Deno.test("fail closed: an invalid spec isolates the whole namespace, both ways, no allows", () => {
+Deno.test("fail closed: an invalid spec isolates only what its podSelector selects, no allows", () => {
   const w: PolicyWorld = {
     namespaces,
     pods: basePods(),
     policies: [
       policy("a", "ok", { podSelector: { matchLabels: { app: "db" } }, ingress: [{}] }),
       policy("a", "broken", {
-        podSelector: { matchLabels: { app: "db" } },
+        podSelector: { matchLabels: { app: "web" } },
         ingress: [{ ports: [{ port: 0 }] }],
       }),
     ],
   };
   const out = computeDesiredPolicies(w);
-  assert.deepEqual([...out.pods.keys()], ["a/db", "a/other", "a/web"]);
+  // Old behaviour: every pod of the namespace (db, other, web), both directions.
+  assert.deepEqual([...out.pods.keys()], ["a/db", "a/web"], "other is not selected by broken");
   assert.deepEqual(out.pods.get("a/web")!.ruleset.interfaces, [
-    { ifName: "net1", network: "a/net1", ingress: [], egress: [] },
-  ]);
+    { ifName: "net1", network: "a/net1", ingress: [] },
+  ], "web: its ingress closed, its egress untouched (the policy is ingress-only)");
   // The valid policy's allows still apply to db.
   assert.equal(out.pods.get("a/db")!.ruleset.interfaces[0].ingress!.length, 1);
   assert.deepEqual(out.problems.map((p) => [p.pod, p.policy, p.reason]), [
-    ["a/db", "a/broken", "InvalidPolicy"],
-    ["a/other", "a/broken", "InvalidPolicy"],
     ["a/web", "a/broken", "InvalidPolicy"],
   ]);
+  // Only a selector that itself cannot be read leaves the namespace as the selection.
+  const blind = computeDesiredPolicies({
+    ...w,
+    policies: [policy("a", "blind", { podSelector: { matchLabels: { app: 7 } } })],
+  });
+  assert.deepEqual([...blind.pods.keys()], ["a/db", "a/other", "a/web"]);
+  assert.deepEqual(blind.pods.get("a/db")!.ruleset.interfaces[0], {
+    ifName: "net1",
+    network: "a/net1",
+    ingress: [],
+  });
 });
 
-Deno.test("fail closed: a bad policy-for covers every secondary network; none = ignored", () => {
-  const spec = { podSelector: { matchLabels: { app: "db" } } };
+Deno.test("the reference's inputs are enforced as it means them, not closed", () => {
   const out = computeDesiredPolicies({
     namespaces,
     pods: basePods(),
-    policies: [policy("a", "bad", spec, "a/b/c")],
+    policies: [policy("a", "p", {
+      podSelector: { matchLabels: { app: "db" } },
+      policyTypes: ["ingress"],
+      ingress: [{
+        from: [{
+          ipBlock: { cidr: "10.1.0.0/24", except: ["10.1.0.11"] },
+          podSelector: {},
+        }],
+        ports: [{ protocol: "tcp", port: "8080" }],
+      }],
+    })],
   });
-  assert.deepEqual(
-    out.pods.get("a/db")!.ruleset.interfaces.map((i) => i.ifName),
-    ["net1", "net2"],
-  );
-  assert.deepEqual(out.problems.map((p) => p.reason), ["InvalidPolicyFor"]);
+  assert.deepEqual(out.problems, []);
+  assert.deepEqual([...out.pods.keys()], ["a/db"]);
+  const rs = out.pods.get("a/db")!.ruleset;
+  assert.deepEqual(rs.sets, [{
+    name: "in_net1_0_v4",
+    family: "ipv4",
+    interval: true,
+    elements: [
+      "10.1.0.0/29",
+      "10.1.0.8/31",
+      "10.1.0.10/32",
+      "10.1.0.12/30",
+      "10.1.0.16/28",
+      "10.1.0.32/27",
+      "10.1.0.64/26",
+      "10.1.0.128/25",
+    ],
+  }], "ipBlock wins over podSelector {}, the bare except is a /32");
+  assert.deepEqual(rs.interfaces[0].ingress, [{
+    comment: "a/p ingress[0] from[0]",
+    set: "in_net1_0_v4",
+    port: { protocol: "tcp", from: 8080, to: 8080 },
+  }]);
+});
+
+Deno.test("fail closed: a malformed policy-for allows nothing anywhere, isolates what it selects", () => {
+  // Policy A closes db's net2; policy B's policy-for cannot be parsed ("net1,"): before, it
+  // covered every secondary network *with* its allow-all, opening net2 again.
+  const a = policy("a", "a-net2", { podSelector: { matchLabels: { app: "db" } } }, "a/net2");
+  const b = policy("a", "b-bad", {
+    podSelector: { matchLabels: { app: "db" } },
+    ingress: [{ from: [{ ipBlock: { cidr: "0.0.0.0/0" } }] }],
+  }, "net1,");
+  const out = computeDesiredPolicies({ namespaces, pods: basePods(), policies: [a, b] });
+  assert.deepEqual(out.pods.get("a/db")!.ruleset, {
+    interfaces: [
+      { ifName: "net1", network: "a/net1", ingress: [] },
+      { ifName: "net2", network: "a/net2", ingress: [] },
+    ],
+    sets: [],
+  });
+  // Reported on each pod it selects (a Warning there), and once without a pod (the log).
+  assert.deepEqual(out.problems.map((p) => [p.pod, p.policy, p.reason]), [
+    [undefined, "a/b-bad", "InvalidPolicyFor"],
+    ["a/db", "a/b-bad", "InvalidPolicyFor"],
+    ["a/nonet", "a/b-bad", "InvalidPolicyFor"],
+  ]);
   const none = computeDesiredPolicies({
     namespaces,
     pods: basePods(),
-    policies: [policy("a", "x", spec, null)],
+    policies: [policy("a", "x", { podSelector: {} }, null)],
   });
-  assert.equal(none.pods.size, 0);
+  assert.equal(none.pods.size, 0, "no policy-for: not for any secondary network");
+});
+
+Deno.test("an unreadable peer is reported by its own node only", () => {
+  const remote = parsePod({
+    metadata: {
+      name: "far",
+      namespace: "a",
+      labels: { app: "web" },
+      annotations: { "k8s.v1.cni.cncf.io/network-status": "{" },
+    },
+    spec: { nodeName: "n2" },
+  });
+  const w: PolicyWorld = {
+    namespaces,
+    pods: [...basePods(), remote],
+    policies: [policy("a", "p", {
+      podSelector: { matchLabels: { app: "db" } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: "web" } } }] }],
+    })],
+  };
+  assert.deepEqual(computeDesiredPolicies(w, { nodeName: "n1" }).problems, []);
+  assert.deepEqual(
+    computeDesiredPolicies(w, { nodeName: "n2" }).problems.map((p) => [p.pod, p.reason]),
+    [["a/far", "UnreadableNetworkStatus"]],
+  );
 });
 
 Deno.test("fail closed: a selected pod with unreadable network-status is locked down", () => {

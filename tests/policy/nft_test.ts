@@ -79,6 +79,24 @@ Deno.test("full batch: table replaced atomically, sets, hooked chains, default d
   ]);
   const chain = rulesOf(cmds, "in_net1");
   assert.equal(chain.length, 4, "ND, two allows, drop");
+  assert.deepEqual(chain[0]!.expr[1], {
+    match: {
+      op: "==",
+      left: { payload: { protocol: "icmpv6", field: "type" } },
+      right: {
+        set: [
+          "mld-listener-query", // 130
+          "mld-listener-report", // 131
+          "mld-listener-done", // 132
+          "mld2-listener-report", // 143
+          "nd-router-solicit",
+          "nd-router-advert",
+          "nd-neighbor-solicit",
+          "nd-neighbor-advert",
+        ],
+      },
+    },
+  }, "MLD and neighbour discovery pass an isolated interface");
   assert.deepEqual(chain[1]!.expr, [
     {
       match: {

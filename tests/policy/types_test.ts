@@ -1,6 +1,7 @@
 /** Parsing the watched objects: policies (invalid spec kept), policy-for, pods, namespaces. */
 
 import assert from "node:assert/strict";
+import { isValidPortName, salvageIsolation } from "../../lib/policy/spec.ts";
 import {
   parseAttachments,
   parseMultiNetworkPolicy,
@@ -54,10 +55,13 @@ Deno.test("an invalid spec is kept with its error (the engine fails closed)", ()
     { podSelector: {}, ingress: [{ ports: [{ port: 80, endPort: 79 }] }] },
     { podSelector: {}, ingress: [{ ports: [{ port: "http", endPort: 90 }] }] },
     { podSelector: {}, ingress: [{ ports: [{ protocol: "ICMP" }] }] },
-    {
-      podSelector: {},
-      ingress: [{ from: [{ ipBlock: { cidr: "10.0.0.0/8" }, podSelector: {} }] }],
-    },
+    { podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: "10.0.0.300" } }] }] },
+    { podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: "fe80::1%eth0/64" } }] }] },
+    { podSelector: {}, ingress: [{ ports: [{ port: "0" }] }] },
+    { podSelector: {}, ingress: [{ ports: [{ port: "65536" }] }] },
+    { podSelector: {}, ingress: [{ ports: [{ port: "-http" }] }] },
+    { podSelector: {}, ingress: [{ ports: [{ port: "h--p" }] }] },
+    { podSelector: {}, ingress: [{ ports: [{ port: "a-very-long-name" }] }] },
     { podSelector: {}, ingress: [{ from: [{}] }] },
     { podSelector: {}, policyTypes: ["Both"] },
     { podSelector: "all" },
@@ -121,4 +125,79 @@ Deno.test("pods: labels, node, named ports, phase; an unreadable status is kept 
   assert.throws(() => parsePod({ metadata: { name: "q" } }), PolicyParseError);
   assert.deepEqual(parseNamespace({ metadata: { name: "a" } }), { name: "a", labels: {} });
   assert.throws(() => parseNamespace({ metadata: { labels: {} } }), PolicyParseError);
+});
+
+Deno.test("what multi-networkpolicy-iptables accepts is accepted, with its meaning", () => {
+  const p = parseMultiNetworkPolicy({
+    metadata: { name: "p", namespace: "a" },
+    spec: {
+      podSelector: {},
+      policyTypes: ["ingress", "EGRESS"],
+      ingress: [{
+        // Its own test input: ipBlock with selectors (ipBlock wins), a bare except address.
+        from: [{
+          ipBlock: { cidr: "1.1.1.0/16", except: ["1.1.1.1", "fd00::1"] },
+          podSelector: { matchLabels: { tobe: "ignored" } },
+          namespaceSelector: {},
+        }],
+        ports: [{ protocol: "tcp", port: "8080" }, { protocol: "Udp", port: "53", endPort: 54 }],
+      }],
+      egress: [{ to: [{ ipBlock: { cidr: "fd00::5" } }], ports: [{ port: "http-alt" }] }],
+    },
+  });
+  assert.equal(p.specError, undefined);
+  assert.deepEqual(p.spec, {
+    podSelector: {},
+    policyTypes: ["Ingress", "Egress"],
+    ingress: [{
+      from: [{ ipBlock: { cidr: "1.1.1.0/16", except: ["1.1.1.1/32", "fd00::1/128"] } }],
+      ports: [{ protocol: "TCP", port: 8080 }, { protocol: "UDP", port: 53, endPort: 54 }],
+    }],
+    egress: [{ to: [{ ipBlock: { cidr: "fd00::5/128" } }], ports: [{ port: "http-alt" }] }],
+  });
+});
+
+Deno.test("port names: Kubernetes IsValidPortName (a letter, no -- nor edge -, ≤ 15)", () => {
+  for (const ok of ["http", "h2", "8080a", "a-b", "x".repeat(15)]) {
+    assert.ok(isValidPortName(ok), ok);
+  }
+  for (const bad of ["", "8080", "-a", "a-", "a--b", "Http", "a_b", "x".repeat(16)]) {
+    assert.ok(!isValidPortName(bad), bad);
+  }
+});
+
+Deno.test("an invalid spec still says what it isolates: its podSelector and policyTypes", () => {
+  const sel = { matchLabels: { app: "db" } };
+  const bad = { ports: [{ port: 0 }] };
+  const iso = (spec: unknown) =>
+    parseMultiNetworkPolicy({ metadata: { name: "p", namespace: "a" }, spec }).isolation;
+  assert.deepEqual(iso({ podSelector: sel, ingress: [bad] }), {
+    podSelector: sel,
+    policyTypes: ["Ingress"],
+  });
+  assert.deepEqual(iso({ podSelector: sel, egress: [bad] }), {
+    podSelector: sel,
+    policyTypes: ["Ingress", "Egress"],
+  });
+  assert.deepEqual(iso({ podSelector: sel, policyTypes: ["egress"], egress: [bad] }), {
+    podSelector: sel,
+    policyTypes: ["Egress"],
+  });
+  assert.deepEqual(iso({ podSelector: sel, policyTypes: ["Both"] }), {
+    podSelector: sel,
+    policyTypes: ["Ingress", "Egress"],
+  }, "unreadable policyTypes: both directions");
+  assert.deepEqual(iso({ podSelector: sel, policyTypes: [], ingress: [bad] }), {
+    podSelector: sel,
+    policyTypes: ["Ingress"],
+  }, "[] is absent, as for a valid spec");
+  assert.deepEqual(iso({ podSelector: "all" }), {
+    podSelector: null,
+    policyTypes: ["Ingress"],
+  }, "unreadable selector: null (the whole namespace)");
+  assert.deepEqual(salvageIsolation(undefined), {
+    podSelector: null,
+    policyTypes: ["Ingress", "Egress"],
+  });
+  assert.equal(iso({ podSelector: sel }), undefined, "a valid spec has no isolation");
 });

@@ -97,6 +97,11 @@ export class Lab {
   #pods: LabPod[] = [];
   #n = 0;
 
+  /** The switch namespace's name (holding `br0`). */
+  get switchNetns(): string {
+    return this.#switch;
+  }
+
   /** Creates the switch namespace and its bridge. */
   async init(): Promise<void> {
     this.#switch = await this.scratch.netns("sw");
