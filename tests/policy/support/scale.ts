@@ -224,16 +224,7 @@ export async function fillCluster(
     });
     ok(p.status, `namespace ${ns} labels`, p.body);
   }
-  const refs: ScalePodRef[] = new Array(opts.pods);
-  let done = 0;
-  await pool(opts.pods, opts.concurrency ?? 16, async (i) => {
-    const pod = scalePod(i, opts);
-    const { namespace, name } = pod.metadata;
-    refs[i] = { namespace, name, nodeName: (pod.spec as Json).nodeName as string };
-    const r = await admin.raw("POST", `/api/v1/namespaces/${namespace}/pods`, { body: pod });
-    ok(r.status, `pod ${namespace}/${name}`, r.body);
-    if (++done % 1000 === 0) opts.onProgress?.(done);
-  });
+  const refs = await createPods(server, 0, opts.pods, opts);
   for (let j = 0; j < opts.policies; j++) {
     const p = scalePolicy(j);
     const ns = (p.metadata as Json).namespace as string;
@@ -244,6 +235,37 @@ export async function fillCluster(
     );
     ok(r.status, `policy ${ns}/scale-${j}`, r.body);
   }
+  return refs;
+}
+
+/**
+ * Creates the generated pods `from` … `to - 1` (their namespaces must exist); a 409 (exists)
+ * is accepted.
+ * @param opts `nodes` (M), the lab's `node`, `concurrency` of the creations (default 16)
+ * @returns the pods, in index order
+ */
+export async function createPods(
+  server: KubeApiServer,
+  from: number,
+  to: number,
+  opts: { nodes: number; node: string; concurrency?: number; onProgress?: (n: number) => void },
+): Promise<ScalePodRef[]> {
+  const refs: ScalePodRef[] = new Array(to - from);
+  let done = 0;
+  await pool(to - from, opts.concurrency ?? 16, async (k) => {
+    const pod = scalePod(from + k, opts);
+    const { namespace, name } = pod.metadata;
+    refs[k] = { namespace, name, nodeName: (pod.spec as Json).nodeName as string };
+    const r = await server.admin.raw("POST", `/api/v1/namespaces/${namespace}/pods`, {
+      body: pod,
+    });
+    if (r.status >= 300 && r.status !== 409) {
+      throw new Error(
+        `pod ${namespace}/${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`,
+      );
+    }
+    if (++done % 1000 === 0) opts.onProgress?.(done);
+  });
   return refs;
 }
 
