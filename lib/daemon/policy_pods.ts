@@ -15,10 +15,10 @@
  * @module
  */
 
-import { z } from "zod";
 import { KubeError, type ListWatchResource } from "../k8s/mod.ts";
 import { parsePod, type PodInfo } from "../policy/types.ts";
 import { errorText } from "../util/text.ts";
+import { isPlainObject } from "../cni/types.ts";
 import { trimPod } from "./policy_watch.ts";
 
 /** One pod as the policy agent's pod list+watch delivers it. */
@@ -126,13 +126,20 @@ export function compactPod(pod: PodInfo, local: boolean, intern: Interner): PodI
   return out;
 }
 
-const identitySchema = z.looseObject({
-  metadata: z.looseObject({
-    name: z.string().min(1),
-    namespace: z.string().min(1),
-    resourceVersion: z.string().optional(),
-  }),
-});
+/** `metadata.name`, `namespace` and `resourceVersion` of a pod, or why they are unusable. */
+function identity(raw: unknown): { name: string; namespace: string; rv?: string } | string {
+  const m = isPlainObject(raw) ? raw.metadata : undefined;
+  if (!isPlainObject(m)) return "metadata: expected an object";
+  const { name, namespace, resourceVersion: rv } = m;
+  if (typeof name !== "string" || name === "") return "metadata.name: expected a string";
+  if (typeof namespace !== "string" || namespace === "") {
+    return "metadata.namespace: expected a string";
+  }
+  if (rv !== undefined && typeof rv !== "string") {
+    return "metadata.resourceVersion: expected a string";
+  }
+  return { name, namespace, rv };
+}
 
 /**
  * Every pod of the cluster (`/api/v1/pods`, RBAC `list` and `watch`), each decoded into a
@@ -158,16 +165,14 @@ export function policyPodsListWatch(
   return {
     path: "/api/v1/pods",
     parse(raw: unknown): PolicyPod {
-      const id = identitySchema.safeParse(raw);
-      if (!id.success) {
-        throw new KubeError("decoding", "Invalid object from /api/v1/pods", {
-          details: z.prettifyError(id.error),
-        });
+      const id = identity(raw);
+      if (typeof id === "string") {
+        throw new KubeError("decoding", "Invalid object from /api/v1/pods", { details: id });
       }
-      const { name, namespace, resourceVersion } = id.data.metadata;
-      const out: PolicyPod = { namespace: intern.string(namespace), name, resourceVersion };
+      const { name, namespace, rv } = id;
+      const out: PolicyPod = { namespace: intern.string(namespace), name, resourceVersion: rv };
       try {
-        const pod = parsePod(trimPod(id.data as Parameters<typeof trimPod>[0]));
+        const pod = parsePod(trimPod(raw as Parameters<typeof trimPod>[0]));
         const local = opts.nodeName === undefined || pod.nodeName === opts.nodeName;
         out.pod = compactPod(pod, local, intern);
       } catch (e) {
