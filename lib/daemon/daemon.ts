@@ -165,6 +165,8 @@ export class ManifoldDaemon {
         noSandboxGraceMs: opts.conf.policyNoSandboxGraceMs,
         // A list of every pod of the cluster leaves its pages as garbage: give it back.
         afterPodList: () => reclaimer.reclaim(),
+        afterPodPage: () => reclaimer.collect(),
+        afterPodChange: () => reclaimer.background(),
       });
       observer = kickingObserver(observer, policy);
     }

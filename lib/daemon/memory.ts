@@ -49,6 +49,8 @@ export interface IdleReclaimerOptions {
   gc?: () => void;
   /** Returns free heap memory to the kernel (see {@link tuneAllocator}); skipped when absent. */
   trim?: () => unknown;
+  /** A plain major collection, for {@link IdleReclaimer.collect}; skipped when absent. */
+  collect?: () => void;
   /** Idle time before reclaiming, ms; default 1000. */
   idleMs?: number;
   /** Requests served since the last reclaim for an idle moment to reclaim; default 16. */
@@ -66,9 +68,12 @@ export interface IdleReclaimerOptions {
 export class IdleReclaimer {
   readonly #gc: (() => void) | undefined;
   readonly #trim: (() => unknown) | undefined;
+  readonly #collect: (() => void) | undefined;
   readonly #idleMs: number;
   readonly #minRequests: number;
   #served = 0;
+  /** Requests in flight at the last `settled`. */
+  #inFlight = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #reclaims = 0;
 
@@ -76,6 +81,7 @@ export class IdleReclaimer {
   constructor(opts: IdleReclaimerOptions) {
     this.#gc = opts.gc;
     this.#trim = opts.trim;
+    this.#collect = opts.collect;
     this.#idleMs = opts.idleMs ?? 1000;
     this.#minRequests = opts.minRequests ?? 16;
   }
@@ -118,8 +124,23 @@ export class IdleReclaimer {
    * @param inFlight requests still in flight
    */
   settled(inFlight: number): void {
+    this.#inFlight = inFlight;
     this.served();
     if (inFlight === 0) this.idle();
+  }
+
+  /**
+   * Work done outside any request (e.g. a burst of watch events decoded): counted as a served
+   * request, and the idle wait starts again unless a request is in flight (its end will).
+   */
+  background(): void {
+    this.served();
+    if (this.#inFlight === 0) this.idle();
+  }
+
+  /** A major collection now, without the reclaim's compaction and trim (skipped without `gc`). */
+  collect(): void {
+    this.#collect?.();
   }
 
   /** Drops a pending reclaim (the daemon stops); idempotent. */
@@ -148,6 +169,7 @@ export function daemonReclaimer(): IdleReclaimer {
     gc: typeof gc === "function"
       ? () => gc({ type: "major", execution: "sync", flavor: "last-resort" })
       : undefined,
+    collect: typeof gc === "function" ? () => gc({ type: "major", execution: "sync" }) : undefined,
     trim: tuneAllocator(),
   });
 }

@@ -69,6 +69,13 @@ export interface PolicyAgentOptions {
    */
   afterPodList?: () => void;
   /**
+   * Called after each page of the cluster's pod list (its answer is garbage then: e.g. a major
+   * collection, so a list of 20,000 pods does not pile up 40 pages of garbage).
+   */
+  afterPodPage?: () => void;
+  /** Called after each pod change of the watch (e.g. counted as work for the idle reclaim). */
+  afterPodChange?: () => void;
+  /**
    * How long a selected local pod may have no sandbox in the cache before a Warning and the
    * `no_sandbox` failure, ms (default {@link DEFAULT_POLICY_NO_SANDBOX_GRACE_MS}); only with
    * `nodeName` (without it every pod counts as local).
@@ -169,7 +176,12 @@ export class PolicyAgent {
     }
     const pods = policyPodsListWatch({ nodeName: this.#opts.nodeName });
     this.#watches.push(
-      listWatch(kube, this.#podHandler(), { resource: pods, signal, logger }).catch(ended("pod")),
+      listWatch(kube, this.#podHandler(), {
+        resource: pods,
+        signal,
+        logger,
+        onPage: this.#opts.afterPodPage,
+      }).catch(ended("pod")),
     );
     this.#resync = setInterval(
       () => this.#schedule("full"),
@@ -192,6 +204,7 @@ export class PolicyAgent {
       });
     const counted = (matters: boolean) => {
       this.#opts.observer.policyPodChange?.(matters ? "sync" : "ignored");
+      this.#opts.afterPodChange?.();
       if (matters) this.#schedule("yes");
     };
     return {

@@ -49,3 +49,30 @@ Deno.test("tuneAllocator: glibc's malloc_trim is reachable through FFI", () => {
   assert.ok(trim, "libc.so.6 loads on this machine kind");
   assert.equal(typeof trim(), "boolean");
 });
+
+Deno.test("IdleReclaimer: background work counts, waits for requests in flight; collect", async () => {
+  const calls: string[] = [];
+  const r = new IdleReclaimer({
+    gc: () => calls.push("gc"),
+    collect: () => calls.push("collect"),
+    idleMs: 30,
+    minRequests: 3,
+  });
+  try {
+    r.collect();
+    assert.deepEqual(calls, ["collect"]);
+    r.settled(2); // two requests in flight
+    r.background();
+    r.background(); // 3 counted, but a request is in flight: no reclaim yet
+    await wait(60);
+    assert.deepEqual(calls, ["collect"]);
+    r.settled(0); // the last one ended
+    await wait(60);
+    assert.deepEqual(calls, ["collect", "gc"]);
+    for (let i = 0; i < 3; i++) r.background(); // watch events only, nothing in flight
+    await wait(60);
+    assert.equal(r.reclaims, 2);
+  } finally {
+    r.close();
+  }
+});
