@@ -3,7 +3,10 @@
  * MultiNetworkPolicies, pods and namespaces of the whole cluster (lib/k8s/watch.ts: paged
  * lists, watch from the kept resourceVersion, relist on `410 Gone`) feeding a
  * {@link PolicyReconciler}; pods' network namespaces come from the attachment cache
- * ({@link PodNetnsIndex}).
+ * ({@link PodNetnsIndex}). The cluster's pods arrive and are kept as compact records
+ * (lib/daemon/policy_pods.ts, decoded page by page); a pod change that cannot change this
+ * node's rules (another node's pod no policy's peer names, lib/daemon/policy_peers.ts) is taken
+ * in without a sync (`manifold_policy_pod_changes_total{effect="ignored"}`).
  *
  * Level-triggered: every change (watch event, a sandbox ADD finished by this daemon) only
  * schedules a `sync` a few ms later (changes arriving meanwhile are folded in), and a periodic
