@@ -38,10 +38,10 @@ const DB_POLICY = {
 };
 
 /**
- * Heap bytes per pod of the cluster the agent may keep. Measured: ≈ 0.9 KiB (≈ 1.3 KiB with
- * the trimmed pods of before; an API object kept whole is ≈ 4–5 KiB).
+ * Heap bytes per pod of the cluster the agent may keep. Measured between two cluster sizes:
+ * 640–840 B (1,310 B with the trimmed API objects kept before; 4–5 KiB for a whole pod).
  */
-const MAX_BYTES_PER_POD = 1500;
+const MAX_BYTES_PER_POD = 1100;
 
 suite.test("policy agent at scale: unrelated pod changes run no sync, peers still reach the set, bounded heap per pod", async (server) => {
   const lab = new DaemonLab();
