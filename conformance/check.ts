@@ -2,8 +2,11 @@
  * What a conformance check is, how one runs, and the small assertions checks share.
  *
  * A check names the spec section of the one normative statement it tests, its level (`MUST`:
- * the exit status depends on it; `SHOULD`: reported only), and a `run` that throws
- * {@link CheckFailed} (FAIL) or {@link Skip} (SKIP, e.g. a claim the plugin does not make).
+ * the exit status depends on it; `SHOULD`: reported only; `INFO`: what the plugin does where
+ * the spec defines no requirement to test, never a FAIL), and a `run` that throws
+ * {@link CheckFailed} (FAIL; INFO for an `INFO` check) or {@link Skip} (SKIP, e.g. a claim the
+ * plugin does not make). A check of a clause without a normative keyword says so in `reading`
+ * (the suite's reading of it; the table marks its level with `*`).
  *
  * @module
  */
@@ -12,8 +15,8 @@ import type { PluginOutcome } from "../tests/support/plugin.ts";
 import type { PodOptions, PodRun, Suite } from "./harness.ts";
 import type { Recording } from "./recorder.ts";
 
-/** PASS, FAIL or SKIP. */
-export type Verdict = "PASS" | "FAIL" | "SKIP";
+/** PASS, FAIL, SKIP, or INFO (an `INFO` check that did not observe what it looks for). */
+export type Verdict = "PASS" | "FAIL" | "SKIP" | "INFO";
 
 /** One normative statement under test. */
 export interface Check {
@@ -21,7 +24,13 @@ export interface Check {
   section: string;
   /** Short name. */
   name: string;
-  level: "MUST" | "SHOULD";
+  level: "MUST" | "SHOULD" | "INFO";
+  /**
+   * Set when the clause has no normative keyword: the suite's reading of it, one sentence
+   * (shown under the table; the level is marked `MUST*` / `SHOULD*`). A `MUST*` still
+   * decides the exit status.
+   */
+  reading?: string;
   run(suite: Suite): Promise<void>;
 }
 
@@ -32,6 +41,11 @@ export interface Outcome {
   /** One line. */
   reason: string;
   ms: number;
+  /**
+   * Set when the verdict differed between `clusterNetwork` forms: each form's verdict
+   * (`conflist`, `directory`); `verdict` is then the worst of them.
+   */
+  byForm?: Record<string, Verdict>;
 }
 
 /** Thrown by a check that found a violation. */
@@ -45,7 +59,11 @@ export function expect(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new CheckFailed(msg);
 }
 
-/** Runs one check; any other error is a FAIL with its message. */
+/**
+ * Runs one check. {@link Skip} → SKIP; {@link CheckFailed} → FAIL, or INFO for an `INFO`
+ * check; any other error is a FAIL with its message (the check could not observe what it
+ * needs, e.g. ADD failed).
+ */
 export async function runCheck(check: Check, suite: Suite): Promise<Outcome> {
   const t0 = performance.now();
   let verdict: Verdict = "PASS";
@@ -53,7 +71,11 @@ export async function runCheck(check: Check, suite: Suite): Promise<Outcome> {
   try {
     await check.run(suite);
   } catch (e) {
-    verdict = e instanceof Skip ? "SKIP" : "FAIL";
+    verdict = e instanceof Skip
+      ? "SKIP"
+      : e instanceof CheckFailed && check.level === "INFO"
+      ? "INFO"
+      : "FAIL";
     reason = e instanceof Error ? e.message : String(e);
   }
   return {
@@ -73,6 +95,20 @@ export function said(r: PluginOutcome): string {
 /** Fails unless the call succeeded. */
 export function expectOk(r: PluginOutcome, what: string): void {
   expect(r.code === 0, `${what} failed (${said(r)})`);
+}
+
+/** Variables a runtime leaves out of STATUS and GC (CNI SPEC 1.1 §2). */
+export const RUNTIME_ONLY = ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS"];
+
+/** The plugin's VERSION `supportedVersions` (asked with a 1.0.0 config); `[]` when none. */
+export async function supported(s: Suite): Promise<string[]> {
+  const p = await s.pod();
+  try {
+    const r = await p.call("VERSION", { config: { cniVersion: "1.0.0" } });
+    return (r.json?.supportedVersions as string[] | undefined) ?? [];
+  } finally {
+    await p.cleanup();
+  }
 }
 
 /** Builds the pod, runs `fn`, and always cleans up. */

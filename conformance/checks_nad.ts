@@ -194,7 +194,11 @@ export const NAD_CHECKS: Check[] = [
       ),
   },
   {
-    section: "CNI §CHECK",
+    // CNI SPEC §4 (Plugin Delegation): a plugin executed with CHECK "must also execute any
+    // delegated plugins" — a MUST; §CHECK's "should call CHECK on any delegated plugins" is
+    // not what decides the level. The prevResult is §3's "Checking an attachment" (the final
+    // ADD result) and "Deriving request configuration" (prevResult: must insert).
+    section: "CNI §4",
     name: "CHECK gives every plugin of the network the ADD result as prevResult",
     level: "MUST",
     run: (s) =>

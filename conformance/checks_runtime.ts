@@ -1,6 +1,7 @@
 /**
  * Checks of NPWG v1.3 §7 (failure handling, isolation, runtimeConfig) and the CNI basics a
- * runtime relies on (ADD → CHECK → DEL → DEL, DEL without netns, result versions, VERSION).
+ * runtime relies on (ADD → CHECK → DEL → DEL, DEL without netns, result versions, STATUS,
+ * VERSION; GC is checks_gc.ts).
  *
  * @module
  */
@@ -11,27 +12,17 @@ import {
   expect,
   expectOk,
   networks,
+  RUNTIME_ONLY,
   runtimeConfig,
   said,
   Skip,
+  supported,
   withPod,
 } from "./check.ts";
-import { DEFAULT_NET, type Suite } from "./harness.ts";
+import { DEFAULT_NET } from "./harness.ts";
 
 const FAIL_ADD = { conformance: { fail: ["ADD"] } };
 const FAIL_DEL = { conformance: { fail: ["DEL"] } };
-/** Variables a runtime leaves out of STATUS and GC. */
-const RUNTIME_ONLY = ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS"];
-
-async function supported(s: Suite): Promise<string[]> {
-  const p = await s.pod();
-  try {
-    const r = await p.call("VERSION", { config: { cniVersion: "1.0.0" } });
-    return (r.json?.supportedVersions as string[] | undefined) ?? [];
-  } finally {
-    await p.cleanup();
-  }
-}
 
 function versionCheck(v: string): Check {
   return {
@@ -215,31 +206,6 @@ export const RUNTIME_CHECKS: Check[] = [
       await withPod(s, { cniVersion: "1.1.0" }, async (p) => {
         const r = await p.call("STATUS", { omit: RUNTIME_ONLY });
         expect(r.code === 0, `STATUS: ${said(r)}`);
-      });
-    },
-  },
-  {
-    section: "CNI §GC",
-    name: "GC (1.1.0): attachments missing from cni.dev/valid-attachments are torn down",
-    level: "MUST",
-    async run(s) {
-      if (!(await supported(s)).includes("1.1.0")) throw new Skip("VERSION does not list 1.1.0");
-      // A cache of its own: earlier checks may leave attachments whose DEL keeps failing.
-      const cniDir = await Deno.makeTempDir({ dir: s.base, prefix: "gc-" });
-      await withPod(s, {
-        cniVersion: "1.1.0",
-        annotations: networks("gc-net"),
-        nads: { "gc-net": s.net({ name: "gc-net" }) },
-        conf: { cniDir },
-      }, async (p) => {
-        expectOk(await p.call("ADD"), "ADD");
-        const gc = await p.call("GC", {
-          config: { ...p.conf, "cni.dev/valid-attachments": [] },
-          omit: RUNTIME_ONLY,
-        });
-        expect(gc.code === 0, `GC: ${said(gc)}`);
-        const left = await p.links();
-        expect(left.length === 0, `left in the pod after GC: ${left}`);
       });
     },
   },

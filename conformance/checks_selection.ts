@@ -14,6 +14,7 @@ import {
   networks,
   oneAdd,
   runtimeConfig,
+  said,
   same,
   withPod,
 } from "./check.ts";
@@ -215,6 +216,9 @@ export const SELECTION_CHECKS: Check[] = [
     section: "NPWG §4.1.2.1.9",
     name: '"default-route": the default route goes via that gateway on that attachment',
     level: "MUST",
+    reading: 'no MUST keyword; the key "is used to explicitly select which attachment will ' +
+      "receive the default route\" is read as: the pod's default route goes via the given " +
+      "gateway on that attachment",
     run: (s) => {
       const net = s.net({ name: "gw-net" });
       const gw = (net.ipam as { ranges: { gateway: string }[][] }).ranges[0][0].gateway;
@@ -235,6 +239,8 @@ export const SELECTION_CHECKS: Check[] = [
     section: "NPWG §4.1.2.1.9",
     name: '"default-route" elsewhere: the default network\'s default route is cleared',
     level: "SHOULD",
+    reading: 'no keyword; "it should be noted that the default route and gateway will be ' +
+      'cleared from the cluster-wide default network attachment" is read as a SHOULD',
     run: (s) => {
       const net = s.net({ name: "gw-net" });
       const gw = (net.ipam as { ranges: { gateway: string }[][] }).ranges[0][0].gateway;
@@ -254,17 +260,25 @@ export const SELECTION_CHECKS: Check[] = [
     },
   },
   {
+    // INFO: §4.1.2.1.11 defines no transport from the annotation to the plugins (no
+    // runtimeConfig capability, no args key) and says delegates that do not implement it
+    // ignore it; an IPAM plugin may read the pod's annotation itself. The suite reports where
+    // the name went, if anywhere; an ADD that fails over it is still a FAIL.
     section: "NPWG §4.1.2.1.11",
     name: '"ipam-claim-reference" reaches the network\'s plugins (args or runtimeConfig)',
-    level: "SHOULD",
+    level: "INFO",
     run: (s) =>
       withPod(s, {
         annotations: networks([{ name: "claim-net", "ipam-claim-reference": "vm123.tenant" }]),
         nads: { "claim-net": s.net({ name: "claim-net" }) },
       }, async (p) => {
-        expectOk(await p.call("ADD"), "ADD");
-        const add = oneAdd(await p.records(), "claim-net");
-        expect(add.raw.includes("vm123.tenant"), "the claim name is nowhere in the config");
+        const add = await p.call("ADD");
+        if (add.code !== 0) throw new Error(`ADD failed (${said(add)})`);
+        const rec = oneAdd(await p.records(), "claim-net");
+        expect(
+          rec.raw.includes("vm123.tenant"),
+          "the claim name is not in the plugins' config (the spec defines no transport for it)",
+        );
       }),
   },
   {

@@ -7,6 +7,11 @@
  *
  * Knows nothing of any plugin's internals: only the CNI interface and the Kubernetes API.
  *
+ * `clusterNetwork` forms: the default network's config is named either by its `.conflist`
+ * path or by its directory (a plugin then takes the directory's alphabetically first config,
+ * as Multus does); {@link Suite.clusterNetworkForm} says which the template's
+ * `{{clusterNetwork}}` gets (runConformance runs the checks once per form).
+ *
  * Daemon mode (`daemonCommand`, conformance/daemon.ts): a plugin with a resident node daemon
  * (Manifold's `manifold daemon`, Multus thick's `multus-daemon`) gets that daemon started
  * before the first check and stopped with SIGTERM after the last; the config names its socket
@@ -18,7 +23,7 @@
 import { parse as parseYaml } from "yaml";
 import { type KubeApiServer, startKubeApiServer } from "../tests/support/kube_apiserver.ts";
 import { Scratch } from "../tests/support/netns.ts";
-import { NODE, POD, PodRun } from "./pod_run.ts";
+import { NODE, POD, type PodHost, type PodOptions, PodRun } from "./pod_run.ts";
 import { type DaemonExit, fillCommand, NodeDaemon } from "./daemon.ts";
 
 /** The recording delegate's CNI type. */
@@ -56,6 +61,9 @@ export const DAEMON_TEMPLATE = DEFAULT_TEMPLATE.replace(
   `,\n  "daemonSocket": "{{daemonSocket}}",\n  "daemonFallback": false\n}`,
 );
 
+/** How the template's `{{clusterNetwork}}` names the default network's config. */
+export type ClusterNetworkForm = "conflist" | "directory";
+
 /** Options of {@link Suite.start}. */
 export interface SuiteOptions {
   plugin: string;
@@ -78,26 +86,8 @@ export interface SuiteOptions {
   daemonLog?: string;
 }
 
-/** A NAD of a {@link PodRun}: `spec.config` (object or raw text), or none (on-disk lookup). */
-export type NadSpec = Record<string, unknown> | string | null;
-
-/** Options of {@link Suite.pod}. */
-export interface PodOptions {
-  /** Pod annotations; a function when they name the run's other namespaces. */
-  annotations?: Record<string, string> | ((p: PodRun) => Record<string, string>);
-  /** NADs in the pod's namespace by name. */
-  nads?: Record<string, NadSpec>;
-  /** NADs in other namespaces: namespace suffix → name → spec (namespaces are created). */
-  otherNads?: Record<string, Record<string, NadSpec>>;
-  /** Files written into `confDir` for this pod (name → JSON object); removed afterwards. */
-  onDisk?: Record<string, Record<string, unknown>>;
-  /** Merged into the plugin config (e.g. the runtime's `runtimeConfig`). */
-  conf?: Record<string, unknown>;
-  cniVersion?: string;
-}
-
 /** The suite's shared state; {@link Suite.stop} it. */
-export class Suite {
+export class Suite implements PodHost {
   readonly scratch = new Scratch();
   api!: KubeApiServer;
   base = "";
@@ -110,9 +100,12 @@ export class Suite {
   readonly calls: Record<string, number> = {};
   /** Wall time spent in plugin calls so far, ms (each from spawn to exit). */
   callMs = 0;
+  #form: ClusterNetworkForm = "conflist";
   #daemon: NodeDaemon | undefined;
   #daemonStart: (() => Promise<NodeDaemon>) | undefined;
   #daemonExit: DaemonExit | undefined;
+  /** The first exit other than 0 of a daemon stopped between the forms. */
+  #badExit: DaemonExit | undefined;
   #subnet = 0;
 
   private constructor(readonly opts: SuiteOptions) {}
@@ -154,23 +147,7 @@ export class Suite {
     );
     await Deno.writeTextFile(
       `${this.dirs.net}/10-default.conflist`,
-      JSON.stringify({
-        cniVersion: "1.0.0",
-        name: DEFAULT_NET,
-        plugins: [{
-          type: RECORDER,
-          delegate: "macvlan",
-          master: this.master,
-          mode: "bridge",
-          ipam: {
-            type: "host-local",
-            dataDir: this.dirs.ipam,
-            ranges: [[{ subnet: "10.76.0.0/16", gateway: "10.76.0.1" }]],
-            routes: [{ dst: "0.0.0.0/0" }],
-          },
-          capabilities: { portMappings: true, bandwidth: true },
-        }],
-      }),
+      JSON.stringify(this.defaultConflist()),
     );
     if (this.opts.daemonCommand) await this.#startDaemon(this.opts.daemonCommand);
   }
@@ -192,6 +169,45 @@ export class Suite {
         log: this.opts.daemonLog ?? `${this.dirs.daemon}/daemon.log`,
       });
     this.#daemon = await this.#daemonStart();
+  }
+
+  /** How `{{clusterNetwork}}` names the default network now (default `"conflist"`). */
+  get clusterNetworkForm(): ClusterNetworkForm {
+    return this.#form;
+  }
+
+  /**
+   * Switches the `{{clusterNetwork}}` form for the checks that follow; in daemon mode the
+   * daemon is stopped (SIGTERM) and started again with the new config. A daemon that does not
+   * exit 0 here is started again all the same, and its exit is what {@link daemonExit}
+   * reports (the run fails at the end, with its table).
+   * @throws Error when the daemon does not come back
+   */
+  async setClusterNetworkForm(form: ClusterNetworkForm): Promise<void> {
+    if (form === this.#form) return;
+    this.#form = form;
+    if (this.#daemon && this.#daemonStart) {
+      await Deno.writeTextFile(
+        `${this.dirs.daemon}/conf.json`,
+        JSON.stringify(this.config(), null, 2),
+      );
+      const exit = await this.#daemon.stop();
+      this.#daemon = undefined;
+      if (exit.code !== 0 || exit.killed) this.#badExit ??= exit;
+      this.#daemon = await this.#daemonStart();
+    }
+  }
+
+  /**
+   * A default network of one check's own: writes `conflist` as `<dir>/10-default.conflist`
+   * (`dir` is created) and returns what the plugin config's `clusterNetwork` names it by in
+   * the current form (the file, or `dir`).
+   */
+  async defaultNetwork(dir: string, conflist: Record<string, unknown>): Promise<string> {
+    await Deno.mkdir(dir, { recursive: true });
+    const file = `${dir}/10-default.conflist`;
+    await Deno.writeTextFile(file, JSON.stringify(conflist));
+    return this.#form === "conflist" ? file : dir;
   }
 
   /** True in daemon mode (`daemonCommand`). */
@@ -217,7 +233,9 @@ export class Suite {
   }
 
   /**
-   * How the daemon ended (daemon mode, after {@link stop}); undefined before, or without one.
+   * How the daemon ended (daemon mode, after {@link stop}): its first exit other than 0 when
+   * it was stopped between the `clusterNetwork` forms, else its last; undefined before, or
+   * without one.
    */
   get daemonExit(): DaemonExit | undefined {
     return this.#daemonExit;
@@ -246,7 +264,9 @@ export class Suite {
       type: this.opts.type,
       cniVersion,
       kubeconfig: this.kubeconfig,
-      clusterNetwork: `${this.dirs.net}/10-default.conflist`,
+      clusterNetwork: this.#form === "conflist"
+        ? `${this.dirs.net}/10-default.conflist`
+        : this.dirs.net,
       cniDir: this.dirs.cni,
       binDir: this.dirs.bin,
       confDir: this.dirs.conf,
@@ -257,6 +277,33 @@ export class Suite {
           daemonSocketDir: this.daemonSocket.slice(0, this.daemonSocket.lastIndexOf("/")),
         }
         : {},
+    };
+  }
+
+  /**
+   * The cluster default network's conflist: the recorder in front of macvlan on the suite's
+   * bridge, host-local IPAM on 10.76.0.0/16 with a default route; `cniVersion` "1.0.0", `name`
+   * {@link DEFAULT_NET} and the IPAM `dataDir` unless `opts` says otherwise.
+   */
+  defaultConflist(
+    opts: { cniVersion?: string; name?: string; ipamDir?: string } = {},
+  ): Record<string, unknown> {
+    return {
+      cniVersion: opts.cniVersion ?? "1.0.0",
+      name: opts.name ?? DEFAULT_NET,
+      plugins: [{
+        type: RECORDER,
+        delegate: "macvlan",
+        master: this.master,
+        mode: "bridge",
+        ipam: {
+          type: "host-local",
+          dataDir: opts.ipamDir ?? this.dirs.ipam,
+          ranges: [[{ subnet: "10.76.0.0/16", gateway: "10.76.0.1" }]],
+          routes: [{ dst: "0.0.0.0/0" }],
+        },
+        capabilities: { portMappings: true, bandwidth: true },
+      }],
     };
   }
 
@@ -296,9 +343,11 @@ export class Suite {
   /** Stops the daemon (SIGTERM) and the server, removes everything; never throws. */
   async stop(): Promise<void> {
     if (this.#daemon) this.#daemonExit = await this.#daemon.stop();
+    this.#daemonExit = this.#badExit ?? this.#daemonExit;
     await this.api?.stop().catch(() => {});
     await this.scratch.cleanup();
   }
 }
 
 export { NODE, POD, PodRun };
+export type { NadSpec, PodOptions } from "./pod_run.ts";

@@ -1,11 +1,13 @@
 /**
  * One pod of one conformance check ({@link PodRun}): its namespace, NADs, pod object and netns
  * on the suite's kube-apiserver and node, and the plugin called for it exactly as a runtime
- * does (env + stdin, `CNI_ARGS` with `K8S_POD_*`). Made by `Suite.pod` (harness.ts).
+ * does (env + stdin, `CNI_ARGS` with `K8S_POD_*`). Made by `Suite.pod` (harness.ts), which
+ * this module does not import: what a pod needs of its suite is {@link PodHost}.
  *
  * @module
  */
 
+import type { KubeApiServer } from "../tests/support/kube_apiserver.ts";
 import type { KubeObject } from "../tests/support/kube_rest.ts";
 import { suffix } from "../tests/support/netns.ts";
 import {
@@ -15,7 +17,40 @@ import {
   runPlugin,
 } from "../tests/support/plugin.ts";
 import type { Recording } from "./recorder.ts";
-import type { NadSpec, PodOptions, Suite } from "./harness.ts";
+
+/** A NAD of a {@link PodRun}: `spec.config` (object or raw text), or none (on-disk lookup). */
+export type NadSpec = Record<string, unknown> | string | null;
+
+/** Options of `Suite.pod`: what one check's pod gets. */
+export interface PodOptions {
+  /** Pod annotations; a function when they name the run's other namespaces. */
+  annotations?: Record<string, string> | ((p: PodRun) => Record<string, string>);
+  /** NADs in the pod's namespace by name. */
+  nads?: Record<string, NadSpec>;
+  /** NADs in other namespaces: namespace suffix → name → spec (namespaces are created). */
+  otherNads?: Record<string, Record<string, NadSpec>>;
+  /** Files written into `confDir` for this pod (name → JSON object); removed afterwards. */
+  onDisk?: Record<string, Record<string, unknown>>;
+  /** Merged into the plugin config (e.g. the runtime's `runtimeConfig`). */
+  conf?: Record<string, unknown>;
+  cniVersion?: string;
+}
+
+/**
+ * What a {@link PodRun} needs of the suite that made it (`Suite` in harness.ts implements it):
+ * the API server, the node's directories, the plugin, the config template, and the call tally.
+ */
+export interface PodHost {
+  readonly api: KubeApiServer;
+  readonly dirs: { readonly bin: string; readonly conf: string; readonly rec: string };
+  readonly opts: { readonly plugin: string };
+  /** Plugin calls made so far, by CNI command; a {@link PodRun} counts its own. */
+  readonly calls: Record<string, number>;
+  /** Wall time spent in plugin calls so far, ms. */
+  callMs: number;
+  /** The plugin's config from the template, for `cniVersion` (default `"1.0.0"`). */
+  config(cniVersion?: string): Record<string, unknown>;
+}
 
 /** The pod every check creates, in the check's own namespace. */
 export const POD = "conf-pod";
@@ -34,8 +69,9 @@ export class PodRun {
   #namespaces: string[] = [];
   #files: string[] = [];
   #netns = false;
+  #netnsDeleted = false;
 
-  constructor(readonly suite: Suite, readonly opts: PodOptions) {}
+  constructor(readonly suite: PodHost, readonly opts: PodOptions) {}
 
   /** The namespace of `otherNads[key]`. */
   otherNs(key: string): string {
@@ -115,6 +151,16 @@ export class PodRun {
     return out.sort((a, b) => a.t - b.t);
   }
 
+  /** Everything the recorder saw at or after `t` (ms, as `Recording.t`), any container. */
+  async recordsSince(t: number): Promise<Recording[]> {
+    const out: Recording[] = [];
+    for await (const e of Deno.readDir(this.suite.dirs.rec)) {
+      const r: Recording = JSON.parse(await Deno.readTextFile(`${this.suite.dirs.rec}/${e.name}`));
+      if (r.t >= t) out.push(r);
+    }
+    return out.sort((a, b) => a.t - b.t);
+  }
+
   /** The pod as the server has it now. */
   pod(): Promise<KubeObject> {
     return this.suite.api.admin.getPod(this.ns, POD);
@@ -152,11 +198,24 @@ export class PodRun {
     return JSON.parse(new TextDecoder().decode(r.stdout) || "[]");
   }
 
+  /**
+   * Deletes the pod's netns as a runtime does when the sandbox is gone (the interfaces in it go
+   * with it); {@link cleanup} still calls DEL.
+   * @throws Error when `ip netns del` fails
+   */
+  async deleteNetns(): Promise<void> {
+    const r = await new Deno.Command("ip", { args: ["netns", "del", this.netnsName] }).output();
+    if (r.code !== 0) throw new Error(`ip netns del: ${new TextDecoder().decode(r.stderr)}`);
+    this.#netnsDeleted = true;
+  }
+
   /** Best-effort DEL, then removes netns, on-disk files, pod and namespaces; never throws. */
   async cleanup(): Promise<void> {
     if (this.#netns) {
       await this.call("DEL").catch(() => {});
-      await new Deno.Command("ip", { args: ["netns", "del", this.netnsName] }).output();
+      if (!this.#netnsDeleted) {
+        await new Deno.Command("ip", { args: ["netns", "del", this.netnsName] }).output();
+      }
     }
     for (const f of this.#files) await Deno.remove(f).catch(() => {});
     const admin = this.suite.api.admin;

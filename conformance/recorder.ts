@@ -16,6 +16,16 @@
  *   checked.
  *
  * Without `"delegate"`, ADD answers `prevResult` (or an empty result) and DEL/CHECK succeed.
+ *
+ * CNI 1.1.0 in front of 1.0.0 plugins: the real plugins (Debian's containernetworking-plugins
+ * 1.1.1) speak CNI up to 1.0.0 and know no GC or STATUS. For a config of cniVersion 1.1.0 the
+ * recorder passes ADD/DEL/CHECK on as 1.0.0 (config and `prevResult`; the 1.1.0 result format
+ * is 1.0.0's) and answers with the result relabelled 1.1.0; it answers STATUS with success and
+ * does GC itself as host-local ≥ 1.1.0 does: with `ipam.type` `host-local`, every lease in
+ * `<ipam.dataDir>/<name>/` whose container ID and ifname are not in
+ * `cni.dev/valid-attachments` is released (its file removed). So a delegating plugin's GC that
+ * reaches the delegates with the runtime's valid attachments releases what they leaked.
+ *
  * Runs with `deno run -A` through a wrapper script the suite writes; imports nothing.
  *
  * @module
@@ -62,6 +72,44 @@ function hostInterfaceFirst(result: Record<string, unknown>): Record<string, unk
   };
 }
 
+/** A 1.1.0 config as its 1.0.0 twin (`cniVersion` of the config and of `prevResult`). */
+function as100(config: Record<string, unknown>): Record<string, unknown> {
+  const prev = config.prevResult as Record<string, unknown> | undefined;
+  return {
+    ...config,
+    cniVersion: "1.0.0",
+    ...(prev ? { prevResult: { ...prev, cniVersion: "1.0.0" } } : {}),
+  };
+}
+
+/**
+ * GC as host-local ≥ 1.1.0 does it: releases the leases (files named by address in
+ * `<dataDir>/<network name>/`, holding `<containerID>\r\n<ifname>`) of attachments missing from
+ * `cni.dev/valid-attachments`.
+ */
+async function hostLocalGc(config: Record<string, unknown>): Promise<void> {
+  const ipam = (config.ipam ?? {}) as { type?: string; dataDir?: string };
+  if (ipam.type !== "host-local" || typeof config.name !== "string") return;
+  const dir = `${ipam.dataDir ?? "/var/lib/cni/networks"}/${config.name}`;
+  const valid = new Set(
+    ((config["cni.dev/valid-attachments"] ?? []) as { containerID?: string; ifname?: string }[])
+      .map((a) => `${a.containerID}\0${a.ifname}`),
+  );
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync(dir)];
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    if (!e.isFile || e.name === "lock" || e.name.startsWith("last_reserved_ip")) continue;
+    const [id, ifname] = (await Deno.readTextFile(`${dir}/${e.name}`)).split(/\r?\n/);
+    if (!valid.has(`${id.trim()}\0${(ifname ?? "").trim()}`)) {
+      await Deno.remove(`${dir}/${e.name}`).catch(() => {});
+    }
+  }
+}
+
 async function main(): Promise<void> {
   const raw = await new Response(Deno.stdin.readable).text();
   const command = Deno.env.get("CNI_COMMAND") ?? "";
@@ -89,6 +137,12 @@ async function main(): Promise<void> {
     cniError(config.cniVersion, `conformance-recorder: injected ${command} failure`);
   }
   const delegate = config.delegate;
+  const v110 = config.cniVersion === "1.1.0";
+  if (v110 && command === "STATUS") return;
+  if (v110 && command === "GC") {
+    if (typeof delegate === "string") await hostLocalGc(config);
+    return;
+  }
   if (typeof delegate !== "string") {
     if (command === "ADD") {
       console.log(JSON.stringify(
@@ -102,12 +156,15 @@ async function main(): Promise<void> {
   const child = new Deno.Command(path, { stdin: "piped", stdout: "piped", stderr: "inherit" })
     .spawn();
   const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(raw));
+  await w.write(new TextEncoder().encode(v110 ? JSON.stringify(as100(config)) : raw));
   await w.close();
   const out = await child.output();
   let stdout = new TextDecoder().decode(out.stdout);
   if (out.code === 0 && command === "ADD" && knobs.hostInterfaceFirst) {
     stdout = JSON.stringify(hostInterfaceFirst(JSON.parse(stdout)));
+  }
+  if (v110 && stdout.trim().startsWith("{")) {
+    stdout = JSON.stringify({ ...JSON.parse(stdout), cniVersion: "1.1.0" });
   }
   await Deno.stdout.write(new TextEncoder().encode(stdout));
   Deno.exit(out.code);

@@ -1,6 +1,8 @@
 /**
- * The suite's output: a plain-text table (section, check, level, verdict, one-line reason) and
- * JUnit XML (one `testcase` per check; FAIL → `failure`, SKIP → `skipped`).
+ * The suite's output: a plain-text table (section, check, level, verdict, one-line reason; a
+ * level marked `*` is the suite's reading of a clause without a normative keyword, footnoted
+ * under the table) and JUnit XML (one `testcase` per check; FAIL → `failure`, SKIP →
+ * `skipped`, INFO → `system-out`).
  *
  * @module
  */
@@ -12,7 +14,7 @@ export function table(outcomes: Outcome[]): string {
   const rows = outcomes.map((o) => [
     o.check.section,
     o.check.name,
-    o.check.level,
+    levelOf(o),
     o.verdict,
     o.reason,
   ]);
@@ -24,14 +26,27 @@ export function table(outcomes: Outcome[]): string {
     r.map((c, i) => i === 4 ? c : c + " ".repeat(widths[i] - [...c].length)).join("  ").trimEnd();
   const count = (v: string) => outcomes.filter((o) => o.verdict === v).length;
   const mustFails = outcomes.filter((o) => o.check.level === "MUST" && o.verdict === "FAIL");
+  const readings = [
+    ...new Map(
+      outcomes.filter((o) => o.check.reading).map((
+        o,
+      ) => [`${o.check.section}, the suite's reading: ${o.check.reading}`, 0]),
+    ).keys(),
+  ];
   return [
     line(head),
     line(widths.map((w, i) => "-".repeat(i === 4 ? 6 : w))),
     ...rows.map(line),
+    ...readings.length ? ["", ...readings.map((r) => `* ${r}`)] : [],
     "",
     `${outcomes.length} checks: ${count("PASS")} PASS, ${count("FAIL")} FAIL ` +
-    `(${mustFails.length} MUST), ${count("SKIP")} SKIP`,
+    `(${mustFails.length} MUST), ${count("SKIP")} SKIP, ${count("INFO")} INFO`,
   ].join("\n");
+}
+
+/** The level as shown: `MUST`, `SHOULD`, `INFO`; `*` appended for a reading. */
+function levelOf(o: Outcome): string {
+  return `${o.check.level}${o.check.reading ? "*" : ""}`;
 }
 
 function esc(s: string): string {
@@ -45,7 +60,7 @@ export function junit(outcomes: Outcome[], suiteName: string, totalMs: number): 
   const skips = outcomes.filter((o) => o.verdict === "SKIP").length;
   const cases = outcomes.map((o) => {
     const attrs = `classname="${esc(o.check.section)}" name="${
-      esc(`[${o.check.level}] ${o.check.name}`)
+      esc(`[${levelOf(o)}] ${o.check.name}`)
     }" time="${(o.ms / 1000).toFixed(3)}"`;
     if (o.verdict === "FAIL") {
       return `    <testcase ${attrs}>\n      <failure message="${
@@ -56,6 +71,11 @@ export function junit(outcomes: Outcome[], suiteName: string, totalMs: number): 
       return `    <testcase ${attrs}>\n      <skipped message="${
         esc(o.reason)
       }"/>\n    </testcase>`;
+    }
+    if (o.verdict === "INFO") {
+      return `    <testcase ${attrs}>\n      <system-out>INFO: ${
+        esc(o.reason)
+      }</system-out>\n    </testcase>`;
     }
     return `    <testcase ${attrs}/>`;
   });

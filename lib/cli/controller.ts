@@ -1,7 +1,8 @@
 /**
  * `manifold controller`: the KEP-3698 PodNetwork controller (deploy/50-controller.yaml, one
  * replica per cluster): sets `ParamsReady`/`Ready` on PodNetworks and PodNetworkAttachments of
- * Manifold's provider and keeps their InUse finalizer (lib/kep). Runs until SIGTERM/SIGINT.
+ * Manifold's provider, keeps their InUse finalizer and the "default" PodNetwork (lib/kep).
+ * Runs until SIGTERM/SIGINT.
  *
  * Exit codes: 0 stopped by a signal, 1 failure (no API connection, unusable kubeconfig),
  * 2 usage error.
@@ -23,14 +24,17 @@ import { errorText } from "../util/text.ts";
 export const CONTROLLER_USAGE = `Usage: manifold controller [options]
 
 The KEP-3698 PodNetwork controller: sets the Ready and ParamsReady conditions of PodNetworks
-and PodNetworkAttachments of this provider and keeps their InUse finalizer while a pod or
-PodNetworkAttachment references them. One replica per cluster.
+and PodNetworkAttachments of this provider, keeps their InUse finalizer while a pod or
+PodNetworkAttachment references them, and creates the "default" PodNetwork (the cluster
+default network) and recreates it when deleted. One replica per cluster.
 
 Options:
   --kubeconfig PATH          kubeconfig (default: the pod's service account, in-cluster)
   --provider NAME            PodNetwork spec.provider handled (default ${DEFAULT_PODNETWORK_PROVIDER})
   --namespace-isolation      NADs must be in a global namespace (as the plugins' namespaceIsolation)
   --global-namespaces LIST   comma-separated global namespaces ("default" always included)
+  --no-default-podnetwork    do not create the "default" PodNetwork (the KEP's
+                             disable-default-podnetwork-creation; the operator creates it)
   --log-level LEVEL          debug, verbose (default), error, panic
   -h, --help                 this text
 
@@ -96,6 +100,7 @@ export async function runControllerCli(args: string[], io: ControllerIO = {}): P
       provider: values.provider ?? DEFAULT_PODNETWORK_PROVIDER,
       namespaceIsolation: values["namespace-isolation"] ?? false,
       globalNamespaces: global.includes("default") ? global : ["default", ...global],
+      createDefault: !values["no-default-podnetwork"],
     };
     logger.info("controller starting", { server: connection.server, ...policy });
     await runLoop(kube, { ...io.timing, signal, logger, policy });
@@ -119,6 +124,7 @@ function parse(args: string[]) {
       provider: { type: "string" },
       "namespace-isolation": { type: "boolean" },
       "global-namespaces": { type: "string" },
+      "no-default-podnetwork": { type: "boolean" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
     },

@@ -117,6 +117,17 @@ export function isNotFound(err: unknown): boolean {
 }
 
 /**
+ * Whether `err` is a failed call answered with HTTP 409 (already exists, or a stale
+ * `resourceVersion`).
+ * @param err any thrown value
+ * @returns true for a {@link KubeError} of kind `"request"` with status 409
+ * @example isConflict(new Error("x")) // false
+ */
+export function isConflict(err: unknown): boolean {
+  return err instanceof KubeError && err.kind === "request" && err.status === 409;
+}
+
+/**
  * Whether an HTTP status is worth trying again later: 401 (the token may be rotating), 429 and
  * every 5xx. Every other status is final.
  * @param status an HTTP status

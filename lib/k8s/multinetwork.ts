@@ -72,6 +72,18 @@ export interface MultiNetworkMeta {
   deletionTimestamp?: string;
 }
 
+/** `metav1.LabelSelector` as `spec.allowedNamespaces` carries it. */
+export interface NamespaceSelector {
+  /** Every pair must match. */
+  matchLabels?: Record<string, string>;
+  /** Every requirement must hold. */
+  matchExpressions?: {
+    key: string;
+    operator: "In" | "NotIn" | "Exists" | "DoesNotExist";
+    values?: string[];
+  }[];
+}
+
 /** A PodNetwork (KEP-3698 `PodNetworkSpec`, `PodNetworkStatus`). */
 export interface PodNetwork {
   /** Object metadata (no namespace). */
@@ -84,6 +96,11 @@ export interface PodNetwork {
     provider: string;
     /** Implementation-specific parameters. */
     parametersRefs: ParametersRef[];
+    /**
+     * Manifold's extension (not in KEP-3698): the namespaces whose pods and attachments may
+     * use the network; absent means all.
+     */
+    allowedNamespaces?: NamespaceSelector;
   };
   /** The KEP's `PodNetworkStatus`. */
   status: { conditions: Condition[] };
@@ -128,6 +145,14 @@ function buildSchemas() {
     observedGeneration: z.number().int().optional(),
   });
   const status = z.looseObject({ conditions: z.array(condition).nullish() }).nullish();
+  const selector = z.looseObject({
+    matchLabels: z.record(z.string(), z.string()).nullish(),
+    matchExpressions: z.array(z.looseObject({
+      key: z.string(),
+      operator: z.enum(["In", "NotIn", "Exists", "DoesNotExist"]),
+      values: z.array(z.string()).nullish(),
+    })).nullish(),
+  });
   return {
     podNetwork: z.looseObject({
       metadata: meta,
@@ -135,6 +160,7 @@ function buildSchemas() {
         enabled: z.boolean().nullish(),
         provider: z.string().nullish(),
         parametersRefs: z.array(ref).nullish(),
+        allowedNamespaces: selector.nullish(),
       }).nullish(),
       status,
     }),
@@ -179,7 +205,8 @@ function decodingError(what: string, error: z.ZodError): KubeError {
 
 /**
  * Validates a PodNetwork as returned by `GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/{name}`.
- * An absent `enabled` is true (the KEP's `+kubebuilder:default=true`).
+ * An absent `enabled` is true (the KEP's `+kubebuilder:default=true`); `allowedNamespaces`
+ * (Manifold's extension) is kept when present.
  * @param raw the decoded JSON body.
  * @returns the PodNetwork; `raw` is the same object.
  * @throws {KubeError} `"decoding"` on a bad shape; `details` is the prettified zod error.
@@ -191,13 +218,26 @@ function decodingError(what: string, error: z.ZodError): KubeError {
 export function parsePodNetwork(raw: unknown): PodNetwork {
   const r = schemas().podNetwork.safeParse(raw);
   if (!r.success) throw decodingError("PodNetwork", r.error);
+  const spec: PodNetwork["spec"] = {
+    enabled: r.data.spec?.enabled ?? true,
+    provider: r.data.spec?.provider ?? "",
+    parametersRefs: refsOf(r.data.spec?.parametersRefs),
+  };
+  const sel = r.data.spec?.allowedNamespaces;
+  if (sel) {
+    spec.allowedNamespaces = {};
+    if (sel.matchLabels) spec.allowedNamespaces.matchLabels = { ...sel.matchLabels };
+    if (sel.matchExpressions) {
+      spec.allowedNamespaces.matchExpressions = sel.matchExpressions.map((e) => ({
+        key: e.key,
+        operator: e.operator,
+        ...(e.values ? { values: [...e.values] } : {}),
+      }));
+    }
+  }
   return {
     metadata: metaOf(r.data.metadata),
-    spec: {
-      enabled: r.data.spec?.enabled ?? true,
-      provider: r.data.spec?.provider ?? "",
-      parametersRefs: refsOf(r.data.spec?.parametersRefs),
-    },
+    spec,
     status: { conditions: [...(r.data.status?.conditions ?? [])] },
     raw: raw as Record<string, unknown>,
   };

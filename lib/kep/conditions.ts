@@ -6,14 +6,17 @@
  * Reasons (KEP-3698 "Status Conditions"; ParamsReady's are implementation-specific):
  * - PodNetwork `Ready`: `True`/`Ready`; `False`/`AdministrativelyDisabled` (`enabled: false`,
  *   checked first); `False`/`ParamsNotReady`.
- * - PodNetworkAttachment `Ready`: `True`/`Ready`; `False`/`PodNetworkNotReady` (its PodNetwork
- *   is missing or not Ready); `False`/`ParamsNotReady`.
+ * - PodNetworkAttachment `Ready`: `True`/`Ready`; `False`/`NamespaceNotAllowed` (Manifold's
+ *   extension: its namespace is outside the PodNetwork's `spec.allowedNamespaces`);
+ *   `False`/`PodNetworkNotReady` (its PodNetwork is missing or not Ready); `False`/`ParamsNotReady`.
  * - `ParamsReady`: `True`/`ParamsReady` (the one NAD exists, its `spec.config` parses, and
  *   namespace isolation lets the user reach it), `True`/`PodNetworkParameters` (an attachment
  *   without refs of its own), else `False` with `InvalidParametersRefs`,
  *   `NetworkAttachmentDefinitionNotFound`, `NamespaceIsolation` or `InvalidConfig`.
  *   Manifold needs exactly one NAD, so a PodNetwork without refs is `InvalidParametersRefs`
- *   (the KEP's generic controller would call it Ready; Manifold could not attach it).
+ *   (the KEP's generic controller would call it Ready; Manifold could not attach it) — but
+ *   for "default", which is the cluster default network configured on the nodes:
+ *   `True`/`ClusterDefaultNetwork` without refs, `False`/`InvalidParametersRefs` with some.
  *
  * In use (KEP-3698 "InUse state"): a PodNetwork referenced by a PodNetworkAttachment or by a
  * pod (directly or through an attachment in its namespace), an attachment referenced by a
@@ -27,7 +30,8 @@ import { type Condition, type PodNetwork, type PodNetworkAttachment } from "../k
 import type { NetworkAttachmentDefinition } from "../k8s/types.ts";
 import { resolveNetwork } from "../multinet/plan/resolve.ts";
 import type { PodNetworkEntry } from "../multinet/plan/pod_network_annotation.ts";
-import { nadOfRefs } from "../multinet/plan/pod_networks.ts";
+import { DEFAULT_PODNETWORK, nadOfRefs } from "../multinet/plan/pod_networks.ts";
+import { matchesSelector } from "../policy/selector.ts";
 
 /** A pod as the controller keeps it: only what references networks. */
 export interface PodReferences {
@@ -51,6 +55,8 @@ export interface Snapshot {
   nads: Map<string, NetworkAttachmentDefinition>;
   /** Pods by `namespace/name`. */
   pods: Map<string, PodReferences>;
+  /** Namespace labels by name (for PodNetwork `spec.allowedNamespaces`). */
+  namespaces?: Map<string, Record<string, string>>;
 }
 
 /** The controller's settings (`manifold controller` flags). */
@@ -61,6 +67,8 @@ export interface LifecyclePolicy {
   namespaceIsolation: boolean;
   /** Namespaces whose NADs any pod may use under isolation. */
   globalNamespaces: string[];
+  /** Create the "default" PodNetwork when missing (default true; `--no-default-podnetwork`). */
+  createDefault?: boolean;
 }
 
 /** What one object should carry. */
@@ -133,6 +141,26 @@ function livePods(snap: Snapshot): PodReferences[] {
 }
 
 /**
+ * Whether a live pod (directly, or through an attachment in its namespace) or a
+ * PodNetworkAttachment references the PodNetwork (KEP-3698 "InUse state").
+ * @param snap the listed objects.
+ * @param name the PodNetwork's name.
+ * @returns true when in use.
+ */
+export function podNetworkInUse(snap: Snapshot, name: string): boolean {
+  const byAttachment = [...snap.attachments.values()].some((a) => a.spec.podNetworkName === name);
+  return byAttachment ||
+    livePods(snap).some((p) =>
+      p.entries.some((e) =>
+        e.podNetworkName === name ||
+        (e.podNetworkAttachmentName !== undefined &&
+          snap.attachments.get(`${p.namespace}/${e.podNetworkAttachmentName}`)?.spec
+              .podNetworkName === name)
+      )
+    );
+}
+
+/**
  * What a PodNetwork should carry.
  * @param snap the listed objects.
  * @param policy provider and isolation.
@@ -145,28 +173,28 @@ export async function desiredPodNetwork(
   pn: PodNetwork,
 ): Promise<Desired> {
   const name = pn.metadata.name;
-  const params = await paramsReady(
-    snap,
-    policy,
-    pn.spec.parametersRefs,
-    `PodNetwork "${name}"`,
-    undefined,
-  );
+  const params = name !== DEFAULT_PODNETWORK
+    ? await paramsReady(snap, policy, pn.spec.parametersRefs, `PodNetwork "${name}"`, undefined)
+    : pn.spec.parametersRefs.length === 0
+    ? cond(
+      "ParamsReady",
+      true,
+      "ClusterDefaultNetwork",
+      "the cluster default network configured on the nodes",
+    )
+    : cond(
+      "ParamsReady",
+      false,
+      "InvalidParametersRefs",
+      'the "default" PodNetwork is the cluster default network configured on the nodes; ' +
+        "Manifold takes no parametersRefs for it",
+    );
   const ready = !pn.spec.enabled
     ? cond("Ready", false, "AdministrativelyDisabled", "spec.enabled is false")
     : params.status !== "True"
     ? cond("Ready", false, "ParamsNotReady", params.message)
     : cond("Ready", true, "Ready", "the network accepts pods");
-  const byAttachment = [...snap.attachments.values()].some((a) => a.spec.podNetworkName === name);
-  const byPod = livePods(snap).some((p) =>
-    p.entries.some((e) =>
-      e.podNetworkName === name ||
-      (e.podNetworkAttachmentName !== undefined &&
-        snap.attachments.get(`${p.namespace}/${e.podNetworkAttachmentName}`)?.spec
-            .podNetworkName === name)
-    )
-  );
-  return { conditions: [params, ready], inUse: byAttachment || byPod };
+  return { conditions: [params, ready], inUse: podNetworkInUse(snap, name) };
 }
 
 /**
@@ -192,7 +220,18 @@ export async function desiredAttachment(
       namespace,
     );
   const pn = snap.podNetworks.get(pna.spec.podNetworkName);
-  const ready = !podNetworkReady(pn)
+  const sel = pn?.spec.allowedNamespaces;
+  const labels = snap.namespaces?.get(namespace);
+  const allowed = !sel || (labels !== undefined && matchesSelector(sel, labels));
+  const ready = !allowed
+    ? cond(
+      "Ready",
+      false,
+      "NamespaceNotAllowed",
+      `namespace "${namespace}" is not allowed by PodNetwork "${pna.spec.podNetworkName}" ` +
+        "(spec.allowedNamespaces)",
+    )
+    : !podNetworkReady(pn)
     ? cond(
       "Ready",
       false,

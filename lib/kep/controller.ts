@@ -1,7 +1,7 @@
 /**
- * The KEP-3698 PodNetwork controller (`manifold controller`): four list + watch loops
- * (lib/k8s/watch.ts) keep PodNetworks, PodNetworkAttachments, NADs and pods (only their
- * network references) in memory; any change schedules one level-triggered pass
+ * The KEP-3698 PodNetwork controller (`manifold controller`): five list + watch loops
+ * (lib/k8s/watch.ts) keep PodNetworks, PodNetworkAttachments, NADs, pods (only their
+ * network references) and namespaces (only their labels) in memory; any change schedules one level-triggered pass
  * (reconcile.ts) over everything, at most one pass at a time, debounced. No pass runs before
  * every collection has been listed once (a finalizer must never be removed because the pods
  * were not listed yet), and a pass also runs every `resyncMs` to retry failed writes.
@@ -56,7 +56,7 @@ interface PodItem extends PodReferences {
   resourceVersion?: string;
 }
 
-/** Pods of all namespaces, reduced to their KEP-3698 references. */
+/** Pods of all namespaces, reduced to their KEP-3698 references (none for hostNetwork pods). */
 const POD_LIST_WATCH: ListWatchResource<PodItem> = {
   path: "/api/v1/pods",
   parse(raw) {
@@ -67,11 +67,13 @@ const POD_LIST_WATCH: ListWatchResource<PodItem> = {
         resourceVersion?: string;
         annotations?: Record<string, string>;
       };
+      spec?: { hostNetwork?: boolean };
       status?: { phase?: string };
     };
     const text = o.metadata?.annotations?.[PODNETWORKS_ANNOTATION];
     let entries: PodReferences["entries"] = [];
-    if (typeof text === "string" && text.trim() !== "") {
+    // A hostNetwork pod never gets an ADD: it uses no network (KEP: no networks with hostNetwork).
+    if (typeof text === "string" && text.trim() !== "" && o.spec?.hostNetwork !== true) {
       try {
         entries = parsePodNetworkAnnotation(text);
       } catch { /* an invalid list references nothing (its ADD fails anyway) */ }
@@ -85,6 +87,27 @@ const POD_LIST_WATCH: ListWatchResource<PodItem> = {
     };
   },
   resourceVersion: (p) => p.resourceVersion,
+};
+
+/** A namespace's labels (PodNetwork `spec.allowedNamespaces` selects on them). */
+interface NamespaceItem {
+  name: string;
+  labels: Record<string, string>;
+  resourceVersion?: string;
+}
+
+const NAMESPACE_LIST_WATCH: ListWatchResource<NamespaceItem> = {
+  path: "/api/v1/namespaces",
+  parse(raw) {
+    const m = (raw as { metadata?: { name?: string; labels?: unknown; resourceVersion?: string } })
+      .metadata;
+    const labels: Record<string, string> = {};
+    if (m?.labels && typeof m.labels === "object") {
+      for (const [k, v] of Object.entries(m.labels)) if (typeof v === "string") labels[k] = v;
+    }
+    return { name: String(m?.name ?? ""), labels, resourceVersion: m?.resourceVersion };
+  },
+  resourceVersion: (n) => n.resourceVersion,
 };
 
 const PODNETWORK_LIST_WATCH: ListWatchResource<PodNetwork> = {
@@ -140,7 +163,9 @@ export async function runController(kube: KubeClient, opts: ControllerOptions): 
     attachments: new Map(),
     nads: new Map(),
     pods: new Map(),
+    namespaces: new Map(),
   };
+  const namespaceItems = new Map<string, NamespaceItem>();
   let dirty = true;
   let wake: () => void = () => {};
   const changed = () => {
@@ -160,6 +185,10 @@ export async function runController(kube: KubeClient, opts: ControllerOptions): 
       changed,
     ),
     store<PodItem>((o) => `${o.namespace}/${o.name}`, snap.pods, changed),
+    store<NamespaceItem>((o) => o.name, namespaceItems, () => {
+      snap.namespaces = new Map([...namespaceItems].map(([k, v]) => [k, v.labels]));
+      changed();
+    }),
   ] as const;
   const common = { ...opts.timing, signal, logger };
   const loops = [
@@ -167,6 +196,7 @@ export async function runController(kube: KubeClient, opts: ControllerOptions): 
     listWatch(kube, stores[1], { ...common, resource: ATTACHMENT_LIST_WATCH }),
     listWatch(kube, stores[2], { ...common, resource: NAD_LIST_WATCH }),
     listWatch(kube, stores[3], { ...common, resource: POD_LIST_WATCH }),
+    listWatch(kube, stores[4], { ...common, resource: NAMESPACE_LIST_WATCH }),
   ];
   const debounceMs = opts.debounceMs ?? 100;
   const resyncMs = opts.resyncMs ?? 60_000;

@@ -135,6 +135,10 @@ export async function buildDeps(
       podNetwork: async (name) => (await connect()).podNetworks.podNetwork(name),
       attachment: async (namespace, name) =>
         (await connect()).podNetworks.attachment(namespace, name),
+      namespaceLabels: async (name) => {
+        const source = (await connect()).podNetworks;
+        return source.namespaceLabels ? await source.namespaceLabels(name) : undefined;
+      },
     },
     dra: {
       claim: async (namespace, name) => (await draOf(connect)).claim(namespace, name),

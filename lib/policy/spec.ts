@@ -212,7 +212,8 @@ export interface Isolation {
 /**
  * What an invalid spec still says about isolation: the `podSelector` when it parses (absent
  * = `{}`), and the `policyTypes` when they parse (absent or `[]`: Ingress, plus Egress when
- * `egress` is a non-empty list, as for a valid spec; both when `policyTypes` is unreadable).
+ * `egress` is a non-empty list or unreadable (not a list), as for a valid spec; both when
+ * `policyTypes` is unreadable).
  *
  * @param raw the `spec` value as received
  * @returns the isolation the engine enforces, with no allow rule
@@ -231,6 +232,8 @@ export function salvageIsolation(raw: unknown): Isolation {
     const t = z.array(policyType).safeParse(spec.policyTypes);
     return { podSelector, policyTypes: t.success ? [...new Set(t.data)] : both };
   }
-  const egress = Array.isArray(spec.egress) && spec.egress.length > 0;
+  // An `egress` that is present but not a list cannot be read: it may hold egress rules, so
+  // Egress is isolated too (only an absent, null or empty list means "no egress rules").
+  const egress = spec.egress != null && !(Array.isArray(spec.egress) && !spec.egress.length);
   return { podSelector, policyTypes: egress ? both : ["Ingress"] };
 }

@@ -380,10 +380,17 @@ Deno.test({
   async fn() {
     const n = await node({
       "multinetwork.manifold.dev/networks": JSON.stringify([
-        { podNetworkName: "dataplane", interfaceName: "dp0" },
+        { name: "default" },
+        { name: "dataplane", interfaceName: "dp0" },
       ]),
     });
     try {
+      n.api.putObject({
+        kind: "PodNetwork",
+        metadata: { name: "default" },
+        spec: { enabled: true, provider: "manifold.dev/cni" },
+        status: { conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "" }] },
+      });
       const pn = (enabled: boolean) =>
         n.api.putObject({
           kind: "PodNetwork",

@@ -310,6 +310,7 @@ Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildca
     [...grants].sort(),
     [
       "|events|create",
+      "|namespaces|get",
       "|namespaces|list",
       "|namespaces|watch",
       "|pods/status|patch",
@@ -543,6 +544,8 @@ Deno.test("manifold-controller: one replica, its own account, exactly the verbs 
   assert.deepEqual(
     grants.sort(),
     [
+      "|namespaces|list",
+      "|namespaces|watch",
       "|pods|list",
       "|pods|watch",
       "k8s.cni.cncf.io|network-attachment-definitions|list",
@@ -552,6 +555,7 @@ Deno.test("manifold-controller: one replica, its own account, exactly the verbs 
       "multinetwork.manifold.dev|podnetworkattachments|patch",
       "multinetwork.manifold.dev|podnetworkattachments|watch",
       "multinetwork.manifold.dev|podnetworks/status|patch",
+      "multinetwork.manifold.dev|podnetworks|create",
       "multinetwork.manifold.dev|podnetworks|list",
       "multinetwork.manifold.dev|podnetworks|patch",
       "multinetwork.manifold.dev|podnetworks|watch",

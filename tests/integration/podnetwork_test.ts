@@ -1,11 +1,15 @@
 /**
  * KEP-3698 front end through the real plugin process and real delegates, against the API
  * stand-in serving PodNetwork/PodNetworkAttachment: a pod's `multinetwork.manifold.dev/networks`
- * entry resolved through a Ready PodNetwork to its NAD, attached with `interfaceName`, with the
- * pod's default route moved to it (`isDefaultGW`), composed with the NPWG annotation in one
- * plan; a disabled, not-Ready, missing or foreign PodNetwork refused with code 7 before any
- * delegate runs; the KEP's per-network status (`multinetwork.manifold.dev/networks-status`);
- * a pod without the annotation reads no PodNetwork and gets no KEP status. Needs root.
+ * entry (the KEP's `name`/`attachmentName`, or the `podNetwork…` aliases) resolved through a
+ * Ready PodNetwork to its NAD, attached with `interfaceName`, with the pod's default route
+ * moved to it (`isDefaultGW`), composed with the NPWG annotation in one plan; the KEP's example
+ * pod; an explicit list without "default" putting its entry on CNI_IFNAME instead of the
+ * cluster network; a disabled, not-Ready, missing or foreign PodNetwork refused with code 7
+ * before any delegate runs; the KEP's per-network status
+ * (`multinetwork.manifold.dev/networks-status`, the KEP's `NetworkStatus` shape), also for a
+ * pod listing only "default"; a pod without the annotation reads no PodNetwork and gets no KEP
+ * status. Needs root.
  */
 
 import assert from "node:assert/strict";
@@ -47,6 +51,16 @@ function podNetwork(
       }],
     },
     status: opts.status ?? ready(),
+  });
+}
+
+/** The "default" PodNetwork as `manifold controller` creates it, Ready. */
+function defaultPodNetwork(w: World) {
+  w.api.putObject({
+    kind: "PodNetwork",
+    metadata: { name: "default" },
+    spec: { enabled: true, provider: PROVIDER },
+    status: ready(),
   });
 }
 
@@ -114,8 +128,9 @@ Deno.test({
     const w = await world({
       annotations: {
         [NETWORKS]: JSON.stringify([{ name: "bridge-net" }]),
-        [KEP]: JSON.stringify([{
-          podNetworkName: "dataplane",
+        // The KEP's own field names (its `Network` type).
+        [KEP]: JSON.stringify([{ name: "default" }, {
+          name: "dataplane",
           interfaceName: "dp0",
           isDefaultGW: true,
         }]),
@@ -124,6 +139,7 @@ Deno.test({
     try {
       dpNad(w);
       podNetwork(w, "dataplane");
+      defaultPodNetwork(w);
       const add = await w.call("ADD");
       expectOk(add, "ADD");
       assert.deepEqual(await linkNames(w.podNetns), ["dp0", "eth0", "net1"]);
@@ -138,11 +154,12 @@ Deno.test({
       assert.deepEqual(status[2]["default-route"], ["10.240.5.1"]);
       // The KEP's per-network status, in the same write: PodNetworks only (not NPWG's net1).
       assert.deepEqual(kepStatus(w), [
-        { name: "default", interfaceName: "eth0", ips: [bare(status[0])], isDefaultGW: false },
-        { name: "dataplane", interfaceName: "dp0", ips: [bare(status[2])], isDefaultGW: true },
+        { name: "default", interfaceName: "eth0", ip: bare(status[0]) },
+        { name: "dataplane", interfaceName: "dp0", ip: bare(status[2]), isDefaultGW: true },
       ]);
-      assert.deepEqual(multinetRequests(w), [
+      assert.deepEqual(multinetRequests(w).sort(), [
         "GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/dataplane 200",
+        "GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/default 200",
       ]);
       expectOk(await w.call("CHECK"), "CHECK");
       expectOk(await w.call("DEL"), "DEL");
@@ -156,9 +173,51 @@ Deno.test({
 });
 
 Deno.test({
-  name: "PodNetworkAttachment → its PodNetwork's NAD, automatic interface name",
+  name: "the KEP's example pod: name/attachmentName, interfaceName, the KEP's NetworkStatus",
   ...root,
   async fn() {
+    // KEP-3698 "Status" example, spec.networks as the annotation (only the names of our
+    // objects differ from nothing: the KEP's own list, unchanged).
+    const w = await world({
+      annotations: {
+        [KEP]: JSON.stringify([
+          { name: "default", interfaceName: "eth0", isDefaultGW: true },
+          { name: "dataplane1", interfaceName: "net1" },
+          { attachmentName: "my-interface-fast-net", interfaceName: "net2" },
+        ]),
+      },
+    });
+    try {
+      dpNad(w);
+      defaultPodNetwork(w);
+      podNetwork(w, "dataplane1");
+      podNetwork(w, "fast-net");
+      w.api.putObject({
+        kind: "PodNetworkAttachment",
+        metadata: { name: "my-interface-fast-net", namespace: NS },
+        spec: { podNetworkName: "fast-net" },
+        status: ready(),
+      });
+      expectOk(await w.call("ADD"), "ADD");
+      assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net1", "net2"]);
+      const status = podStatus(w);
+      assert.deepEqual(kepStatus(w), [
+        { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
+        { name: "dataplane1", interfaceName: "net1", ip: bare(status[1]) },
+        { name: "fast-net", interfaceName: "net2", ip: bare(status[2]) },
+      ]);
+      expectOk(await w.call("DEL"), "DEL");
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: 'a list without "default": its entry takes CNI_IFNAME, the cluster network is not attached',
+  ...root,
+  async fn() {
+    // KEP: "only the listed PodNetworks will be attached". The alias key still works.
     const w = await world({
       annotations: { [KEP]: JSON.stringify([{ podNetworkAttachmentName: "fast" }]) },
     });
@@ -171,15 +230,42 @@ Deno.test({
         spec: { podNetworkName: "dataplane" },
         status: ready(),
       });
-      expectOk(await w.call("ADD"), "ADD");
-      assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net1"]);
-      assert.deepEqual(podStatus(w)[1].name, `${NS}/dp-net`);
-      assert.deepEqual(kepStatus(w).map((e) => [e.name, e.interfaceName, e.isDefaultGW]), [
-        ["default", "eth0", true],
-        ["dataplane", "net1", false],
+      const add = await w.call("ADD");
+      expectOk(add, "ADD");
+      assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+      const status = podStatus(w);
+      assert.deepEqual(status.map((s) => [s.name, s.interface, s.default]), [
+        [`${NS}/dp-net`, "eth0", true],
       ]);
-      // The default route stays on the cluster network.
-      assert.equal((await defaultRoutes(w))[0]?.[1], "eth0");
+      assert.match(bare(status[0]), /^10\.240\.5\./, "eth0 is on the PodNetwork's NAD");
+      assert.deepEqual(kepStatus(w), [
+        { name: "dataplane", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
+      ]);
+      expectOk(await w.call("CHECK"), "CHECK");
+      expectOk(await w.call("DEL"), "DEL");
+      assert.deepEqual(await linkNames(w.podNetns), []);
+      expectOk(await w.call("DEL"), "second DEL");
+      assert.deepEqual(await w.leases(), []);
+    } finally {
+      await done(w);
+    }
+  },
+});
+
+Deno.test({
+  name: 'a pod listing only "default" gets the cluster network and its networks-status',
+  ...root,
+  async fn() {
+    // The alias key: on the old code this fails for the missing status, not the key.
+    const w = await world({ annotations: { [KEP]: '[{"podNetworkName":"default"}]' } });
+    try {
+      defaultPodNetwork(w);
+      expectOk(await w.call("ADD"), "ADD");
+      assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+      const status = podStatus(w);
+      assert.deepEqual(kepStatus(w), [
+        { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
+      ]);
       expectOk(await w.call("DEL"), "DEL");
     } finally {
       await done(w);
@@ -233,12 +319,13 @@ Deno.test({
     const w = await world({
       annotations: {
         [NETWORKS]: JSON.stringify([{ name: "bridge-net", interface: "dp0" }]),
-        [KEP]: JSON.stringify([{ podNetworkName: "dataplane", interfaceName: "dp0" }]),
+        [KEP]: JSON.stringify([{ name: "default" }, { name: "dataplane", interfaceName: "dp0" }]),
       },
     });
     try {
       dpNad(w);
       podNetwork(w, "dataplane");
+      defaultPodNetwork(w);
       await refused(w, /interface "dp0" is already used by network "tenant-a\/bridge-net"/);
       w.api.addPod({
         namespace: NS,
@@ -246,7 +333,7 @@ Deno.test({
         uid: "0f3a2f4c-1111-4222-8333-444455556666",
         annotations: {
           [NETWORKS]: JSON.stringify([{ name: "bridge-net", "default-route": ["10.240.2.1"] }]),
-          [KEP]: JSON.stringify([{ podNetworkName: "dataplane", isDefaultGW: true }]),
+          [KEP]: JSON.stringify([{ name: "default" }, { name: "dataplane", isDefaultGW: true }]),
         },
       });
       await refused(w, /isDefaultGW: the default route may be set on only one attachment/);

@@ -26,6 +26,7 @@ const POLICY: LifecyclePolicy = {
   provider: "manifold.dev/cni",
   namespaceIsolation: false,
   globalNamespaces: ["default"],
+  createDefault: false,
 };
 const ref = (name: string, namespace = "ns1") => ({
   group: "k8s.cni.cncf.io",
@@ -213,6 +214,30 @@ Deno.test("PodNetworkAttachment: PodNetworkNotReady, ParamsNotReady, Ready; in u
   );
 });
 
+Deno.test("PodNetworkAttachment outside the PodNetwork's allowedNamespaces: Ready=False NamespaceNotAllowed", async () => {
+  const restricted = parsePodNetwork({
+    metadata: { name: "a", generation: 1 },
+    spec: {
+      provider: "manifold.dev/cni",
+      parametersRefs: [ref("dp")],
+      allowedNamespaces: { matchLabels: { team: "a" } },
+    },
+    status: { conditions: [{ type: "Ready", status: "True" }] },
+  });
+  const pna = parsePodNetworkAttachment({
+    metadata: { name: "fast", namespace: "ns1" },
+    spec: { podNetworkName: "a" },
+  });
+  const snap = snapshot({ pns: [restricted], pnas: [pna] });
+  snap.namespaces = new Map([["ns1", { team: "b" }]]);
+  assert.match(
+    text(await desiredAttachment(snap, POLICY, pna)),
+    /Ready=False\/NamespaceNotAllowed/,
+  );
+  snap.namespaces.set("ns1", { team: "a" });
+  assert.match(text(await desiredAttachment(snap, POLICY, pna)), /Ready=True\/Ready/);
+});
+
 Deno.test("conditionUpdate keeps lastTransitionTime while the status holds; undefined when nothing changes", () => {
   const d = [{ type: "Ready", status: "True", reason: "Ready", message: "m" }];
   const first = conditionUpdate([], d, 2, "2026-01-01T00:00:00Z")!;
@@ -234,16 +259,32 @@ Deno.test("conditionUpdate keeps lastTransitionTime while the status holds; unde
   ]);
 });
 
-Deno.test("finalizerUpdate: added when in use (not while deleting), removed when unused", () => {
+Deno.test("finalizerUpdate: added when first seen (not while deleting), removed when deleting and unused; not ours: never added, released alike", () => {
   const F = "multinetwork.manifold.dev/in-use";
   assert.deepEqual(finalizerUpdate({ name: "a", finalizers: ["x"] }, true), ["x", F]);
+  assert.deepEqual(finalizerUpdate({ name: "a" }, false), [F], "before any user");
   assert.equal(finalizerUpdate({ name: "a", finalizers: [F] }, true), undefined);
+  assert.equal(finalizerUpdate({ name: "a", finalizers: [F] }, false), undefined, "kept");
   assert.equal(finalizerUpdate({ name: "a", deletionTimestamp: "t" }, true), undefined);
+  assert.equal(
+    finalizerUpdate({ name: "a", finalizers: [F], deletionTimestamp: "t" }, true),
+    undefined,
+  );
   assert.deepEqual(
     finalizerUpdate({ name: "a", finalizers: ["x", F], deletionTimestamp: "t" }, false),
     ["x"],
   );
-  assert.equal(finalizerUpdate({ name: "a" }, false), undefined);
+  // Not ours (provider changed): never added, released once deleting and unused.
+  assert.equal(finalizerUpdate({ name: "a" }, false, false), undefined);
+  assert.equal(finalizerUpdate({ name: "a", finalizers: [F] }, false, false), undefined);
+  assert.equal(
+    finalizerUpdate({ name: "a", finalizers: [F], deletionTimestamp: "t" }, true, false),
+    undefined,
+  );
+  assert.deepEqual(
+    finalizerUpdate({ name: "a", finalizers: [F], deletionTimestamp: "t" }, false, false),
+    [],
+  );
 });
 
 Deno.test("reconcileAll: writes only the difference, with resourceVersion on finalizer patches; other providers untouched", async () => {
@@ -260,6 +301,7 @@ Deno.test("reconcileAll: writes only the difference, with resourceVersion on fin
   });
   const r = await reconcileAll(kube, used, POLICY, nullLogger);
   assert.deepEqual(r, { statusWrites: 1, finalizerWrites: 1, failures: 0 });
+  assert.equal(writes.length, 2, "nothing written to the other provider's network");
   assert.match(
     writes[0],
     /^PATCH \/apis\/multinetwork.manifold.dev\/v1alpha1\/podnetworks\/a\/status /,

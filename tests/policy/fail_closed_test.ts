@@ -175,6 +175,48 @@ Deno.test({
 });
 
 Deno.test({
+  name: "fail closed: an egress that is not a list (policyTypes absent) isolates egress too",
+  ignore: !root,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const lab = new Lab();
+    const applier = new PolicyApplier(libnftablesRunner());
+    try {
+      await lab.init();
+      const srv = await lab.pod("srv", 10);
+      const web = await lab.pod("web", 11);
+      const bys = await lab.pod("bys", 12);
+      await srv.listen(80);
+      await web.listen(80);
+      await bys.listen(80);
+      const pods: [ReturnType<typeof parsePod>, LabPod][] = [
+        [podObject("server", { app: "db" }, srv), srv],
+        [podObject("web", { app: "web" }, web), web],
+        [podObject("bystander", {}, bys), bys],
+      ];
+      assert.ok(await srv.connects(web.ip4, 80, 1000), "open before any policy");
+      // Written for an older CRD: `egress` an object, not a list. It may hold egress rules
+      // (it does), so the policy isolates Egress as well as Ingress, with no allows.
+      const desired = await enforce(applier, pods, [policy("broken", "net1", {
+        podSelector: { matchLabels: { app: "db" } },
+        egress: { to: [{ ipBlock: { cidr: "10.99.0.0/24" } }] },
+      })]);
+      assert.deepEqual(desired.problems.map((p) => [p.pod, p.reason]), [
+        ["a/server", "InvalidPolicy"],
+      ]);
+      assert.ok(!(await web.connects(srv.ip4, 80)), "ingress of the selected pod closed");
+      assert.ok(!(await srv.connects(web.ip4, 80)), "egress of the selected pod closed");
+      assert.ok(await web.connects(bys.ip4, 80), "an unselected pod untouched");
+      assert.ok(await bys.connects(web.ip4, 80), "an unselected pod untouched, both ways");
+    } finally {
+      await applier.close();
+      await lab.cleanup();
+    }
+  },
+});
+
+Deno.test({
   name: "MLD reports (v1 131, v2 143) leave an egress-isolated interface: snooping learns them",
   ignore: !root,
   sanitizeResources: false,

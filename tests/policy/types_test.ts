@@ -191,6 +191,14 @@ Deno.test("an invalid spec still says what it isolates: its podSelector and poli
     podSelector: sel,
     policyTypes: ["Ingress"],
   }, "[] is absent, as for a valid spec");
+  assert.deepEqual(iso({ podSelector: sel, egress: { to: [] } }), {
+    podSelector: sel,
+    policyTypes: ["Ingress", "Egress"],
+  }, "an egress that is not a list may hold rules: Egress too");
+  assert.deepEqual(iso({ podSelector: sel, egress: [], ingress: [bad] }), {
+    podSelector: sel,
+    policyTypes: ["Ingress"],
+  }, "an empty egress list has no rules");
   assert.deepEqual(iso({ podSelector: "all" }), {
     podSelector: null,
     policyTypes: ["Ingress"],

@@ -10,102 +10,27 @@
  */
 
 import assert from "node:assert/strict";
-import { runControllerCli } from "../../lib/cli/controller.ts";
-import { nullLogger } from "../../lib/log/mod.ts";
-import type { KubeApiServer } from "../support/kube_apiserver.ts";
+import { parseAllDocuments } from "yaml";
 import { realApiSuite } from "../support/kube_apiserver.ts";
-import { type KubeObject, KubeRestError } from "../support/kube_rest.ts";
+import type { KubeObject } from "../support/kube_rest.ts";
 import { linkNames } from "../support/netns.ts";
 import { until } from "../support/wait.ts";
 import { expectOk } from "../support/world.ts";
-import { deployObjects, done, networkStatus, realWorld } from "./cluster.ts";
+import { done, networkStatus, realWorld } from "./cluster.ts";
+import {
+  condText,
+  getPn,
+  GV,
+  hasFinalizer,
+  install,
+  KEP,
+  NAD_CONFIG,
+  pn,
+  startController,
+  waitConditions,
+} from "./kep.ts";
 
 const suite = realApiSuite();
-const GV = "multinetwork.manifold.dev/v1alpha1";
-const FINALIZER = "multinetwork.manifold.dev/in-use";
-const KEP = "multinetwork.manifold.dev/networks";
-
-/** deploy/'s CRDs and the controller's ServiceAccount, role and binding, applied once. */
-let installed: Promise<void> | undefined;
-function install(api: KubeApiServer): Promise<void> {
-  return installed ??= (async () => {
-    for (const o of await deployObjects()) {
-      if (o.kind === "CustomResourceDefinition") await api.admin.installCrd(o);
-      else if (o.metadata?.name === "manifold-controller" && o.kind !== "Deployment") {
-        await api.admin.ensure(o);
-      }
-    }
-  })();
-}
-
-/** `manifold controller` in-process with the controller ServiceAccount's token. */
-async function startController(api: KubeApiServer, dir: string) {
-  const token = await api.admin.serviceAccountToken("kube-system", "manifold-controller");
-  const kubeconfig = `${dir}/controller.kubeconfig`;
-  await api.writeKubeconfig(kubeconfig, { token });
-  const stop = new AbortController();
-  let err = "";
-  const running = runControllerCli(["--kubeconfig", kubeconfig], {
-    signal: stop.signal,
-    logger: nullLogger,
-    stdout: () => {},
-    stderr: (s) => void (err += s),
-    timing: { debounceMs: 10 },
-  });
-  return {
-    async stop() {
-      stop.abort();
-      assert.equal(await running, 0, err);
-    },
-  };
-}
-
-const pn = (name: string, nad: { namespace: string; name: string }, extra: KubeObject = {}) => ({
-  apiVersion: GV,
-  kind: "PodNetwork",
-  metadata: { name },
-  spec: {
-    provider: "manifold.dev/cni",
-    parametersRefs: [{
-      group: "k8s.cni.cncf.io",
-      kind: "network-attachment-definitions",
-      ...nad,
-    }],
-    ...extra,
-  },
-});
-
-async function getPn(api: KubeApiServer, name: string): Promise<KubeObject | undefined> {
-  try {
-    return await api.admin.get(GV, "PodNetwork", undefined, name);
-  } catch (e) {
-    if (e instanceof KubeRestError && e.status === 404) return undefined;
-    throw e;
-  }
-}
-
-/** `"<ParamsReady status>/<reason> <Ready status>/<reason>"` of the object now. */
-function condText(o: KubeObject | undefined): string {
-  const c = (t: string) => o?.status?.conditions?.find((x: KubeObject) => x.type === t);
-  const f = (t: string) => `${c(t)?.status ?? "-"}/${c(t)?.reason ?? "-"}`;
-  return `${f("ParamsReady")} ${f("Ready")}`;
-}
-
-async function waitConditions(api: KubeApiServer, name: string, want: string) {
-  let last = "";
-  await until(
-    async () => (last = condText(await getPn(api, name))) === want,
-    `${name}: ${want} (last ${last})`,
-    10_000,
-  );
-}
-
-const NAD_CONFIG = JSON.stringify({
-  cniVersion: "1.0.0",
-  type: "bridge",
-  bridge: "mfkep0",
-  ipam: { type: "host-local", subnet: "10.240.9.0/24" },
-});
 
 suite.test("the CRDs enforce the KEP's schema: provider pattern, enabled default, immutable provider", async (api) => {
   await install(api);
@@ -120,7 +45,7 @@ suite.test("the CRDs enforce the KEP's schema: provider pattern, enabled default
     contentType: "application/merge-patch+json",
   });
   assert.equal(changed.status, 422, JSON.stringify(changed.body));
-  assert.match(JSON.stringify(changed.body), /provider is immutable/);
+  assert.match(JSON.stringify(changed.body), /spec is immutable but for enabled/);
   // enabled stays mutable (KEP "Mutability").
   await api.admin.patch({ apiVersion: GV, kind: "PodNetwork", name: "immut" }, {
     spec: { enabled: false },
@@ -187,16 +112,12 @@ suite.test("controller: the InUse finalizer blocks deletion while a pod or attac
     await api.admin.createNad(ns, "dp-net", NAD_CONFIG);
     await api.admin.create(pn("inuse", { namespace: ns, name: "dp-net" }));
     await waitConditions(api, "inuse", "True/ParamsReady True/Ready");
-    assert.deepEqual((await getPn(api, "inuse"))!.metadata.finalizers ?? [], [], "unused");
+    // Added when the controller first sees the network, before any user.
+    await until(() => hasFinalizer(api, "inuse"), "finalizer added", 10_000);
 
     await api.admin.createPod(ns, "user", {
       annotations: { [KEP]: JSON.stringify([{ podNetworkName: "inuse" }]) },
     });
-    await until(
-      async () => ((await getPn(api, "inuse"))?.metadata.finalizers ?? []).includes(FINALIZER),
-      "finalizer added",
-      10_000,
-    );
     await api.admin.delete(GV, "PodNetwork", undefined, "inuse");
     const pending = await getPn(api, "inuse");
     assert.ok(pending?.metadata.deletionTimestamp, "deletion pending, blocked by the finalizer");
@@ -237,11 +158,14 @@ suite.test("plugin: a pod attaches through a PodNetwork the controller made Read
   let w: Awaited<ReturnType<typeof realWorld>> | undefined;
   try {
     w = await realWorld(api, {
-      annotations: { [KEP]: JSON.stringify([{ podNetworkName: "real", interfaceName: "dp0" }]) },
+      annotations: {
+        [KEP]: JSON.stringify([{ name: "default" }, { name: "real", interfaceName: "dp0" }]),
+      },
     });
-    // The world's own bridge NAD, through a PodNetwork.
+    // The world's own bridge NAD, through a PodNetwork; "default" is the controller's.
     await api.admin.create(pn("real", { namespace: w.ns, name: "bridge-net" }));
     await waitConditions(api, "real", "True/ParamsReady True/Ready");
+    await waitConditions(api, "default", "True/ClusterDefaultNetwork True/Ready");
     expectOk(await w.call("ADD"), "ADD");
     assert.deepEqual(await linkNames(w.podNetns), ["dp0", "eth0"]);
     const status = networkStatus(await w.pod());
@@ -250,24 +174,111 @@ suite.test("plugin: a pod attaches through a PodNetwork the controller made Read
     const kep = JSON.parse((await w.pod()).metadata.annotations[`${KEP}-status`]);
     assert.deepEqual(kep.map((e: KubeObject) => [e.name, e.interfaceName, e.isDefaultGW]), [
       ["default", "eth0", true],
-      ["real", "dp0", false],
+      ["real", "dp0", undefined],
     ]);
-    assert.equal(kep[1].ips[0], String((status![1].ips as string[])[0]).replace(/\/\d+$/, ""));
-    await until(
-      async () => ((await getPn(api, "real"))?.metadata.finalizers ?? []).includes(FINALIZER),
-      "finalizer added for the pod",
-      10_000,
-    );
+    assert.equal(kep[1].ip, String((status![1].ips as string[])[0]).replace(/\/\d+$/, ""));
+    assert.ok(await hasFinalizer(api, "real"));
     expectOk(await w.call("DEL"), "DEL");
   } finally {
     if (w) await done(w);
-    await until(
-      async () => (await getPn(api, "real"))?.metadata.finalizers?.length !== 1,
-      "finalizer removed",
-      10_000,
-    )
-      .catch(() => {});
     await api.admin.delete(GV, "PodNetwork", undefined, "real");
+    await until(async () => (await getPn(api, "real")) === undefined, "real gone", 10_000)
+      .catch(() => {});
+    await ctl.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+function withDataDir(config: KubeObject, dataDir: string): KubeObject {
+  return { ...config, ipam: { ...config.ipam, dataDir } };
+}
+
+/** The YAML and JSON blocks of the KEP-3698 page (docs/kep-3698.md once merged). */
+async function docBlocks(): Promise<{ yaml: KubeObject[]; json: unknown[] }> {
+  const root = new URL("../../docs/", import.meta.url);
+  let text = "";
+  for (const page of ["kep-3698.md", "_incoming/kep.md"]) {
+    try {
+      text = await Deno.readTextFile(new URL(page, root));
+      if (text.includes("The KEP's example pod")) break;
+    } catch { /* next */ }
+  }
+  const blocks = (lang: string) =>
+    [...text.matchAll(new RegExp("```" + lang + "\\n([\\s\\S]*?)```", "g"))].map((m) => m[1]);
+  return {
+    yaml: blocks("yaml").flatMap((b) => parseAllDocuments(b).map((d) => d.toJS() as KubeObject)),
+    json: blocks("json").map((b) => JSON.parse(b)),
+  };
+}
+
+suite.test("docs: the KEP's example pod, its annotation as written, attached as the page shows", async (api) => {
+  if (Deno.uid() !== 0) return; // real netns and delegates
+  await install(api);
+  const { yaml, json } = await docBlocks();
+  const pod = yaml.find((o) => o.kind === "Pod")!;
+  assert.ok(pod, "the page has the example pod");
+  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
+  const ctl = await startController(api, dir);
+  let w: Awaited<ReturnType<typeof realWorld>> | undefined;
+  const made: KubeObject[] = [];
+  try {
+    w = await realWorld(api, { annotations: pod.metadata.annotations });
+    for (const bridge of ["kepdp1", "kepfast"]) w.scratch.trackLink(bridge);
+    for (const o of yaml) {
+      if (o.kind === "Pod") continue;
+      // Namespaced objects go to the test's namespace; PodNetworks keep their refs.
+      // NADs' leases in the world's directory (removed with it), not /var/lib/cni.
+      const spec = o.kind === "NetworkAttachmentDefinition"
+        ? { config: JSON.stringify(withDataDir(JSON.parse(o.spec.config), w.dirs.ipam)) }
+        : o.spec;
+      const obj = o.kind === "PodNetworkAttachment" || o.kind === "NetworkAttachmentDefinition"
+        ? { ...o, metadata: { ...o.metadata, namespace: w.ns }, spec }
+        : o.kind === "PodNetwork"
+        ? {
+          ...o,
+          spec: {
+            ...o.spec,
+            parametersRefs: o.spec.parametersRefs.map((r: KubeObject) => ({
+              ...r,
+              namespace: w!.ns,
+            })),
+          },
+        }
+        : o;
+      made.push(await api.admin.create(obj));
+    }
+    for (const name of ["default", "dataplane1", "fast-net"]) {
+      await until(
+        async () => condText(await getPn(api, name)).endsWith("True/Ready"),
+        `${name} Ready`,
+        10_000,
+      );
+    }
+    await until(
+      async () =>
+        condText(await api.admin.get(GV, "PodNetworkAttachment", w!.ns, "my-interface-fast-net"))
+          .endsWith("True/Ready"),
+      "attachment Ready",
+      10_000,
+    );
+    expectOk(await w.call("ADD"), "ADD");
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net1", "net2"]);
+    const kep = JSON.parse((await w.pod()).metadata.annotations[`${KEP}-status`]);
+    // The page's status, but for the addresses this machine handed out.
+    const shown = json.find((j) => Array.isArray(j)) as KubeObject[];
+    const shape = (l: KubeObject[]) => l.map((e) => ({ ...e, ip: typeof e.ip }));
+    assert.deepEqual(shape(kep), shape(shown));
+    assert.match(kep[1].ip, /^10\.0\.0\./);
+    assert.match(kep[2].ip, /^2011::/);
+    expectOk(await w.call("DEL"), "DEL");
+  } finally {
+    if (w) await done(w);
+    for (const o of made.reverse()) {
+      await api.admin.delete(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name)
+        .catch(() => {});
+    }
+    await until(async () => (await getPn(api, "fast-net")) === undefined, "gone", 10_000)
+      .catch(() => {});
     await ctl.stop();
     await Deno.remove(dir, { recursive: true });
   }

@@ -74,7 +74,9 @@ export function podInfoOf(pod: Pod): PodInfo {
 
 /**
  * KEP-3698 objects from the API: `GET …/podnetworks/{name}` and
- * `GET …/namespaces/{ns}/podnetworkattachments/{name}` (group `multinetwork.manifold.dev`).
+ * `GET …/namespaces/{ns}/podnetworkattachments/{name}` (group `multinetwork.manifold.dev`),
+ * and `GET /api/v1/namespaces/{ns}` for the labels a PodNetwork's `spec.allowedNamespaces`
+ * selects on (only for such networks).
  * @returns a source whose methods resolve undefined on HTTP 404 (also when the CRD is not
  *   installed) and throw a CniError otherwise (`cniErrorFromKube`).
  */
@@ -98,6 +100,15 @@ export function apiPodNetworkSource(kube: KubeClient): PodNetworkSource {
       const { podNetworkAttachmentPath, parsePodNetworkAttachment } = await m();
       return get(podNetworkAttachmentPath(namespace, name), parsePodNetworkAttachment);
     },
+    namespaceLabels: (name) =>
+      get(`/api/v1/namespaces/${encodeURIComponent(name)}`, (raw) => {
+        const labels = (raw as { metadata?: { labels?: unknown } })?.metadata?.labels;
+        const out: Record<string, string> = {};
+        if (labels && typeof labels === "object") {
+          for (const [k, v] of Object.entries(labels)) if (typeof v === "string") out[k] = v;
+        }
+        return out;
+      }),
   };
 }
 

@@ -12,3 +12,4 @@ export * from "./pod_plan.ts";
 export * from "./networks.ts";
 export * from "./pod_network_annotation.ts";
 export * from "./pod_networks.ts";
+export * from "./pod_network_plan.ts";

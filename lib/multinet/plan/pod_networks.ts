@@ -4,7 +4,7 @@
  * NetworkAttachmentDefinition — so the plan treats them exactly as a NAD selection (same
  * delegate resolution, isolation, duplicate-interface check and default-route rule).
  *
- * Rules (README "KEP-3698 PodNetwork (preview)"):
+ * Rules (docs/kep-3698.md):
  * - the PodNetwork must exist, name this installation as `spec.provider`
  *   (`podNetworkProvider`), be `enabled`, and have condition `Ready=True` (set by
  *   `manifold controller`); a PodNetworkAttachment must exist in the pod's namespace and be
@@ -15,9 +15,15 @@
  *   delegate's config. A second ref, or one of another kind, is refused (code 7) rather than
  *   guessed at; a ref without `namespace` means the attachment's namespace (a PodNetwork's ref
  *   must name one: the PodNetwork has none);
- * - `podNetworkName: "default"` is the cluster default network, always attached on CNI_IFNAME:
- *   the entry adds nothing (an `interfaceName` other than CNI_IFNAME is refused);
- * - a pod references a given PodNetwork once (KEP "Active validations").
+ * - the list is explicit (KEP "only the listed PodNetworks will be attached"): `"default"` is
+ *   the cluster default network on CNI_IFNAME (its PodNetwork, which `manifold controller`
+ *   creates, checked like any other; an `interfaceName` other than CNI_IFNAME is refused);
+ *   a list without it puts its `isDefaultGW` entry (else the first) on CNI_IFNAME instead,
+ *   through the default-network override path;
+ * - a PodNetwork or PodNetworkAttachment being deleted accepts no new pods;
+ * - a PodNetwork with `spec.allowedNamespaces` (Manifold's extension, a label selector)
+ *   accepts pods of the namespaces it selects only (the namespace's labels are read then);
+ * - a pod references a given PodNetwork once, "default" included (KEP "Active validations").
  *
  * @module
  */
@@ -31,11 +37,9 @@ import {
   type PodNetworkAttachment,
 } from "../../k8s/multinetwork.ts";
 import { NAD_GROUP, NAD_RESOURCE } from "../../k8s/types.ts";
-import type { ManifoldConf } from "../config.ts";
-import type { NadSource } from "../nad/source.ts";
-import { inOrder, type ResolvedSelection, resolveSelection } from "./networks.ts";
-import { parsePodNetworkAnnotation, type PodNetworkEntry } from "./pod_network_annotation.ts";
-import type { PodRef } from "./pod.ts";
+import { matchesSelector } from "../../policy/selector.ts";
+import { inOrder } from "./networks.ts";
+import type { PodNetworkEntry } from "./pod_network_annotation.ts";
 import { type NetworkSelectionElement, PODNETWORKS_ANNOTATION } from "../types.ts";
 
 /** The KEP's name of the cluster default network (KEP-3698 "Default PodNetwork"). */
@@ -55,6 +59,13 @@ export interface PodNetworkSource {
    * @throws {CniError} 11 when the API is unreachable after retries, 6 on a malformed object.
    */
   attachment(namespace: string, name: string): Promise<PodNetworkAttachment | undefined>;
+  /**
+   * The labels of a namespace, read only for a PodNetwork with `spec.allowedNamespaces`.
+   * Absent (a source that cannot read namespaces): such networks are refused (fail closed).
+   * @returns the labels (`{}` when none), or undefined when the namespace does not exist.
+   * @throws {CniError} 11 when the API is unreachable after retries, 7 when forbidden.
+   */
+  namespaceLabels?(name: string): Promise<Record<string, string> | undefined>;
 }
 
 /**
@@ -150,49 +161,64 @@ export interface PodNetworkContext {
   /** CNI_IFNAME, the cluster default network's interface. */
   ifName: string;
   /**
-   * False for a rebuild (DEL without cache, GC): a network disabled or not Ready since the
-   * ADD must still be torn down, so only the references are followed. Default true.
+   * False for a rebuild (DEL without cache, GC): a network disabled, not Ready or being
+   * deleted since the ADD must still be torn down, so only the references are followed (and
+   * the "default" PodNetwork is not read). Default true.
    */
   checkReady?: boolean;
 }
 
+/** One resolved entry: a selection element, or the cluster default network. */
+export interface ResolvedPodNetworkEntry {
+  /** The entry's index in the list. */
+  index: number;
+  /** The PodNetwork it attaches (`"default"` for the cluster default network). */
+  podNetwork: string;
+  /** The element naming its NAD; undefined for the cluster default network. */
+  element?: NetworkSelectionElement;
+}
+
 /**
- * Resolves the entries to selection elements, concurrently (each object read once per entry).
- * `"default"` entries are left out (module doc).
+ * Resolves the entries, concurrently (each object read once per entry), and refuses a
+ * PodNetwork referenced twice (`"default"` included).
  * @param entries the parsed annotation.
  * @param ctx the source, the provider, the pod's namespace and CNI_IFNAME.
- * @returns one element per non-default entry, in order, with `podNetwork` set.
- * @throws {CniError} code 7 for a missing, foreign, disabled or not-Ready object, bad refs,
- *   or a PodNetwork referenced twice; the source's errors (11, 6) as they are.
+ * @returns one per entry, in order; `element` (with `podNetwork` set) unless it is "default".
+ * @throws {CniError} code 7 for a missing, foreign, disabled, not-Ready or deleting object,
+ *   bad refs, or a PodNetwork referenced twice; the source's errors (11, 6) as they are.
  */
 export async function podNetworkSelections(
   entries: PodNetworkEntry[],
   ctx: PodNetworkContext,
-): Promise<NetworkSelectionElement[]> {
+): Promise<ResolvedPodNetworkEntry[]> {
   const resolved = await inOrder(entries.map((e, i) => resolveEntry(e, i, ctx)));
   const seen = new Map<string, number>();
-  const out: NetworkSelectionElement[] = [];
-  for (const [i, el] of resolved.entries()) {
-    if (!el) continue;
-    const first = seen.get(el.podNetwork!.name);
+  for (const r of resolved) {
+    const first = seen.get(r.podNetwork);
     if (first !== undefined) {
       throw new CniError(
         CniErrorCode.InvalidNetworkConfig,
-        `${PODNETWORKS_ANNOTATION} [${i}]: PodNetwork "${el.podNetwork!.name}" is already ` +
+        `${PODNETWORKS_ANNOTATION} [${r.index}]: PodNetwork "${r.podNetwork}" is already ` +
           `referenced by [${first}] (KEP-3698: a pod references a PodNetwork once)`,
       );
     }
-    seen.set(el.podNetwork!.name, i);
-    out.push(el);
+    seen.set(r.podNetwork, r.index);
   }
-  return out;
+  return resolved;
+}
+
+/** Why an object being deleted takes no new pods, or undefined. */
+function deleting(what: string, meta: { deletionTimestamp?: string }): string | undefined {
+  return meta.deletionTimestamp
+    ? `${what} is being deleted (deletionTimestamp ${meta.deletionTimestamp}): it accepts no new pods`
+    : undefined;
 }
 
 async function resolveEntry(
   entry: PodNetworkEntry,
   index: number,
   ctx: PodNetworkContext,
-): Promise<NetworkSelectionElement | undefined> {
+): Promise<ResolvedPodNetworkEntry> {
   const fail = (why: string) =>
     new CniError(
       CniErrorCode.InvalidNetworkConfig,
@@ -200,8 +226,10 @@ async function resolveEntry(
       "KEP-3698: a pod attaches only to an existing, enabled, Ready PodNetwork of this " +
         "provider; `kubectl get podnetworks -o yaml` shows the conditions",
     );
+  const check = ctx.checkReady !== false;
   let pna: PodNetworkAttachment | undefined;
   let networkName = entry.podNetworkName;
+  let pnaName = "";
   if (entry.podNetworkAttachmentName !== undefined) {
     pna = await ctx.source.attachment(ctx.podNamespace, entry.podNetworkAttachmentName);
     if (!pna) {
@@ -209,33 +237,50 @@ async function resolveEntry(
         `PodNetworkAttachment "${ctx.podNamespace}/${entry.podNetworkAttachmentName}" does not exist`,
       );
     }
+    pnaName = `PodNetworkAttachment "${pna.metadata.namespace}/${pna.metadata.name}"`;
+    const why = check
+      ? deleting(pnaName, pna.metadata) ?? notReady(pnaName, pna.status.conditions)
+      : undefined;
+    if (why) throw fail(why);
     networkName = pna.spec.podNetworkName;
   }
-  if (networkName === DEFAULT_PODNETWORK && !pna) {
+  const isDefault = networkName === DEFAULT_PODNETWORK;
+  if (isDefault) {
     if (entry.interfaceName !== undefined && entry.interfaceName !== ctx.ifName) {
       throw fail(
         `the "default" PodNetwork is the cluster default network on "${ctx.ifName}", ` +
           `not "${entry.interfaceName}"`,
       );
     }
-    return undefined;
+    if (pna && pna.spec.parametersRefs.length > 0) {
+      throw fail(
+        `${pnaName}: the "default" PodNetwork is the cluster default network configured on ` +
+          `the nodes; Manifold takes no parametersRefs for it`,
+      );
+    }
+    if (!check) return { index, podNetwork: DEFAULT_PODNETWORK };
   }
   const pn = await ctx.source.podNetwork(networkName!);
   if (!pn) throw fail(`PodNetwork "${networkName}" does not exist`);
-  const check = ctx.checkReady !== false;
-  const unusable = check ? podNetworkUnusable(pn, ctx.provider) : undefined;
+  const unusable = check
+    ? deleting(`PodNetwork "${pn.metadata.name}"`, pn.metadata) ??
+      podNetworkUnusable(pn, ctx.provider)
+    : undefined;
   if (unusable) throw fail(unusable);
-  let nad: { namespace: string; name: string };
-  if (pna) {
-    const pnaName = `PodNetworkAttachment "${pna.metadata.namespace}/${pna.metadata.name}"`;
-    const why = check ? notReady(pnaName, pna.status.conditions) : undefined;
-    if (why) throw fail(why);
-    nad = pna.spec.parametersRefs.length > 0
-      ? nadOfRefs(pna.spec.parametersRefs, pnaName, pna.metadata.namespace)
-      : nadOfRefs(pn.spec.parametersRefs, `PodNetwork "${pn.metadata.name}"`);
-  } else {
-    nad = nadOfRefs(pn.spec.parametersRefs, `PodNetwork "${pn.metadata.name}"`);
+  const sel = pn.spec.allowedNamespaces;
+  if (check && sel) {
+    const labels = await ctx.source.namespaceLabels?.(ctx.podNamespace);
+    if (!labels || !matchesSelector(sel, labels)) {
+      throw fail(
+        `namespace "${ctx.podNamespace}" is not allowed by PodNetwork "${pn.metadata.name}" ` +
+          `(spec.allowedNamespaces${labels ? "" : "; the namespace's labels could not be read"})`,
+      );
+    }
   }
+  if (isDefault) return { index, podNetwork: DEFAULT_PODNETWORK };
+  const nad = pna && pna.spec.parametersRefs.length > 0
+    ? nadOfRefs(pna.spec.parametersRefs, pnaName, pna.metadata.namespace)
+    : nadOfRefs(pn.spec.parametersRefs, `PodNetwork "${pn.metadata.name}"`);
   const el: NetworkSelectionElement = {
     name: nad.name,
     namespace: nad.namespace,
@@ -243,7 +288,7 @@ async function resolveEntry(
   };
   if (pna) el.podNetwork!.attachment = pna.metadata.name;
   if (entry.interfaceName !== undefined) el.interface = entry.interfaceName;
-  return el;
+  return { index, podNetwork: pn.metadata.name, element: el };
 }
 
 /**
@@ -277,63 +322,4 @@ export function defaultGatewaysOf(result: CniResult, network: string): string[] 
     );
   }
   return out;
-}
-
-/** What {@link podNetworkPlan} needs from the plan's input. */
-export interface PodNetworkPlanInput {
-  /** Manifold's configuration (`podNetworkProvider`, isolation, …). */
-  conf: ManifoldConf;
-  /** NADs (memoized by the plan). */
-  nads: NadSource | undefined;
-  /** The pod. */
-  pod: PodRef;
-  /** PodNetworks and PodNetworkAttachments; undefined without an API. */
-  source: PodNetworkSource | undefined;
-  /** CNI_IFNAME. */
-  ifName: string;
-  /** False for a rebuild (see {@link PodNetworkContext.checkReady}). */
-  checkReady: boolean;
-  /** The NPWG elements of the same pod (default-network override first), for the one-default-route rule. */
-  npwg: NetworkSelectionElement[];
-}
-
-/**
- * The pod's KEP-3698 entries resolved through their PodNetworks to delegates, after the
- * one-default-route check against the NPWG elements (`buildPodPlan` calls this only for a
- * pod with the annotation).
- * @param text the annotation's value.
- * @param input configuration, NADs, pod, source, CNI_IFNAME, NPWG elements.
- * @returns the resolved selections, in entry order.
- * @throws {CniError} code 7 (invalid annotation, unusable PodNetwork, no API, `isDefaultGW`
- *   with a `default-route` elsewhere); the sources' errors as they are.
- */
-export async function podNetworkPlan(
-  text: string,
-  input: PodNetworkPlanInput,
-): Promise<ResolvedSelection[]> {
-  const entries = parsePodNetworkAnnotation(text);
-  if (entries.length === 0) return [];
-  if (!input.source) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      `the pod has ${PODNETWORKS_ANNOTATION} but Manifold has no Kubernetes API to read PodNetworks`,
-    );
-  }
-  const gw = entries.findIndex((e) => e.isDefaultGW);
-  const other = input.npwg.find((e) => e["default-route"] !== undefined);
-  if (gw >= 0 && other) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      `${PODNETWORKS_ANNOTATION} [${gw}]: isDefaultGW: the default route may be set on only one ` +
-        `attachment, and "${other.namespace}/${other.name}" sets "default-route" (NPWG v1.3 §4.1.2.1.9)`,
-    );
-  }
-  const elements = await podNetworkSelections(entries, {
-    source: input.source,
-    provider: input.conf.podNetworkProvider,
-    podNamespace: input.pod.namespace,
-    ifName: input.ifName,
-    checkReady: input.checkReady,
-  });
-  return await inOrder(elements.map((e) => resolveSelection(input.conf, input.nads, input.pod, e)));
 }

@@ -31,6 +31,7 @@ import {
   resolveSelection,
 } from "./networks.ts";
 import { planAttachments, type PlanInput } from "./plan.ts";
+import type { PodNetworkPlan } from "./pod_network_plan.ts";
 import type { PodNetworkSource } from "./pod_networks.ts";
 import { planPodOf, type PodRef } from "./pod.ts";
 import {
@@ -112,6 +113,11 @@ export interface PodPlan {
   missing: string[];
   /** `"rebuild"` mode: true when something is missing because the API was unreachable. */
   transient: boolean;
+  /**
+   * The pod has the KEP-3698 `multinetwork.manifold.dev/networks` list: ADD writes its
+   * `networks-status` (even when the list names only "default").
+   */
+  podNetworks?: boolean;
 }
 
 /**
@@ -170,7 +176,7 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
     else throw err;
   }
 
-  const defaultP = cluster && !override
+  const clusterP = cluster && !override
     ? cluster
     : resolveDefaultNetwork(conf, nads, pod, override);
   const extraP = resolveExtraDefaults(conf, nads, pod);
@@ -178,8 +184,8 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
   // KEP-3698 entries after the NPWG ones: their objects are read only when the pod has them.
   const kepText = pod ? annotations[PODNETWORKS_ANNOTATION]?.trim() : undefined;
   // Loaded only for such pods: the others pay nothing for KEP-3698.
-  const kepP: Promise<ResolvedSelection[]> = pod && kepText
-    ? import("./pod_networks.ts").then((m) =>
+  const kepP: Promise<PodNetworkPlan> = pod && kepText
+    ? import("./pod_network_plan.ts").then((m) =>
       m.podNetworkPlan(kepText, {
         conf,
         nads,
@@ -188,12 +194,22 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
         ifName: input.ifName,
         checkReady: !rebuild,
         npwg: override ? [override, ...elements] : elements,
+        defaultOverride: override !== undefined,
       })
     )
-    : Promise.resolve([]);
+    : Promise.resolve({ selections: [] });
+  // A KEP list without "default" puts its primary on CNI_IFNAME (the override path). When
+  // the list fails, kepP reports it in its own (last) place; a rebuild then tears down the
+  // cluster default network.
+  const defaultP = kepP.then(
+    (k) => k.primary ? { ...k.primary.delegate, isDefault: true } : clusterP,
+    () => clusterP,
+  );
+  clusterP.catch(() => {}); // awaited through defaultP when used
   let defaultNetwork: Delegate;
   let defaultNetworks: Delegate[] = [];
   let selections: ResolvedSelection[] = [];
+  let kep: PodNetworkPlan = { selections: [] };
   if (rebuild) {
     [extraP, kepP, ...selectionPs].forEach((p: Promise<unknown>) => p.catch(() => {})); // settled below
     defaultNetwork = await defaultP;
@@ -210,20 +226,22 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
       }
     }
     try {
-      selections.push(...await kepP);
+      kep = await kepP;
     } catch (e) {
       note(PODNETWORKS_ANNOTATION, e);
     }
   } else {
     // All concurrently; the first failure in attachment order (KEP entries last) is reported.
     const [d, extra, ...rest] = await inOrder<
-      Delegate | Delegate[] | ResolvedSelection | ResolvedSelection[]
+      Delegate | Delegate[] | ResolvedSelection | PodNetworkPlan
     >([defaultP, extraP, ...selectionPs, kepP]);
     defaultNetwork = d as Delegate;
     defaultNetworks = extra as Delegate[];
-    const kep = rest.pop() as ResolvedSelection[];
-    selections = [...rest as ResolvedSelection[], ...kep];
+    kep = rest.pop() as PodNetworkPlan;
+    selections = rest as ResolvedSelection[];
   }
+  selections.push(...kep.selections);
+  plan.podNetworks = kepText !== undefined && kepText !== "";
 
   const base: Omit<PlanInput, "defaultNetworks" | "selections"> = {
     pod: plan.pod,
@@ -231,7 +249,7 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
     runtimeArgs: input.runtimeArgs,
     runtimeCapabilityArgs: conf.runtimeConfig,
     defaultNetwork,
-    defaultSelection: override,
+    defaultSelection: kep.primary?.selection ?? override,
   };
   try {
     plan.attachments = planAttachments({ ...base, defaultNetworks, selections });

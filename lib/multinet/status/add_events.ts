@@ -50,6 +50,30 @@ export function warnIgnoredSelection(
 }
 
 /**
+ * Posts the Warning event a failed ADD's error asks for (`podEvent` on the error: the KEP-3698
+ * list's static checks, naming the field), and logs it. Never throws.
+ * @param deps the request's dependencies (events)
+ * @param pod the pod, or undefined without an API (log only)
+ * @param log the request's log
+ * @param err the ADD's error
+ */
+export async function warnErrorEvent(
+  deps: ManifoldDeps,
+  pod: PodRef | undefined,
+  log: Logger,
+  err: unknown,
+): Promise<void> {
+  const ev = (err as { podEvent?: { reason: string; message: string } } | null)?.podEvent;
+  if (!ev) return;
+  log.warn(ev.message, { reason: ev.reason });
+  if (!pod) return;
+  try {
+    deps.events.emit(pod, { reason: ev.reason, message: oneLine(ev.message), type: "Warning" });
+    await deps.events.flush();
+  } catch { /* events are best effort */ }
+}
+
+/**
  * `AddedInterface` per attachment (sent under `events: "all"`, Multus's message format), then
  * waits for the event queue.
  * @param deps the request's dependencies (events)

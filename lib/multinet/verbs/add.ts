@@ -23,7 +23,7 @@ import { AddRun } from "./add_run.ts";
 import type { Logger } from "../../log/mod.ts";
 import { mark, timeline } from "../../log/trace.ts";
 import { crashpoint } from "../crashpoint.ts";
-import { sendAddedEvents, warnIgnoredSelection } from "../status/add_events.ts";
+import { sendAddedEvents, warnErrorEvent, warnIgnoredSelection } from "../status/add_events.ts";
 
 /**
  * Runs ADD for one sandbox.
@@ -91,7 +91,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     const cached = run.cacheFinal(statuses);
     cached.catch(() => {}); // settled below
     crashpoint("add:before-patch");
-    const kep = plan.attachments.some((a) => a.selection?.podNetwork)
+    const kep = plan.podNetworks
       ? await import("../status/pod_network_status.ts").then((m) =>
         m.podNetworkStatusAnnotation(plan.attachments, statuses)
       )
@@ -106,6 +106,7 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     crashpoint("add:after-patch");
   } catch (e) {
     if (podUnreadable) throw e; // pod gone or recreated, API unusable: nothing to undo
+    await warnErrorEvent(deps, pod, log, e);
     throw await run.rollback(e);
   }
   await sendAddedEvents(deps, pod, statuses);

@@ -112,6 +112,16 @@ Deno.test("annotation: entries parsed, isDefaultGW defaults to false", () => {
     ],
   );
   assert.deepEqual(parsePodNetworkAnnotation("[]"), []);
+  // The KEP's own field names (its Network type), the same entries.
+  assert.deepEqual(
+    parsePodNetworkAnnotation(
+      '[{"name":"a","interfaceName":"dp0","isDefaultGW":true},{"attachmentName":"b"}]',
+    ),
+    [
+      { podNetworkName: "a", interfaceName: "dp0", isDefaultGW: true },
+      { podNetworkAttachmentName: "b", isDefaultGW: false },
+    ],
+  );
 });
 
 Deno.test("annotation: the KEP's static validations fail with code 7", () => {
@@ -122,7 +132,13 @@ Deno.test("annotation: the KEP's static validations fail with code 7", () => {
     ['[{"interfaceName":"x"}]', /exactly one/],
     ['[{"podNetworkName":"A_b"}]', /DNS-1123/],
     ['[{"podNetworkName":"a","interfaceName":"way-too-long-ifname"}]', /interface/],
-    ['[{"podNetworkName":"a","name":"x"}]', /name/],
+    ['[{"podNetworkName":"a","name":"x"}]', /name and its alias podNetworkName are both set/],
+    [
+      '[{"attachmentName":"a","podNetworkAttachmentName":"a"}]',
+      /attachmentName and its alias podNetworkAttachmentName/,
+    ],
+    ['[{"name":"a","attachmentName":"b"}]', /exactly one of name and attachmentName/],
+    ['[{"name":"a","extra":1}]', /Unrecognized key/],
     [
       '[{"podNetworkName":"a","interfaceName":"x"},{"podNetworkName":"b","interfaceName":"x"}]',
       /used twice/,
@@ -143,12 +159,14 @@ Deno.test("annotation: the KEP's static validations fail with code 7", () => {
   }
 });
 
+const DEFAULT_PN = () => pn("default", { parametersRefs: [] });
+
 Deno.test("plan: NPWG selections first, then KEP entries, as NAD delegates with interface and isDefaultGW", async () => {
-  const src = source([pn("dataplane")]);
+  const src = source([pn("dataplane"), DEFAULT_PN()]);
   const plan = await buildPodPlan(input({
     [NETWORKS]: "other",
-    [KEP]: JSON.stringify([{
-      podNetworkName: "dataplane",
+    [KEP]: JSON.stringify([{ name: "default" }, {
+      name: "dataplane",
       interfaceName: "dp0",
       isDefaultGW: true,
     }]),
@@ -162,7 +180,132 @@ Deno.test("plan: NPWG selections first, then KEP entries, as NAD delegates with 
     name: "dataplane",
     isDefaultGW: true,
   });
-  assert.deepEqual(src.reads, ["pn:dataplane"]);
+  assert.deepEqual(src.reads.sort(), ["pn:dataplane", "pn:default"]);
+  assert.equal(plan.podNetworks, true);
+});
+
+Deno.test('plan: a list without "default" puts its isDefaultGW entry, else the first, on CNI_IFNAME', async () => {
+  const src = source([pn("dataplane"), pn("second", { parametersRefs: [ref("other", "ns1")] })]);
+  const plan = await buildPodPlan(input({
+    [KEP]: JSON.stringify([{ name: "dataplane" }, { name: "second", isDefaultGW: true }]),
+  }, src));
+  assert.deepEqual(plan.attachments.map((a) => [a.delegate.statusName, a.ifName]), [
+    ["ns1/other", "eth0"],
+    ["ns1/dp", "net1"],
+  ]);
+  assert.equal(plan.attachments[0].delegate.isDefault, true);
+  assert.deepEqual(plan.attachments[0].selection?.podNetwork, {
+    name: "second",
+    isDefaultGW: false,
+  });
+  const first = await buildPodPlan(input({
+    [KEP]: JSON.stringify([{ name: "dataplane", interfaceName: "eth0" }, { name: "second" }]),
+  }, src));
+  assert.deepEqual(first.attachments.map((a) => [a.delegate.statusName, a.ifName]), [
+    ["ns1/dp", "eth0"],
+    ["ns1/other", "net1"],
+  ]);
+  // The "default" PodNetwork is not read: the list does not name it.
+  assert.ok(!src.reads.includes("pn:default"), src.reads.join());
+  await rejects7(
+    buildPodPlan(
+      input({ [KEP]: JSON.stringify([{ name: "dataplane", interfaceName: "dp0" }]) }, src),
+    ),
+    /\[0\]\.interfaceName: .*default network on "eth0" \(CNI_IFNAME\), not "dp0"/,
+  );
+  await rejects7(
+    buildPodPlan(input({
+      [KEP]: JSON.stringify([{ name: "dataplane" }]),
+      "v1.multus-cni.io/default-network": "ns1/other",
+    }, src)),
+    /v1.multus-cni.io\/default-network names another/,
+  );
+});
+
+Deno.test('plan: "default" is a PodNetwork checked like any other, referenced once', async () => {
+  await rejects7(
+    buildPodPlan(input({ [KEP]: '[{"name":"default"}]' }, source([]))),
+    /PodNetwork "default" does not exist/,
+  );
+  await rejects7(
+    buildPodPlan(input(
+      { [KEP]: '[{"name":"default"}]' },
+      source([
+        pn("default", { parametersRefs: [], enabled: false }),
+      ]),
+    )),
+    /PodNetwork "default" is disabled/,
+  );
+  await rejects7(
+    buildPodPlan(input(
+      { [KEP]: '[{"name":"default"},{"name":"default"}]' },
+      source([
+        DEFAULT_PN(),
+      ]),
+    )),
+    /\[1\]\.name: PodNetwork "default" is already referenced by \[0\]/,
+  );
+  // "default" through an attachment keeps the cluster network on eth0 too.
+  const viaAttachment = await buildPodPlan(input(
+    { [KEP]: '[{"name":"dataplane"},{"attachmentName":"to-default"}]' },
+    source([DEFAULT_PN(), pn("dataplane")], [
+      parsePodNetworkAttachment({
+        metadata: { name: "to-default", namespace: "ns1" },
+        spec: { podNetworkName: "default" },
+        status: READY,
+      }),
+    ]),
+  ));
+  assert.deepEqual(viaAttachment.attachments.map((a) => [a.delegate.statusName, a.ifName]), [
+    ["cbr0", "eth0"],
+    ["ns1/dp", "net1"],
+  ]);
+  const plan = await buildPodPlan(input({ [KEP]: '[{"name":"default"}]' }, source([DEFAULT_PN()])));
+  assert.deepEqual(plan.attachments.map((a) => [a.delegate.statusName, a.ifName]), [
+    ["cbr0", "eth0"],
+  ]);
+  assert.equal(plan.podNetworks, true, "networks-status is written for it");
+});
+
+Deno.test("plan: allowedNamespaces admits the namespaces it selects only (their labels read then)", async () => {
+  const restricted = pn("dataplane", {
+    allowedNamespaces: { matchExpressions: [{ key: "team", operator: "In", values: ["a"] }] },
+  });
+  const withLabels = (labels: Record<string, string> | undefined) => {
+    const src = source([restricted]);
+    return Object.assign(src, {
+      namespaceLabels(name: string) {
+        src.reads.push(`ns:${name}`);
+        return Promise.resolve(labels);
+      },
+    });
+  };
+  const list = { [KEP]: '[{"name":"dataplane"}]' };
+  const ok = withLabels({ team: "a" });
+  await buildPodPlan(input(list, ok));
+  assert.deepEqual(ok.reads.sort(), ["ns:ns1", "pn:dataplane"]);
+  await rejects7(
+    buildPodPlan(input(list, withLabels({ team: "b" }))),
+    /namespace "ns1" is not allowed by PodNetwork "dataplane" \(spec.allowedNamespaces\)/,
+  );
+  // A source that cannot read namespaces: refused (fail closed).
+  await rejects7(buildPodPlan(input(list, source([restricted]))), /could not be read/);
+  // Without the field, no namespace is read.
+  const open = source([pn("dataplane")]);
+  await buildPodPlan(input(list, open));
+  assert.deepEqual(open.reads, ["pn:dataplane"]);
+});
+
+Deno.test("plan: a PodNetwork or PodNetworkAttachment being deleted accepts no new pods", async () => {
+  const gone = parsePodNetwork({
+    metadata: { name: "dataplane", deletionTimestamp: "2026-11-27T10:00:00Z" },
+    spec: { provider: "manifold.dev/cni", parametersRefs: [ref("dp", "ns1")] },
+    status: READY,
+  });
+  await rejects7(
+    buildPodPlan(input({ [KEP]: '[{"name":"dataplane"}]' }, source([gone]))),
+    /PodNetwork "dataplane" is being deleted .*accepts no new pods/,
+  );
 });
 
 Deno.test("plan: a pod without the annotation reads no PodNetwork; the annotation without an API is code 7", async () => {
@@ -211,8 +354,9 @@ Deno.test("plan: a PodNetworkAttachment's own ref wins; one PodNetwork per pod; 
   const plan = await buildPodPlan(
     input({ [KEP]: '[{"podNetworkAttachmentName":"own"}]' }, src),
   );
-  assert.equal(plan.attachments[1].delegate.statusName, "ns1/other");
-  assert.deepEqual(plan.attachments[1].selection?.podNetwork, {
+  // Alone in the list: it is the pod's default network, on eth0.
+  assert.equal(plan.attachments[0].delegate.statusName, "ns1/other");
+  assert.deepEqual(plan.attachments[0].selection?.podNetwork, {
     name: "dataplane",
     attachment: "own",
     isDefaultGW: false,
@@ -288,12 +432,12 @@ Deno.test("buildPodNetworkStatus: default + PodNetwork attachments, one bare IP 
   );
   const plan = await buildPodPlan(input({
     [NETWORKS]: "other",
-    [KEP]: JSON.stringify([{
-      podNetworkName: "dataplane",
+    [KEP]: JSON.stringify([{ name: "default" }, {
+      name: "dataplane",
       interfaceName: "dp0",
       isDefaultGW: true,
     }]),
-  }, source([pn("dataplane")])));
+  }, source([pn("dataplane"), DEFAULT_PN()])));
   const statuses = [
     {
       name: "cbr0",
@@ -304,12 +448,12 @@ Deno.test("buildPodNetworkStatus: default + PodNetwork attachments, one bare IP 
     { name: "ns1/other", interface: "net1", ips: ["10.3.0.2/24"], default: false },
     { name: "ns1/dp", interface: "dp0", ips: ["fd01::7/64"], default: false },
   ];
+  // The KEP's NetworkStatus: one `ip` per entry, one entry per family, isDefaultGW omitempty.
   assert.deepEqual(buildPodNetworkStatus(plan.attachments, statuses), [
-    { name: "default", interfaceName: "eth0", ips: ["10.1.0.5", "fd00::5"], isDefaultGW: false },
-    { name: "dataplane", interfaceName: "dp0", ips: ["fd01::7"], isDefaultGW: true },
+    { name: "default", interfaceName: "eth0", ip: "10.1.0.5" },
+    { name: "default", interfaceName: "eth0", ip: "fd00::5" },
+    { name: "dataplane", interfaceName: "dp0", ip: "fd01::7", isDefaultGW: true },
   ]);
-  const npwgOnly = await buildPodPlan(input({ [NETWORKS]: "other" }, source([])));
-  assert.equal(buildPodNetworkStatus(npwgOnly.attachments, statuses.slice(0, 2)), undefined);
 });
 
 Deno.test("plan: an NPWG error is reported before a KEP one (attachment order)", async () => {
