@@ -52,15 +52,27 @@ Deno.test("tuneAllocator: glibc's malloc_trim is reachable through FFI", () => {
 
 Deno.test("IdleReclaimer: background work counts, waits for requests in flight; collect", async () => {
   const calls: string[] = [];
+  let heap = 100;
   const r = new IdleReclaimer({
     gc: () => calls.push("gc"),
-    collect: () => calls.push("collect"),
+    collect: () => {
+      calls.push("collect");
+      heap = 100;
+    },
+    heapUsed: () => heap,
     idleMs: 30,
     minRequests: 3,
   });
   try {
-    r.collect();
+    assert.equal(r.collect(), true);
     assert.deepEqual(calls, ["collect"]);
+    heap = 150;
+    assert.equal(r.collect(64), false, "grew by 50 only");
+    heap = 170;
+    assert.equal(r.collect(64), true, "grew by 70");
+    assert.deepEqual(calls, ["collect", "collect"]);
+    calls.length = 0;
+    calls.push("collect");
     r.settled(2); // two requests in flight
     r.background();
     r.background(); // 3 counted, but a request is in flight: no reclaim yet
