@@ -21,9 +21,10 @@ import { M_MMAP_THRESHOLD, MALLOC_LIBC_PATH, MALLOC_SYMBOLS } from "../../native
 
 /**
  * Heap growth after which the daemon collects between the pages of the policy agent's pod
- * list, bytes (16 MiB): a collection every two or three pages of 500 pods.
+ * list, bytes (8 MiB): a collection every page or two of 500 pods (16 MiB measured 5 MiB
+ * more peak RSS for 20 % less list time at 20,000 pods).
  */
-export const POD_PAGE_COLLECT_BYTES = 16 * 2 ** 20;
+export const POD_PAGE_COLLECT_BYTES = 8 * 2 ** 20;
 
 /** Default mmap threshold set by {@link tuneAllocator}, bytes (64 KiB). */
 export const DEFAULT_MMAP_THRESHOLD = 64 * 1024;
