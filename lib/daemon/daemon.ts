@@ -165,7 +165,7 @@ export class ManifoldDaemon {
         noSandboxGraceMs: opts.conf.policyNoSandboxGraceMs,
         // A list of every pod of the cluster leaves its pages as garbage: give it back.
         afterPodList: () => reclaimer.reclaim(),
-        // A page of 500 pods leaves ≈ 5–10 MiB of garbage: collect every page or two.
+        // A page of 500 pods leaves ≈ 5–10 MiB of garbage: collect it before the next one.
         afterPodPage: () => reclaimer.collect(POD_PAGE_COLLECT_BYTES),
         afterPodChange: () => reclaimer.background(),
       });
