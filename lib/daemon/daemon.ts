@@ -27,7 +27,7 @@ import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
 import { type PodInformer, startPodInformer } from "./pod_informer.ts";
 import { type HotPlug, startHotPlug } from "./hotplug.ts";
-import { daemonReclaimer, type IdleReclaimer } from "./memory.ts";
+import { daemonReclaimer, type IdleReclaimer, POD_PAGE_COLLECT_BYTES } from "./memory.ts";
 import { AttachmentCache } from "../multinet/cache/cache.ts";
 import { AttachmentTally } from "./attachments.ts";
 import { countingEventSink, type DaemonObserver } from "./observer.ts";
@@ -174,6 +174,7 @@ export class ManifoldDaemon {
       else logger.warn('"statusPublish": "async" needs --node-name; publishing synchronously', {});
     }
     let observer = opts.observer;
+    const reclaimer = daemonReclaimer();
     let policy: PolicyAgent | undefined;
     if (kube && opts.conf.multiNetworkPolicy) {
       const { PolicyAgent, kickingObserver } = await import("./policy_agent.ts");
@@ -185,6 +186,11 @@ export class ManifoldDaemon {
         observer,
         logger: logger.with({ component: "policy" }),
         noSandboxGraceMs: opts.conf.policyNoSandboxGraceMs,
+        // A list of every pod of the cluster leaves its pages as garbage: give it back.
+        afterPodList: () => reclaimer.reclaim(),
+        // A page of 500 pods leaves ≈ 5–10 MiB of garbage: collect it before the next one.
+        afterPodPage: () => reclaimer.collect(POD_PAGE_COLLECT_BYTES),
+        afterPodChange: () => reclaimer.background(),
       });
       observer = kickingObserver(observer, policy);
     }
@@ -208,7 +214,6 @@ export class ManifoldDaemon {
       logger,
       attachments,
     });
-    const reclaimer = daemonReclaimer();
     let server: DaemonServer;
     try {
       server = await DaemonServer.listen({

@@ -261,6 +261,13 @@ export function createDaemonMetrics(
     registers,
   });
   for (const reason of POLICY_FAILURE_REASONS) policyFailures.inc({ reason }, 0);
+  const policyPodChanges = new Counter({
+    name: "manifold_policy_pod_changes_total",
+    help: "Pod changes of the MultiNetworkPolicy pod watch, by effect: sync (a sync was " +
+      "scheduled), ignored (not on this node and named by no policy's peer).",
+    labelNames: ["effect"] as const,
+    registers,
+  });
   const hotPlugChanges = new Counter({
     name: "manifold_hotplug_changes_total",
     help: "Hot-plug changes of running pods' networks, by op (add, remove; change: a refused " +
@@ -370,6 +377,9 @@ export function createDaemonMetrics(
       for (const [reason, n] of Object.entries(failures) as [PolicyFailureReason, number][]) {
         if (n > 0 && POLICY_FAILURE_REASONS.includes(reason)) policyFailures.inc({ reason }, n);
       }
+    },
+    policyPodChange(effect) {
+      policyPodChanges.inc({ effect });
     },
     hotPlugChange(op, result) {
       hotPlugChanges.inc({ op, result });

@@ -53,6 +53,12 @@ export interface DaemonObserver {
    */
   policySync?(seconds: number, failures: PolicyFailures): void;
   /**
+   * A pod change of the policy agent's cluster-wide pod watch: `"sync"` when it scheduled a
+   * MultiNetworkPolicy sync (the pod is on this node, or a policy's peer names it), `"ignored"`
+   * when it cannot change this node's rules (lib/daemon/policy_peers.ts).
+   */
+  policyPodChange?(effect: "sync" | "ignored"): void;
+  /**
    * Hot-plug (`"hotPlug": true`): one selection element of a running pod added or removed
    * (result `"success"` or `"error"`), or a change refused (`"refused"`: op `"add"` for a new
    * element, `"change"` for keys of an attached element or a selection that cannot be

@@ -3,7 +3,10 @@
  * MultiNetworkPolicies, pods and namespaces of the whole cluster (lib/k8s/watch.ts: paged
  * lists, watch from the kept resourceVersion, relist on `410 Gone`) feeding a
  * {@link PolicyReconciler}; pods' network namespaces come from the attachment cache
- * ({@link PodNetnsIndex}).
+ * ({@link PodNetnsIndex}). The cluster's pods arrive and are kept as compact records
+ * (lib/daemon/policy_pods.ts, decoded page by page); a pod change that cannot change this
+ * node's rules (another node's pod no policy's peer names, lib/daemon/policy_peers.ts) is taken
+ * in without a sync (`manifold_policy_pod_changes_total{effect="ignored"}`).
  *
  * Level-triggered: every change (watch event, a sandbox ADD finished by this daemon) only
  * schedules a `sync` a few ms later (changes arriving meanwhile are folded in), and a periodic
@@ -27,12 +30,9 @@ import { errorText } from "../util/text.ts";
 import type { DaemonObserver, PolicyFailures } from "./observer.ts";
 import { PodNetnsIndex } from "./policy_netns.ts";
 import { NoSandboxTracker } from "./policy_no_sandbox.ts";
-import {
-  type KubeObject,
-  MNP_LIST_WATCH,
-  NAMESPACE_LIST_WATCH,
-  POD_LIST_WATCH,
-} from "./policy_watch.ts";
+import { PolicyPeers } from "./policy_peers.ts";
+import { PodTable, type PolicyPod, policyPodsListWatch } from "./policy_pods.ts";
+import { type KubeObject, MNP_LIST_WATCH, NAMESPACE_LIST_WATCH } from "./policy_watch.ts";
 
 /** The Warning event's reason on a pod whose policy cannot be (fully) applied. */
 export const POLICY_FAILED_REASON = "MultiNetworkPolicyFailed";
@@ -67,6 +67,18 @@ export interface PolicyAgentOptions {
   /** Default: a libnftables applier. */
   applier?: PolicyApplier;
   /**
+   * Called once the first sync after a complete list of the cluster's pods has run (e.g. the
+   * daemon's memory reclaim: the list's pages and the sync's work are garbage now).
+   */
+  afterPodList?: () => void;
+  /**
+   * Called after each page of the cluster's pod list (its answer is garbage then: e.g. a major
+   * collection, so a list of 20,000 pods does not pile up 40 pages of garbage).
+   */
+  afterPodPage?: () => void;
+  /** Called after each pod change of the watch (e.g. counted as work for the idle reclaim). */
+  afterPodChange?: () => void;
+  /**
    * How long a selected local pod may have no sandbox in the cache before a Warning and the
    * `no_sandbox` failure, ms (default {@link DEFAULT_POLICY_NO_SANDBOX_GRACE_MS}); only with
    * `nodeName` (without it every pod counts as local).
@@ -83,7 +95,9 @@ export class PolicyAgent {
   readonly #index: PodNetnsIndex;
   readonly #stop = new AbortController();
   readonly #listed = new Set<Kind>();
-  readonly #uids = new Map<string, string>();
+  /** Every pod of the cluster as the reconciler holds it. */
+  #pods = new PodTable();
+  readonly #peers = new PolicyPeers();
   #watches: Promise<void>[] = [];
   #timer: ReturnType<typeof setTimeout> | undefined;
   #resync: ReturnType<typeof setInterval> | undefined;
@@ -93,6 +107,8 @@ export class PolicyAgent {
   readonly #missing: NoSandboxTracker;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #syncs = 0;
+  /** A pod list was taken in: call `afterPodList` after the next sync. */
+  #afterList = false;
   #applier: PolicyApplier;
 
   private constructor(opts: PolicyAgentOptions) {
@@ -126,44 +142,109 @@ export class PolicyAgent {
   #begin(): void {
     const { kube, logger } = this.#opts;
     const r = this.#reconciler;
+    const peers = this.#peers;
     const loops: [Kind, typeof MNP_LIST_WATCH, (o: KubeObject) => void, (o: KubeObject) => void][] =
       [
         [
           "policy",
           MNP_LIST_WATCH,
-          (o) => r.upsertPolicy(o),
-          (o) => r.deletePolicy(o.metadata.namespace!, o.metadata.name),
+          (o) => {
+            r.upsertPolicy(o);
+            peers.upsertPolicy(o);
+          },
+          (o) => {
+            r.deletePolicy(o.metadata.namespace!, o.metadata.name);
+            peers.deletePolicy(o.metadata.namespace!, o.metadata.name);
+          },
         ],
-        ["pod", POD_LIST_WATCH, (o) => this.#upsertPod(o), (o) => this.#deletePod(o)],
         [
           "namespace",
           NAMESPACE_LIST_WATCH,
-          (o) => r.upsertNamespace(o),
-          (o) => r.deleteNamespace(o.metadata.name),
+          (o) => {
+            r.upsertNamespace(o);
+            peers.upsertNamespace(o);
+          },
+          (o) => {
+            r.deleteNamespace(o.metadata.name);
+            peers.deleteNamespace(o.metadata.name);
+          },
         ],
       ];
+    const signal = this.#stop.signal;
+    const ended = (kind: Kind) => (e: unknown) =>
+      logger.error("policy watch ended", { kind, error: errorText(e) });
     for (const [kind, resource, upsert, remove] of loops) {
       const handler = this.#handler(kind, upsert, remove);
-      this.#watches.push(
-        listWatch(kube, handler, { resource, signal: this.#stop.signal, logger })
-          .catch((e) => logger.error("policy watch ended", { kind, error: errorText(e) })),
-      );
+      this.#watches.push(listWatch(kube, handler, { resource, signal, logger }).catch(ended(kind)));
     }
+    const pods = policyPodsListWatch({ nodeName: this.#opts.nodeName });
+    this.#watches.push(
+      listWatch(kube, this.#podHandler(), {
+        resource: pods,
+        signal,
+        logger,
+        onPage: this.#opts.afterPodPage,
+      }).catch(ended("pod")),
+    );
     this.#resync = setInterval(
       () => this.#schedule("full"),
       this.#opts.resyncMs ?? DEFAULT_POLICY_RESYNC_MS,
     );
   }
 
-  #upsertPod(o: KubeObject): void {
-    const id = `${o.metadata.namespace}/${o.metadata.name}`;
-    if (o.metadata.uid) this.#uids.set(id, o.metadata.uid);
-    this.#reconciler.upsertPod(o);
-  }
-
-  #deletePod(o: KubeObject): void {
-    this.#uids.delete(`${o.metadata.namespace}/${o.metadata.name}`);
-    this.#reconciler.deletePod(o.metadata.namespace!, o.metadata.name);
+  /**
+   * The cluster's pods, compact (lib/daemon/policy_pods.ts): a change that cannot change this
+   * node's rules (not on this node, named by no policy's peer before or after: {@link PolicyPeers})
+   * is taken in without a sync.
+   */
+  #podHandler(): ListWatchHandler<PolicyPod> {
+    const r = this.#reconciler;
+    const ignored = (p: PolicyPod) =>
+      this.#opts.logger.warn("policy input ignored", {
+        kind: "pod",
+        object: `${p.namespace}/${p.name}`,
+        error: p.error,
+      });
+    const counted = (matters: boolean) => {
+      this.#opts.observer.policyPodChange?.(matters ? "sync" : "ignored");
+      this.#opts.afterPodChange?.();
+      if (matters) this.#schedule("yes");
+    };
+    return {
+      replace: (items) => {
+        const next = new PodTable();
+        for (const p of items) {
+          if (p.pod) next.set(p.pod);
+          else ignored(p);
+        }
+        for (const old of this.#pods.values()) {
+          if (!next.get(old.namespace, old.name)) r.deletePod(old.namespace, old.name);
+        }
+        for (const pod of next.values()) r.upsertPodInfo(pod);
+        this.#pods = next;
+        this.#listed.add("pod");
+        this.#afterList = true;
+        this.#schedule("yes");
+        return Promise.resolve();
+      },
+      apply: (change: WatchChange<PolicyPod>) => {
+        const p = change.object;
+        const before = this.#pods.get(p.namespace, p.name);
+        if (change.type === "DELETED" || !p.pod) {
+          if (change.type !== "DELETED") ignored(p); // undecodable: treated as absent
+          if (!before) return Promise.resolve();
+          this.#pods.delete(p.namespace, p.name);
+          r.deletePod(p.namespace, p.name);
+          counted(this.#peers.matters(this.#opts.nodeName, before));
+        } else {
+          this.#pods.set(p.pod);
+          r.upsertPodInfo(p.pod);
+          counted(this.#peers.matters(this.#opts.nodeName, before, p.pod));
+        }
+        return Promise.resolve();
+      },
+      progress: () => Promise.resolve(),
+    };
   }
 
   #handler(
@@ -309,6 +390,10 @@ export class PolicyAgent {
       });
     }
     this.#report(report);
+    if (this.#afterList) {
+      this.#afterList = false;
+      this.#opts.afterPodList?.();
+    }
   }
 
   /**
@@ -355,7 +440,7 @@ export class PolicyAgent {
       this.#opts.events.emit({
         namespace,
         name,
-        uid: this.#uids.get(p.pod) ?? "",
+        uid: this.#pods.get(namespace, name)?.uid ?? "",
         infraContainerId: "",
       }, {
         type: "Warning",
@@ -403,5 +488,6 @@ export function kickingObserver(observer: DaemonObserver, agent: PolicyAgent): D
     apiRequest: (v, c) => observer.apiRequest(v, c),
     attachments: (n) => observer.attachments(n),
     policySync: (s, f) => observer.policySync?.(s, f),
+    policyPodChange: (e) => observer.policyPodChange?.(e),
   };
 }

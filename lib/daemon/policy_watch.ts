@@ -4,9 +4,10 @@
  * (lib/policy/types.ts) validates their content; here only identity and `resourceVersion`.
  *
  * - `/apis/k8s.cni.cncf.io/v1beta1/multi-networkpolicies`
- * - `/api/v1/pods` (peers may run on any node; their addresses come from network-status),
- *   each pod cut down to what the engine reads ({@link trimPod}) as it arrives, so a list of
- *   every pod of the cluster never holds whole pods
+ * - `/api/v1/pods` (peers may run on any node; their addresses come from network-status):
+ *   {@link trimPod} cuts a pod down to what the engine reads; the agent itself decodes pods
+ *   straight into compact records (lib/daemon/policy_pods.ts), {@link POD_LIST_WATCH} keeps
+ *   the trimmed object (scripts/mem_policy_pods.ts)
  * - `/api/v1/namespaces` (labels, for `namespaceSelector`)
  *
  * @module

@@ -87,7 +87,8 @@ export interface ListResult<T> {
  *
  * @param kube the API client (its retries apply to each page)
  * @param resource what to list
- * @param opts `pageSize` (default 500)
+ * @param opts `pageSize` (default 500); `onPage`, called after each page with the number of
+ *   items taken so far, once the page's answer is no longer referenced (e.g. to collect it)
  * @returns every item and the list's resourceVersion
  * @throws {KubeError} `"request"` (e.g. 403 without `list`; `transient` when unreachable);
  *   `"decoding"` when an answer or an item is malformed (`msg` names the item)
@@ -95,29 +96,45 @@ export interface ListResult<T> {
 export async function listAll<T>(
   kube: KubeClient,
   resource: ListWatchResource<T>,
-  opts: { pageSize?: number } = {},
+  opts: { pageSize?: number; onPage?: (items: number) => void } = {},
 ): Promise<ListResult<T>> {
   const items: T[] = [];
   let resourceVersion: string | undefined;
   let cont: string | undefined;
   do {
-    const raw = await kube.list(resource.path, {
+    const page = await listPage(kube, resource, {
       limit: opts.pageSize ?? DEFAULT_PAGE_SIZE,
       continue: cont,
-    });
-    const r = schemas().list.safeParse(raw);
-    if (!r.success) throw decodingError(`Invalid list answer of ${resource.path}`, r.error);
-    resourceVersion ??= r.data.metadata.resourceVersion;
-    for (const [i, item] of (r.data.items ?? []).entries()) {
-      try {
-        items.push(resource.parse(item));
-      } catch (err) {
-        throw err instanceof KubeError ? err.withSuffix(` at items[${items.length + i}]`) : err;
-      }
-    }
-    cont = r.data.metadata.continue || undefined;
+    }, items);
+    resourceVersion ??= page.resourceVersion;
+    cont = page.continue;
+    opts.onPage?.(items.length);
   } while (cont);
-  return { items, resourceVersion };
+  return { items, resourceVersion: resourceVersion! };
+}
+
+/** One page, its items parsed into `items`; the answer is dropped when it returns. */
+async function listPage<T>(
+  kube: KubeClient,
+  resource: ListWatchResource<T>,
+  query: { limit: number; continue?: string },
+  items: T[],
+): Promise<{ resourceVersion: string; continue?: string }> {
+  const raw = await kube.list(resource.path, query);
+  const r = schemas().list.safeParse(raw);
+  if (!r.success) throw decodingError(`Invalid list answer of ${resource.path}`, r.error);
+  const first = items.length;
+  for (const [i, item] of (r.data.items ?? []).entries()) {
+    try {
+      items.push(resource.parse(item));
+    } catch (err) {
+      throw err instanceof KubeError ? err.withSuffix(` at items[${first + i}]`) : err;
+    }
+  }
+  return {
+    resourceVersion: r.data.metadata.resourceVersion,
+    continue: r.data.metadata.continue || undefined,
+  };
 }
 
 /** One decoded watch line. */

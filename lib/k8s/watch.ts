@@ -82,6 +82,8 @@ export interface ListWatchOptions {
   once?: boolean;
   /** `limit` of each list page; default 500 (client-go's). */
   pageSize?: number;
+  /** Called after each list page with the items taken so far (see `listAll`). */
+  onPage?: (items: number) => void;
   /** First backoff after a failure, ms; default 500. */
   minBackoffMs?: number;
   /** Cap on one backoff, ms; default 30 000. */
@@ -250,7 +252,10 @@ class ListWatchLoop<T> {
 
   async #list(): Promise<void> {
     const started = performance.now();
-    const list = await listAll(this.#kube, this.#resource, { pageSize: this.#opts.pageSize });
+    const list = await listAll(this.#kube, this.#resource, {
+      pageSize: this.#opts.pageSize,
+      onPage: this.#opts.onPage,
+    });
     await this.#serial(() => this.#handler.replace(list.items, list.resourceVersion));
     this.#rv = list.resourceVersion;
     this.#failures = 0;

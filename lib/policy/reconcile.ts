@@ -126,6 +126,15 @@ export class PolicyReconciler {
   }
 
   /**
+   * Adds or replaces a pod already parsed (`parsePod`, e.g. kept compact by the daemon's
+   * cluster-wide pod watch); the object is kept as given and must not be changed afterwards.
+   * @param pod the pod
+   */
+  upsertPodInfo(pod: PodInfo): void {
+    this.#pods.set(key(pod), pod);
+  }
+
+  /**
    * Drops a pod.
    * @param namespace its namespace
    * @param name its name

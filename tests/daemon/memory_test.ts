@@ -49,3 +49,42 @@ Deno.test("tuneAllocator: glibc's malloc_trim is reachable through FFI", () => {
   assert.ok(trim, "libc.so.6 loads on this machine kind");
   assert.equal(typeof trim(), "boolean");
 });
+
+Deno.test("IdleReclaimer: background work counts, waits for requests in flight; collect", async () => {
+  const calls: string[] = [];
+  let heap = 100;
+  const r = new IdleReclaimer({
+    gc: () => calls.push("gc"),
+    collect: () => {
+      calls.push("collect");
+      heap = 100;
+    },
+    heapUsed: () => heap,
+    idleMs: 30,
+    minRequests: 3,
+  });
+  try {
+    assert.equal(r.collect(), true);
+    assert.deepEqual(calls, ["collect"]);
+    heap = 150;
+    assert.equal(r.collect(64), false, "grew by 50 only");
+    heap = 170;
+    assert.equal(r.collect(64), true, "grew by 70");
+    assert.deepEqual(calls, ["collect", "collect"]);
+    calls.length = 0;
+    calls.push("collect");
+    r.settled(2); // two requests in flight
+    r.background();
+    r.background(); // 3 counted, but a request is in flight: no reclaim yet
+    await wait(60);
+    assert.deepEqual(calls, ["collect"]);
+    r.settled(0); // the last one ended
+    await wait(60);
+    assert.deepEqual(calls, ["collect", "gc"]);
+    for (let i = 0; i < 3; i++) r.background(); // watch events only, nothing in flight
+    await wait(60);
+    assert.equal(r.reclaims, 2);
+  } finally {
+    r.close();
+  }
+});

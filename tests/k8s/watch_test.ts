@@ -163,11 +163,16 @@ Deno.test("listAll pages with limit/continue and keeps the first page's resource
   await withLoop(async (r) => {
     r.api.addNad({ namespace: "tenant-b", name: "sriov", config: CONFIG });
     const rv = String(r.api.resourceVersion);
-    const got = await listAll(r.kube, NAD_LIST_WATCH, { pageSize: 1 });
+    const pages: number[] = [];
+    const got = await listAll(r.kube, NAD_LIST_WATCH, {
+      pageSize: 1,
+      onPage: (n) => pages.push(n),
+    });
     assert.deepEqual(
       got.items.map((n) => n.metadata.name),
       ["macvlan-conf", "bridge-net", "sriov"],
     );
+    assert.deepEqual(pages, [1, 2, 3], "onPage after each page, with the items so far");
     assert.equal(got.resourceVersion, rv);
     const queries = r.api.requests.map((q) => new URLSearchParams(q.query));
     assert.equal(queries.length, 3);

@@ -50,14 +50,22 @@ export class DaemonLab {
   metricsPort = 0;
   readonly pods: DaemonLabPod[] = [];
   #daemonConf: Record<string, unknown> = {};
+  #readyTimeoutMs = 10_000;
 
   /**
    * Starts the API stand-in and the daemon; waits for `/readyz`.
    * @param opts `conf`: extra plugin config keys; `server`: a real kube-apiserver to use
-   *   instead of the stand-in
+   *   instead of the stand-in; `beforeDaemon`: runs once the lab's namespaces and NAD exist,
+   *   before the daemon starts (e.g. fill the cluster); `readyTimeoutMs`: bound on `/readyz`
+   *   (default 10 000)
    */
   async start(
-    opts: { conf?: Record<string, unknown>; server?: KubeApiServer } = {},
+    opts: {
+      conf?: Record<string, unknown>;
+      server?: KubeApiServer;
+      beforeDaemon?: () => Promise<void>;
+      readyTimeoutMs?: number;
+    } = {},
   ): Promise<void> {
     if (opts.server) this.api = await realLabApi(opts.server);
     else this.api = standInLabApi(this.standIn = await startKubeApi());
@@ -110,6 +118,8 @@ export class DaemonLab {
       multiNetworkPolicy: true,
       ...opts.conf,
     };
+    await opts.beforeDaemon?.();
+    this.#readyTimeoutMs = opts.readyTimeoutMs ?? 10_000;
     await this.#startDaemon();
   }
 
@@ -133,7 +143,7 @@ export class DaemonLab {
     await until(
       async () => (await this.http("/readyz")).status === 200,
       "the daemon ready",
-      10_000,
+      this.#readyTimeoutMs,
     );
   }
 
