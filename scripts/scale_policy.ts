@@ -27,6 +27,7 @@
 import { libnftablesRunner, readRules } from "../lib/policy/mod.ts";
 import { startKubeApiServer } from "../tests/support/kube_apiserver.ts";
 import { DaemonLab, NODE } from "../tests/policy/support/daemon_lab.ts";
+import { parseArgs } from "node:util";
 import {
   createRemotePod,
   fillCluster,
@@ -36,9 +37,31 @@ import {
   type ScalePodRef,
 } from "../tests/policy/support/scale.ts";
 
-function flag(name: string, fallback: number): number {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
+// Unknown flags are refused (a typo must not run a 20-minute benchmark with the defaults).
+const { values: flags } = parseArgs({
+  args: Deno.args,
+  options: {
+    pods: { type: "string" },
+    nodes: { type: "string" },
+    policies: { type: "string" },
+    updates: { type: "string" },
+    samples: { type: "string" },
+    concurrency: { type: "string" },
+    "settle-ms": { type: "string" },
+  },
+  strict: true,
+  allowPositionals: false,
+});
+
+/** A whole-number flag, or its default; exits 2 for anything else. */
+function flag(name: keyof typeof flags, fallback: number): number {
+  const v = flags[name];
+  if (v === undefined) return fallback;
+  if (!/^\d+$/.test(v)) {
+    console.error(`scale_policy: --${name} must be a whole number, got ${JSON.stringify(v)}`);
+    Deno.exit(2);
+  }
+  return Number(v);
 }
 const nPods = flag("pods", 20_000), nodes = flag("nodes", 200), nPolicies = flag("policies", 40);
 const updates = flag("updates", 2000), samples = flag("samples", 100);
