@@ -47,6 +47,8 @@ export const RESTART_KEYS: readonly string[] = [
   "chrootDir",
   "events",
   "apiTimeoutMs",
+  "apiDeadlineMs",
+  "statusPublish",
 ];
 
 /**
