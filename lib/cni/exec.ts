@@ -4,7 +4,7 @@
  * child process in a process group of its own, with exactly the given environment, the
  * config on stdin, bounded time and bounded output. The CNI protocol on top (environment,
  * decoding) is invoke.ts; the recording fake is exec_fake.ts; process groups are
- * process_group.ts.
+ * process_group.ts; writing the child's stdin and reading its capped output, child_streams.ts.
  *
  * @module
  */
@@ -12,6 +12,7 @@
 import { CniError, CniErrorCode } from "./errors.ts";
 import { delegateEnv } from "./recursion.ts";
 import { killGroup, type ProcessGroup, processGroupOf } from "./process_group.ts";
+import { readCapped, writeAll } from "./child_streams.ts";
 import { errorText } from "../util/text.ts";
 import { sleep, startTimer, type Timer } from "../util/timer.ts";
 
@@ -349,98 +350,4 @@ function wrapperFailure(res: ExecResponse, wrappers: Wrapper[]): string | undefi
 export function pluginName(path: string): string {
   const i = path.lastIndexOf("/");
   return i >= 0 ? path.slice(i + 1) : path;
-}
-
-interface PendingWrite {
-  /** Resolves when all bytes were written and stdin closed (or writing failed). */
-  done: Promise<void>;
-  /** Aborts a write still pending (nobody reads stdin) and waits for it to settle. */
-  finish(): Promise<void>;
-}
-
-function writeAll(stream: WritableStream<Uint8Array>, data: Uint8Array): PendingWrite {
-  const w = stream.getWriter();
-  let settled = false;
-  const done = (async () => {
-    try {
-      await w.write(data);
-      await w.close();
-    } catch {
-      // The child exited without reading stdin, or was killed: nothing to do.
-    } finally {
-      settled = true;
-    }
-  })();
-  return {
-    done,
-    async finish() {
-      if (!settled) {
-        try {
-          await w.abort();
-        } catch { /* already closed */ }
-      }
-      await done;
-    },
-  };
-}
-
-interface CappedRead {
-  /** Resolves when the stream ended. */
-  done: Promise<void>;
-  /** Stops reading (if still going) and returns what was kept. */
-  finish(): Promise<{ bytes: Uint8Array; truncated: boolean }>;
-}
-
-/**
- * Bytes of the one buffer each output stream is read into. A default reader of a child's pipe
- * allocates a new 64 KiB buffer per read, garbage only at the next full GC: ≈ 0.5 MiB of
- * external memory per pod ADD, tens of MiB of RSS in `manifold daemon` under concurrent ADDs.
- */
-const READ_BUFFER_BYTES = 16 * 1024;
-
-function readCapped(stream: ReadableStream<Uint8Array>, cap: number): CappedRead {
-  // A BYOB reader fills (and hands back) one buffer; what is kept is copied out at its size.
-  const reader = stream.getReader({ mode: "byob" });
-  const chunks: Uint8Array[] = [];
-  let kept = 0;
-  let truncated = false;
-  const done = (async () => {
-    try {
-      let buf = new Uint8Array(READ_BUFFER_BYTES);
-      for (;;) {
-        const { value, done } = await reader.read(buf);
-        if (done || value === undefined) return;
-        if (kept < cap) {
-          const take = Math.min(value.length, cap - kept);
-          chunks.push(value.slice(0, take));
-          kept += take;
-          if (take < value.length) truncated = true;
-        } else if (value.length > 0) {
-          truncated = true;
-        }
-        buf = new Uint8Array(value.buffer);
-      }
-    } catch {
-      // Cancelled or broken pipe: keep what we have.
-    }
-  })();
-  return {
-    done,
-    async finish() {
-      try {
-        await reader.cancel();
-      } catch { /* already closed */ }
-      await done;
-      try {
-        reader.releaseLock();
-      } catch { /* ignore */ }
-      const bytes = new Uint8Array(kept);
-      let off = 0;
-      for (const c of chunks) {
-        bytes.set(c, off);
-        off += c.length;
-      }
-      return { bytes, truncated };
-    },
-  };
 }

@@ -1,0 +1,122 @@
+/**
+ * A plugin child's pipes (exec.ts): writing the config to its stdin and reading its stdout and
+ * stderr up to a cap, each with a `done` promise and a `finish()` that stops what is still
+ * pending — a grandchild may hold a pipe open after the plugin exited.
+ *
+ * @module
+ */
+
+/** A write to a child's stdin in progress ({@link writeAll}). */
+export interface PendingWrite {
+  /** Resolves when all bytes were written and stdin closed (or writing failed). */
+  done: Promise<void>;
+  /** Aborts a write still pending (nobody reads stdin) and waits for it to settle. */
+  finish(): Promise<void>;
+}
+
+/**
+ * Writes `data` to a child's stdin and closes it, in the background. A child that exits without
+ * reading (or is killed) ends the write silently.
+ *
+ * @param stream the child's stdin (`Deno.ChildProcess.stdin`)
+ * @param data the bytes to write (the JSON config)
+ * @returns the pending write: `done` when written and closed (or failed), `finish()` to abort
+ *   a write still pending and wait for it; never rejects
+ */
+export function writeAll(stream: WritableStream<Uint8Array>, data: Uint8Array): PendingWrite {
+  const w = stream.getWriter();
+  let settled = false;
+  const done = (async () => {
+    try {
+      await w.write(data);
+      await w.close();
+    } catch {
+      // The child exited without reading stdin, or was killed: nothing to do.
+    } finally {
+      settled = true;
+    }
+  })();
+  return {
+    done,
+    async finish() {
+      if (!settled) {
+        try {
+          await w.abort();
+        } catch { /* already closed */ }
+      }
+      await done;
+    },
+  };
+}
+
+/** A read of a child's output stream in progress ({@link readCapped}). */
+export interface CappedRead {
+  /** Resolves when the stream ended. */
+  done: Promise<void>;
+  /** Stops reading (if still going) and returns what was kept. */
+  finish(): Promise<{ bytes: Uint8Array; truncated: boolean }>;
+}
+
+/**
+ * Bytes of the one buffer each output stream is read into. A default reader of a child's pipe
+ * allocates a new 64 KiB buffer per read, garbage only at the next full GC: ≈ 0.5 MiB of
+ * external memory per pod ADD, tens of MiB of RSS in `manifold daemon` under concurrent ADDs.
+ */
+const READ_BUFFER_BYTES = 16 * 1024;
+
+/**
+ * Reads a child's output stream in the background into one reused buffer of
+ * {@link READ_BUFFER_BYTES} bytes, keeping at most `cap` bytes; the rest is drained and dropped.
+ *
+ * @param stream the child's stdout or stderr (a byte stream: `Deno.ChildProcess.stdout`)
+ * @param cap bytes kept at most
+ * @returns the pending read: `done` when the stream ended, `finish()` to stop reading and get
+ *   the kept bytes and whether any were dropped; a broken or cancelled stream keeps what was
+ *   read, never rejects
+ */
+export function readCapped(stream: ReadableStream<Uint8Array>, cap: number): CappedRead {
+  // A BYOB reader fills (and hands back) one buffer; what is kept is copied out at its size.
+  const reader = stream.getReader({ mode: "byob" });
+  const chunks: Uint8Array[] = [];
+  let kept = 0;
+  let truncated = false;
+  const done = (async () => {
+    try {
+      let buf = new Uint8Array(READ_BUFFER_BYTES);
+      for (;;) {
+        const { value, done } = await reader.read(buf);
+        if (done || value === undefined) return;
+        if (kept < cap) {
+          const take = Math.min(value.length, cap - kept);
+          chunks.push(value.slice(0, take));
+          kept += take;
+          if (take < value.length) truncated = true;
+        } else if (value.length > 0) {
+          truncated = true;
+        }
+        buf = new Uint8Array(value.buffer);
+      }
+    } catch {
+      // Cancelled or broken pipe: keep what we have.
+    }
+  })();
+  return {
+    done,
+    async finish() {
+      try {
+        await reader.cancel();
+      } catch { /* already closed */ }
+      await done;
+      try {
+        reader.releaseLock();
+      } catch { /* ignore */ }
+      const bytes = new Uint8Array(kept);
+      let off = 0;
+      for (const c of chunks) {
+        bytes.set(c, off);
+        off += c.length;
+      }
+      return { bytes, truncated };
+    },
+  };
+}
