@@ -12,7 +12,8 @@
  * and the total is bounded by `(retries + 2) × timeoutMs + retries × maxBackoffMs` (the extra
  * attempt is the single re-try after a 401).
  *
- * What is sent (paths, bodies) is `client.ts`'s concern; what a failure is, `errors.ts`'s.
+ * What is sent (paths, bodies) is `client.ts`'s concern; what a failure is, `errors.ts`'s; the
+ * options, `request_options.ts`; when a failure is retried and after how long, `retry_policy.ts`.
  *
  * @module
  */
@@ -25,62 +26,17 @@ import {
   isTlsVerifyFailure,
   KubeError,
   noAnswerError,
-  retryAfterMs,
 } from "./errors.ts";
 import type { ExecCredentialSource } from "./exec_credential.ts";
+import type { KubeClientOptions, RequestBody } from "./request_options.ts";
+import { boundRanOut, retryDelay } from "./retry_policy.ts";
 import type { StreamResponse, StreamTransport } from "./stream.ts";
 import { createTransport } from "./transport.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
 
-/** Retries of answers carrying `Retry-After` within a call's bound (client-go's `maxRetries`). */
-const RETRY_AFTER_RETRIES = 10;
-
-/** Options of `KubeClient` (and of the {@link KubeRequester} under it). */
-export interface KubeClientOptions {
-  /** Where the API server is and how to authenticate (see `loadKubeconfig`). */
-  connection: KubeConnection;
-  /** Per-request timeout in ms, covering connect, send and reading the body; default 5000. */
-  timeoutMs?: number;
-  /** Retries after the first attempt on transient failures; default 3. */
-  retries?: number;
-  /** First backoff in ms, doubled per retry; default 100. */
-  backoffMs?: number;
-  /**
-   * Cap in ms on one backoff; without `deadlineMs` also on a server's `Retry-After`; default
-   * 5000.
-   */
-  maxBackoffMs?: number;
-  /**
-   * Bound on one call (not a watch stream), ms: every attempt, backoff and `Retry-After` wait
-   * included; default none. The error past it is a timeout (transient).
-   */
-  deadlineMs?: number;
-  /** Logger for per-request debug lines and retry warnings; tokens are never logged. */
-  logger?: Logger;
-  /** `User-Agent` header; default `"manifold"`. */
-  userAgent?: string;
-  /** Cancels every request and backoff of this client (e.g. the CNI command's deadline). */
-  signal?: AbortSignal;
-  /**
-   * Called once per HTTP request sent (every attempt, retries included) with its method
-   * (`"WATCH"` for a watch stream) and the answer's status, 0 when none came (timeout,
-   * connection failure, abort). For metrics (`manifold daemon`); must not throw. Absent: no
-   * cost.
-   */
-  onRequest?: (method: string, status: number) => void;
-}
-
-/** A request body and policy of {@link KubeRequester.request}. */
-export interface RequestBody {
-  /** UTF-8 body. */
-  body?: string;
-  /** Its `content-type`. */
-  contentType?: string;
-  /** Retries for this call instead of the client's. */
-  retries?: number;
-}
+export type { KubeClientOptions, RequestBody } from "./request_options.ts";
 
 /**
  * Sends API requests with authentication, timeouts and retries over one kept-alive transport
@@ -155,8 +111,7 @@ export class KubeRequester {
     const call: CallInfo = { method, path, attempts: 0 };
     const bound = this.#deadlineMs;
     const deadline = bound === undefined ? Infinity : performance.now() + bound;
-    const outOfTime = () =>
-      noAnswerError(call, "Timeout", `the call's bound of ${bound} ms ran out`);
+    const outOfTime = () => boundRanOut(call, bound);
     for (;;) {
       if (this.aborted()) throw noAnswerError(call, "Aborted", "the request was cancelled");
       const { headers, transport } = await this.#prepare();
@@ -235,40 +190,17 @@ export class KubeRequester {
         });
         continue;
       }
-      const transient = !res || res.status === 429 || res.status >= 500;
-      // client-go's checkWait: 429 and every 5xx may carry Retry-After; with a bound on the
-      // call, such answers are retried up to client-go's 10 times (the bound stops them).
-      const hinted = transient && res ? retryAfterMs(res.headers.get("retry-after")) : undefined;
-      const limit = hinted !== undefined && bound !== undefined
-        ? Math.max(maxRetries, RETRY_AFTER_RETRIES)
-        : maxRetries;
-      if (transient && retriesUsed < limit) {
-        const backoff = Math.min(this.#backoffMs * 2 ** retriesUsed, this.#maxBackoffMs);
-        const delay = hinted === undefined
-          ? backoff
-          : bound === undefined
-          ? Math.min(hinted, this.#maxBackoffMs)
-          : hinted;
-        const left = deadline - performance.now();
-        if (delay >= left) {
-          // Waiting would pass the call's bound: fail now, saying what the server asked.
-          if (!res) {
-            throw noAnswerError(
-              call,
-              failure!.reason,
-              `${failure!.message}; ${outOfTime().details}`,
-            );
-          }
-          const e = httpStatusError(call, res);
-          throw new KubeError("request", e.msg, {
-            ...e,
-            details: `${e.details ? `${e.details}; ` : ""}${
-              hinted === undefined
-                ? "no time left to retry"
-                : `the server asked to retry after ${hinted} ms`
-            } within the call's bound of ${bound} ms (${Math.max(0, Math.round(left))} ms left)`,
-          });
-        }
+      const delay = retryDelay(call, {
+        res,
+        failure,
+        retriesUsed,
+        maxRetries,
+        bound,
+        deadline,
+        backoffMs: this.#backoffMs,
+        maxBackoffMs: this.#maxBackoffMs,
+      });
+      if (delay !== undefined) {
         retriesUsed++;
         this.#logger.warn("kube api request failed, retrying", {
           method,

@@ -1,0 +1,55 @@
+/**
+ * The options of one Kubernetes API client (`KubeClient`, `KubeRequester` in request.ts) and of
+ * one call: where the server is, timeouts, retries and backoff, the bound on a call, logging
+ * and cancellation.
+ *
+ * @module
+ */
+
+import type { Logger } from "../log/mod.ts";
+import type { KubeConnection } from "./connection.ts";
+
+/** Options of `KubeClient` (and of the `KubeRequester` under it). */
+export interface KubeClientOptions {
+  /** Where the API server is and how to authenticate (see `loadKubeconfig`). */
+  connection: KubeConnection;
+  /** Per-request timeout in ms, covering connect, send and reading the body; default 5000. */
+  timeoutMs?: number;
+  /** Retries after the first attempt on transient failures; default 3. */
+  retries?: number;
+  /** First backoff in ms, doubled per retry; default 100. */
+  backoffMs?: number;
+  /**
+   * Cap in ms on one backoff; without `deadlineMs` also on a server's `Retry-After`; default
+   * 5000.
+   */
+  maxBackoffMs?: number;
+  /**
+   * Bound on one call (not a watch stream), ms: every attempt, backoff and `Retry-After` wait
+   * included; default none. The error past it is a timeout (transient).
+   */
+  deadlineMs?: number;
+  /** Logger for per-request debug lines and retry warnings; tokens are never logged. */
+  logger?: Logger;
+  /** `User-Agent` header; default `"manifold"`. */
+  userAgent?: string;
+  /** Cancels every request and backoff of this client (e.g. the CNI command's deadline). */
+  signal?: AbortSignal;
+  /**
+   * Called once per HTTP request sent (every attempt, retries included) with its method
+   * (`"WATCH"` for a watch stream) and the answer's status, 0 when none came (timeout,
+   * connection failure, abort). For metrics (`manifold daemon`); must not throw. Absent: no
+   * cost.
+   */
+  onRequest?: (method: string, status: number) => void;
+}
+
+/** A request body and policy of `KubeRequester.request`. */
+export interface RequestBody {
+  /** UTF-8 body. */
+  body?: string;
+  /** Its `content-type`. */
+  contentType?: string;
+  /** Retries for this call instead of the client's. */
+  retries?: number;
+}
