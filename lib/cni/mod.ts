@@ -17,3 +17,4 @@ export * from "./runtime.ts";
 export * from "./skel.ts";
 export * from "./decode.ts";
 export * from "./recursion.ts";
+export type { ProcessGroup, StopOptions, StopOutcome } from "./process_group.ts";

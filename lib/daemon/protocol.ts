@@ -25,7 +25,7 @@ export const MAX_HEADER_BYTES = 64 * 1024;
  */
 export const MAX_STDIN_FRAME_BYTES = 1024 * 1024;
 /** Largest request (both frames, prefixes included), bytes. */
-export const MAX_REQUEST_BYTES = 8 + MAX_HEADER_BYTES + MAX_STDIN_FRAME_BYTES;
+export const MAX_REQUEST_BYTES: number = 8 + MAX_HEADER_BYTES + MAX_STDIN_FRAME_BYTES;
 /** Largest answer the forwarder accepts, bytes: 16 MiB. */
 export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 

@@ -8,7 +8,18 @@
  * @module
  */
 export * from "./types.ts";
-export * from "./spec.ts";
+export {
+  type Isolation,
+  isValidPortName,
+  type LabelSelector,
+  type LabelSelectorRequirement,
+  normalizeCidr,
+  type PolicyPeer,
+  type PolicyPort,
+  type PolicySpec,
+  type PolicyType,
+  salvageIsolation,
+} from "./spec.ts";
 export { matchesSelector } from "../k8s/label_selector.ts";
 export * from "./cidr.ts";
 export * from "./ports.ts";

@@ -76,7 +76,7 @@ const requirement = z.object({
 );
 
 /** zod schema of a `metav1.LabelSelector`. */
-export const labelSelectorSchema: z.ZodType<LabelSelector> = z.object({
+const labelSelectorSchema: z.ZodType<LabelSelector> = z.object({
   matchLabels: labels.nullish(),
   matchExpressions: z.array(requirement).nullish(),
 });
