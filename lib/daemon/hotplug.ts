@@ -32,18 +32,19 @@
  * @module
  */
 
-import { formatCniArgs, parseCniEnv } from "../cni/env.ts";
 import type { Pod } from "../k8s/mod.ts";
 import type { Logger } from "../log/mod.ts";
-import { AttachmentCache, type CacheKey, type CacheRecord } from "../multinet/cache/cache.ts";
+import { AttachmentCache, type CacheKey } from "../multinet/cache/cache.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import type { EventSink } from "../multinet/deps.ts";
 import { NETWORKS_ANNOTATION, PODNETWORKS_ANNOTATION } from "../multinet/types.ts";
-import { type ApiDeps, buildDeps } from "../multinet/wiring.ts";
+import type { ApiDeps } from "../multinet/wiring.ts";
 import { errorText } from "../util/text.ts";
-import { type HotPlugOutcome, hotPlugPod, runtimeArgsOf } from "./hotplug_apply.ts";
-import { HotPlugBackoff } from "./hotplug_backoff.ts";
+import { type HotPlugOutcome, hotPlugPod } from "./hotplug_apply.ts";
+import { hotPlugDeps } from "./hotplug_deps.ts";
+import { type HotPlugEventPod, measureHotPlug, sendHotPlugEvents } from "./hotplug_events.ts";
 import { SandboxIndex } from "./hotplug_index.ts";
+import { HotPlugRetries } from "./hotplug_retries.ts";
 import type { DaemonObserver } from "./observer.ts";
 import type { PodStore } from "./pod_informer.ts";
 
@@ -135,10 +136,8 @@ class Controller implements HotPlug {
   #seen = new Map<string, Seen>();
   /** The pods' sandbox records (hotplug_index.ts). */
   #index: SandboxIndex;
-  /** Failed changes and when to try them again (hotplug_backoff.ts). */
-  #backoff = new HotPlugBackoff();
-  /** The retry timer of each pod with a failed change. */
-  #retries = new Map<string, ReturnType<typeof setTimeout>>();
+  /** Failed changes, when to try them again and their timers (hotplug_retries.ts). */
+  #retries: HotPlugRetries;
   /** Pods being changed now (never two passes for one pod at once). */
   #active = new Set<string>();
   /** The running workers. */
@@ -153,6 +152,7 @@ class Controller implements HotPlug {
     this.#cache = new AttachmentCache(opts.conf.cniDir);
     this.#index = new SandboxIndex(this.#cache, opts.pods);
     this.#log = opts.logger.with({ component: "hotplug" });
+    this.#retries = new HotPlugRetries({ log: this.#log, retry: (k) => this.#enqueue(k, true) });
     this.#unsubscribe = opts.pods.onChange((c) => {
       if (c.pod) this.#enqueue(`${c.namespace}/${c.name}`, false);
       else this.#forget(c.namespace, c.name);
@@ -182,7 +182,6 @@ class Controller implements HotPlug {
     clearInterval(this.#timer);
     this.#unsubscribe();
     this.#unsubscribeNads();
-    for (const timer of this.#retries.values()) clearTimeout(timer);
     this.#retries.clear();
     this.#queue.clear();
     await Promise.all(this.#workers);
@@ -221,36 +220,13 @@ class Controller implements HotPlug {
 
   /** Forgets the pod's failed change and its retry timer. */
   #unschedule(k: string): void {
-    clearTimeout(this.#retries.get(k));
-    this.#retries.delete(k);
-    this.#backoff.forget(k);
+    this.#retries.forget(k);
   }
 
   /** Records a failed pass of the pod's change and sets the timer of its retry (if any). */
   #retryLater(k: string, change: string): void {
     if (this.#stopped) return;
-    const retry = this.#backoff.failed(k, change, Date.now());
-    clearTimeout(this.#retries.get(k));
-    this.#retries.delete(k);
-    if (retry.kind === "given-up") {
-      this.#log.warn("hot-plug gave up this change; the next change of the annotation is tried", {
-        pod: k,
-        failures: retry.failures,
-      });
-      return;
-    }
-    this.#log.info("hot-plug change failed; trying again later", {
-      pod: k,
-      failures: retry.failures,
-      delayMs: retry.delayMs,
-    });
-    this.#retries.set(
-      k,
-      setTimeout(() => {
-        this.#retries.delete(k);
-        this.#enqueue(k, true);
-      }, retry.delayMs),
-    );
+    this.#retries.failed(k, change);
   }
 
   async #work(): Promise<void> {
@@ -285,7 +261,7 @@ class Controller implements HotPlug {
     }
     const change = `${uid}\0${text}`;
     // A failed change waits for its retry time (or for good after too many failures).
-    if (this.#backoff.waiting(k, change, Date.now())) return;
+    if (this.#retries.waiting(k, change, Date.now())) return;
     const seen = this.#seen.get(k);
     if (!force && seen?.uid === uid && seen.text === text && seen.ok) return;
     try {
@@ -313,7 +289,12 @@ class Controller implements HotPlug {
         cache: this.#cache,
         key,
         pod: { namespace: meta.namespace, name: meta.name, uid, annotations },
-        makeDeps: (record) => this.#deps(record, conf),
+        makeDeps: (record) =>
+          hotPlugDeps(record, conf, {
+            env: this.#opts.env,
+            api: this.#opts.api,
+            logger: this.#log,
+          }),
         logger: this.#log,
       });
     let outcome = await pass(key);
@@ -347,8 +328,8 @@ class Controller implements HotPlug {
       this.#log.warn("network-status not published", { pod: k, error: outcome.statusError });
       this.#retryLater(k, `status\0${uid}\0${text}`);
     } else this.#unschedule(k);
-    this.#measure(outcome, (performance.now() - started) / 1000);
-    await this.#send(meta.namespace, meta.name, uid, outcome, seen.warned);
+    measureHotPlug(this.#opts.observer, outcome, (performance.now() - started) / 1000);
+    await this.#send({ namespace: meta.namespace, name: meta.name, uid }, outcome, seen.warned);
     if (outcome.kind !== "unchanged") {
       this.#log.info("hot-plug done", {
         pod: `${meta.namespace}/${meta.name}`,
@@ -359,6 +340,13 @@ class Controller implements HotPlug {
       });
     }
     this.#opts.onOutcome?.(`${meta.namespace}/${meta.name}`, outcome);
+  }
+
+  /** Sends the pass's events ({@link sendHotPlugEvents}). */
+  #send(pod: HotPlugEventPod, outcome: HotPlugOutcome, warned: Set<string>): Promise<void> {
+    const { events, observer, conf } = this.#opts;
+    const setting = conf.events;
+    return sendHotPlugEvents(outcome, { pod, warned, log: this.#log, observer, events, setting });
   }
 
   /**
@@ -376,60 +364,7 @@ class Controller implements HotPlug {
     this.#seen.set(k, fresh);
     const message = `pod [${k}]: will not add interface to host networked pod`;
     const events = [{ reason: "InterfaceAddRejected", message, type: "Warning" as const }];
-    await this.#send(namespace, name, uid, { ...NOTHING, events }, fresh.warned);
-  }
-
-  /** Tells the observer what the pass did (refusals: in {@link Controller.#send}). */
-  #measure(outcome: HotPlugOutcome, seconds: number): void {
-    const observer = this.#opts.observer;
-    if (!observer) return;
-    for (const c of outcome.changes) observer.hotPlugChange?.(c.op, c.result);
-    if (outcome.changes.length === 0) return; // refusals only, or nothing to do
-    const failed = outcome.kind === "failed" || outcome.changes.some((c) => c.result === "error");
-    observer.hotPlugDuration?.(seconds, failed ? "error" : "success");
-  }
-
-  /**
-   * Sends the pass's events (none with `"events": "none"`); a Warning already sent for this
-   * annotation value is not repeated, nor counted again when it is a refusal.
-   */
-  async #send(
-    namespace: string,
-    name: string,
-    uid: string,
-    outcome: HotPlugOutcome,
-    warned: Set<string>,
-  ) {
-    const fresh = outcome.events.filter((ev) => {
-      if (ev.type !== "Warning") return true;
-      this.#log.warn(ev.message, { reason: ev.reason, pod: `${namespace}/${name}` });
-      const id = `${ev.reason}\0${ev.message}`;
-      if (warned.has(id)) return false;
-      warned.add(id);
-      if (ev.refused) this.#opts.observer?.hotPlugChange?.(ev.refused, "refused");
-      return true;
-    });
-    if (fresh.length === 0 || this.#opts.conf.events === "none") return;
-    const { events } = this.#opts;
-    const ref = { namespace, name, uid, infraContainerId: "" };
-    for (const { reason, message, type } of fresh) events.emit(ref, { reason, message, type });
-    await events.flush();
-  }
-
-  /** The dependencies of a change: a CNI environment as the sandbox's ADD had it. */
-  async #deps(record: CacheRecord, conf: ManifoldConf) {
-    const { env, api } = this.#opts;
-    const cniEnv = parseCniEnv({
-      CNI_COMMAND: "ADD",
-      CNI_CONTAINERID: record.containerId,
-      CNI_NETNS: record.netns,
-      CNI_IFNAME: record.ifName,
-      CNI_ARGS: formatCniArgs(runtimeArgsOf(record)),
-      // The runtime's CNI_PATH came with the sandbox's request, not kept; the daemon's own is
-      // often unset (deploy/): delegates are then found in binDir, searched first anyway.
-      CNI_PATH: env.CNI_PATH || conf.binDir,
-    });
-    return await buildDeps(conf, cniEnv, this.#log, { processEnv: env, api });
+    await this.#send({ namespace, name, uid }, { ...NOTHING, events }, fresh.warned);
   }
 }
 

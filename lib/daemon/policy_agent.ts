@@ -30,12 +30,14 @@ import { errorText } from "../util/text.ts";
 import type { DaemonObserver, PolicyFailures } from "./observer.ts";
 import { PodNetnsIndex } from "./policy_netns.ts";
 import { NoSandboxTracker } from "./policy_no_sandbox.ts";
+import { type PolicyKind as Kind, policyObjectHandler } from "./policy_object_handler.ts";
 import { PolicyPeers } from "./policy_peers.ts";
 import { PodTable, type PolicyPod, policyPodsListWatch } from "./policy_pods.ts";
+import { PolicyProblemReporter } from "./policy_report.ts";
 import { type KubeObject, MNP_LIST_WATCH, NAMESPACE_LIST_WATCH } from "./policy_watch.ts";
 
-/** The Warning event's reason on a pod whose policy cannot be (fully) applied. */
-export const POLICY_FAILED_REASON = "MultiNetworkPolicyFailed";
+export { kickingObserver } from "./policy_kick.ts";
+export { POLICY_FAILED_REASON } from "./policy_report.ts";
 /** Default wait between a change and its sync, ms. */
 export const DEFAULT_POLICY_DEBOUNCE_MS = 2;
 /** Default period of the full resync, ms. */
@@ -86,8 +88,6 @@ export interface PolicyAgentOptions {
   noSandboxGraceMs?: number;
 }
 
-type Kind = "policy" | "pod" | "namespace";
-
 /** The running policy enforcement of a daemon. */
 export class PolicyAgent {
   readonly #opts: PolicyAgentOptions;
@@ -103,7 +103,7 @@ export class PolicyAgent {
   #resync: ReturnType<typeof setInterval> | undefined;
   #running: Promise<void> | undefined;
   #again: "no" | "yes" | "full" = "no";
-  #reported = new Set<string>();
+  readonly #reporter: PolicyProblemReporter;
   readonly #missing: NoSandboxTracker;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #syncs = 0;
@@ -118,6 +118,11 @@ export class PolicyAgent {
     this.#missing = new NoSandboxTracker({
       graceMs: opts.noSandboxGraceMs ?? DEFAULT_POLICY_NO_SANDBOX_GRACE_MS,
       cniDir: opts.cniDir,
+    });
+    this.#reporter = new PolicyProblemReporter({
+      events: opts.events,
+      logger: opts.logger,
+      uidOf: (namespace, name) => this.#pods.get(namespace, name)?.uid ?? "",
     });
     this.#reconciler = new PolicyReconciler({
       netnsOf: (pod) => this.#index.sandboxOf(pod)?.netns,
@@ -174,7 +179,11 @@ export class PolicyAgent {
     const ended = (kind: Kind) => (e: unknown) =>
       logger.error("policy watch ended", { kind, error: errorText(e) });
     for (const [kind, resource, upsert, remove] of loops) {
-      const handler = this.#handler(kind, upsert, remove);
+      const handler = policyObjectHandler(kind, upsert, remove, {
+        logger,
+        listed: () => this.#listed.add(kind),
+        changed: () => this.#schedule("yes"),
+      });
       this.#watches.push(listWatch(kube, handler, { resource, signal, logger }).catch(ended(kind)));
     }
     const pods = policyPodsListWatch({ nodeName: this.#opts.nodeName });
@@ -241,55 +250,6 @@ export class PolicyAgent {
           r.upsertPodInfo(p.pod);
           counted(this.#peers.matters(this.#opts.nodeName, before, p.pod));
         }
-        return Promise.resolve();
-      },
-      progress: () => Promise.resolve(),
-    };
-  }
-
-  #handler(
-    kind: Kind,
-    upsert: (o: KubeObject) => void,
-    remove: (o: KubeObject) => void,
-  ): ListWatchHandler<KubeObject> {
-    // Identities only (the reconciler keeps the content): what a re-list must delete.
-    let held = new Map<string, KubeObject>();
-    const identity = (o: KubeObject): KubeObject => ({
-      metadata: { name: o.metadata.name, namespace: o.metadata.namespace },
-    });
-    const keyOf = (o: KubeObject) => `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
-    const put = (o: KubeObject) => {
-      try {
-        upsert(o);
-      } catch (e) {
-        // Unidentifiable or undecodable (e.g. non-string labels): treated as absent.
-        this.#opts.logger.warn("policy input ignored", {
-          kind,
-          object: keyOf(o),
-          error: errorText(e),
-        });
-        remove(o);
-      }
-    };
-    return {
-      replace: (items) => {
-        const next = new Map(items.map((o) => [keyOf(o), identity(o)]));
-        for (const [k, o] of held) if (!next.has(k)) remove(o);
-        for (const o of items) put(o);
-        held = next;
-        this.#listed.add(kind);
-        this.#schedule("yes");
-        return Promise.resolve();
-      },
-      apply: (change: WatchChange<KubeObject>) => {
-        if (change.type === "DELETED") {
-          held.delete(keyOf(change.object));
-          remove(change.object);
-        } else {
-          held.set(keyOf(change.object), identity(change.object));
-          put(change.object);
-        }
-        this.#schedule("yes");
         return Promise.resolve();
       },
       progress: () => Promise.resolve(),
@@ -389,7 +349,7 @@ export class PolicyAgent {
         full,
       });
     }
-    this.#report(report);
+    this.#reporter.report(report);
     if (this.#afterList) {
       this.#afterList = false;
       this.#opts.afterPodList?.();
@@ -415,43 +375,6 @@ export class PolicyAgent {
     return v.counted;
   }
 
-  /** Warning events for problems not reported by the previous sync (pod-less ones: a log line). */
-  #report(report: SyncReport): void {
-    const now = new Set<string>();
-    for (const p of report.problems) {
-      const id = `${p.pod ?? ""}\0${p.policy ?? ""}\0${p.reason}\0${p.message}`;
-      now.add(id);
-      if (this.#reported.has(id)) continue;
-      if (!p.pod) {
-        this.#opts.logger.warn("MultiNetworkPolicy problem", {
-          reason: p.reason,
-          policy: p.policy,
-          message: p.message,
-        });
-        continue;
-      }
-      const [namespace, name] = p.pod.split("/");
-      this.#opts.logger.warn("MultiNetworkPolicy problem", {
-        pod: p.pod,
-        reason: p.reason,
-        policy: p.policy,
-        message: p.message,
-      });
-      this.#opts.events.emit({
-        namespace,
-        name,
-        uid: this.#pods.get(namespace, name)?.uid ?? "",
-        infraContainerId: "",
-      }, {
-        type: "Warning",
-        reason: POLICY_FAILED_REASON,
-        message: `${p.reason}${p.policy ? ` (${p.policy})` : ""}: ${p.message}`,
-      });
-    }
-    this.#reported = now;
-    void this.#opts.events.flush();
-  }
-
   /**
    * Stops the watches and the resync, waits for a running sync, then closes the applier (its
    * libnftables contexts are freed; the rules stay in force); idempotent.
@@ -466,28 +389,4 @@ export class PolicyAgent {
     await this.#running;
     await this.#applier.close();
   }
-}
-
-/**
- * An observer that also schedules a policy sync when a sandbox ADD or DEL served by the daemon
- * succeeded (the pod's netns just entered or left the cache), so a new pod a policy selects
- * gets its rules right after ADD without waiting for its network-status watch event.
- *
- * @param observer the daemon's observer (still receives everything)
- * @param agent the running agent
- * @returns the wrapping observer
- */
-export function kickingObserver(observer: DaemonObserver, agent: PolicyAgent): DaemonObserver {
-  return {
-    ...observer,
-    cniRequest(command, result, seconds) {
-      observer.cniRequest(command, result, seconds);
-      if (result === "success" && (command === "ADD" || command === "DEL")) agent.kick();
-    },
-    delegate: (p, c, s) => observer.delegate(p, c, s),
-    apiRequest: (v, c) => observer.apiRequest(v, c),
-    attachments: (n) => observer.attachments(n),
-    policySync: (s, f) => observer.policySync?.(s, f),
-    policyPodChange: (e) => observer.policyPodChange?.(e),
-  };
 }

@@ -1,6 +1,6 @@
 /**
  * The daemon's unix socket server: one request per connection in the framing of
- * lib/daemon/protocol.ts, each connection served concurrently (requests for one container are
+ * lib/daemon/protocol.ts (read and answered by request_framing.ts), each connection served concurrently (requests for one container are
  * serialized by the container lock the handlers take, not here).
  *
  * Security: the socket path is claimed (socket_owner.ts: a lock held for the daemon's life, a
@@ -28,12 +28,10 @@ import type { Logger } from "../log/mod.ts";
 import {
   cniErrorJson,
   type DaemonAnswer,
-  forwardedEnv,
-  frame,
   MAX_HEADER_BYTES,
   MAX_STDIN_FRAME_BYTES,
-  PROTOCOL_VERSION,
 } from "./protocol.ts";
+import { PROBE, readRequest, writeAnswer } from "./request_framing.ts";
 import type { CniRequest } from "./service.ts";
 import { claimSocketPath, type SocketClaim } from "./socket_owner.ts";
 import {
@@ -45,8 +43,6 @@ import {
   UnixListener,
 } from "./unix_listener.ts";
 
-/** Thrown by the request reader for a connection closed before its first byte. */
-const PROBE = Symbol("probe");
 /** Default time a client has to send its complete request, ms. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 5_000;
 /** Default bound on connections served at once (`--max-connections`). */
@@ -60,8 +56,6 @@ export const ACCEPT_BACKOFF_MS = { first: 5, max: 1_000 } as const;
 const REFUSE_DRAIN_MS = 0;
 /** Descriptors held in reserve for answering clients while out of descriptors. */
 const RESERVE_FDS = 2;
-/** Buffer grown as a frame's bytes arrive, bytes: the first allocation. */
-const READ_CHUNK = 64 * 1024;
 
 /** Options of {@link DaemonServer.listen}. */
 export interface DaemonServerOptions {
@@ -292,7 +286,11 @@ export class DaemonServer {
   async #handle(conn: UnixConnection): Promise<void> {
     let answer: DaemonAnswer;
     try {
-      const req = await this.#readRequest(conn);
+      const req = await readRequest(conn, {
+        maxHeader: this.#opts.maxHeaderBytes ?? MAX_HEADER_BYTES,
+        maxStdin: this.#opts.maxStdinBytes ?? MAX_STDIN_FRAME_BYTES,
+        idleMs: this.#opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+      });
       // After reading (bounded): a client that is answered before it finished sending sees
       // its connection reset instead of the answer.
       this.#checkPeer(conn);
@@ -325,74 +323,6 @@ export class DaemonServer {
   }
 
   /**
-   * Reads both frames within the idle timeout; each length is checked before its bytes are
-   * read, and buffers grow as bytes arrive.
-   * @throws {CniError} 5, 6 or 7; `PROBE` when the peer closed before sending any byte
-   */
-  async #readRequest(conn: UnixConnection): Promise<CniRequest> {
-    const maxHeader = this.#opts.maxHeaderBytes ?? MAX_HEADER_BYTES;
-    const maxStdin = this.#opts.maxStdinBytes ?? MAX_STDIN_FRAME_BYTES;
-    const idleMs = this.#opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
-    conn.deadline = performance.now() + idleMs; // reads give up then: an idle client is dropped
-    {
-      let received = 0;
-      const read = async (n: number): Promise<Uint8Array> => {
-        let buf = new Uint8Array(Math.min(n, READ_CHUNK));
-        for (let off = 0; off < n;) {
-          if (off === buf.length) { // grow only as the bytes come
-            const bigger = new Uint8Array(Math.min(n, buf.length * 2));
-            bigger.set(buf);
-            buf = bigger;
-          }
-          const got = await conn.read(buf.subarray(off));
-          const timedOut = performance.now() >= conn.deadline;
-          if (got === null && received === 0 && !timedOut) throw PROBE;
-          if (got === null) {
-            throw new CniError(
-              CniErrorCode.IoFailure,
-              timedOut ? `request not received within ${idleMs} ms` : "truncated request",
-            );
-          }
-          off += got;
-          received += got;
-        }
-        return buf;
-      };
-      const length = async (what: string, max: number) => {
-        const n = new DataView((await read(4)).buffer).getUint32(0);
-        if (n > max) {
-          throw new CniError(
-            CniErrorCode.InvalidNetworkConfig,
-            `request ${what} of ${n} bytes exceeds the limit of ${max} bytes`,
-          );
-        }
-        return n;
-      };
-      const header = await read(await length("header", maxHeader));
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(header));
-      } catch (e) {
-        throw new CniError(CniErrorCode.DecodingFailure, "malformed request header", String(e));
-      }
-      const h = parsed as { v?: unknown; env?: unknown };
-      if (
-        typeof h !== "object" || h === null || h.v !== PROTOCOL_VERSION ||
-        typeof h.env !== "object" || h.env === null || Array.isArray(h.env) ||
-        !Object.values(h.env).every((v) => typeof v === "string")
-      ) {
-        throw new CniError(
-          CniErrorCode.DecodingFailure,
-          `request header must be {"v": ${PROTOCOL_VERSION}, "env": {NAME: string}}`,
-        );
-      }
-      const stdin = await read(await length("stdin", maxStdin));
-      // Only the per-invocation CNI variables (protocol.ts REQUEST_ENV): the rest is the daemon's.
-      return { env: forwardedEnv(h.env as Record<string, unknown>), stdin };
-    }
-  }
-
-  /**
    * Serves only root and the daemon's own user (SO_PEERCRED); a refusal is logged with the
    * peer's pid and uid.
    * @throws {CniError} 999 naming the peer's uid and pid
@@ -417,10 +347,4 @@ export class DaemonServer {
       "the daemon runs delegates as root: only root may ask it to (SO_PEERCRED check)",
     );
   }
-}
-
-/** Writes one framed answer. */
-async function writeAnswer(conn: UnixConnection, answer: DaemonAnswer): Promise<void> {
-  const bytes = frame(new TextEncoder().encode(JSON.stringify(answer)));
-  for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
 }
