@@ -51,7 +51,10 @@ async function proxiedKubeconfig(w: RealWorld, proxy: TcpProxy): Promise<string>
 /** The daemon with `conf`, its API through `kubeconfig`, ready (lists received). */
 async function readyDaemon(dir: string, conf: Record<string, unknown>) {
   const port = loopbackPort();
-  const d = await startDaemon(dir, conf, {
+  // The daemon's --config is the runtime's config file: the pod-annotations capability the
+  // runtime honours is declared there (a request's own keys are not read in daemon mode).
+  const capabilities = { ...(conf.capabilities as object | undefined), [ANNOTATIONS]: true };
+  const d = await startDaemon(dir, { ...conf, capabilities }, {
     flags: ["--node-name", NODE, "--metrics-address", `127.0.0.1:${port}`],
     env: { CNI_PATH: "/usr/lib/cni" },
   });

@@ -127,9 +127,12 @@ export async function runBurst(opts: BurstOptions): Promise<BurstReport> {
     }
     const dir = await w.scratch.dir();
     const metricsPort = loopbackPort();
+    // The daemon's --config is the runtime's config file: the capability the runtime honours
+    // (pod annotations in runtimeConfig) is declared there; a request's own keys are not read.
     const conf = {
       ...w.conf,
       kubeconfig,
+      capabilities: { [ANNOTATIONS]: true },
       statusPublish: opts.statusPublish ?? "sync",
       ...opts.conf,
     };
