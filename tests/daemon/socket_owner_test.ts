@@ -182,7 +182,18 @@ Deno.test(
       await stopDaemon(first); // SIGKILL: the socket file stays behind
       assert.ok((await Deno.lstat(first.socket)).isSocket, "a stale socket is left");
       next = await startDaemon(dir, conf(dir));
-      assert.equal(decodeAnswer(await rawExchange(next.socket, VERSION))?.code, 0, "reclaimed");
+      // startDaemon saw the stale socket file at once: the new daemon answers once it has
+      // replaced it (under the lock), which may be a moment later.
+      const reclaimed = next;
+      await until(
+        () =>
+          rawExchange(reclaimed.socket, VERSION).then(
+            (a) => decodeAnswer(a)?.code === 0,
+            () => false,
+          ),
+        "the next daemon answering on the reclaimed socket",
+        20_000,
+      );
       next.kill("SIGTERM");
       assert.equal((await next.exited()).code, 0);
       assert.equal(await Deno.lstat(next.socket).then(() => true, () => false), false, "removed");

@@ -6,7 +6,7 @@
  */
 
 import { MANIFOLD } from "./plugin.ts";
-import { exists, until } from "./wait.ts";
+import { until } from "./wait.ts";
 
 /** A running daemon process. */
 export interface DaemonProcess {
@@ -44,6 +44,10 @@ export async function startDaemon(
   const full = { ...conf, daemonSocket: socket };
   const confPath = `${dir}/daemon.conf`;
   await Deno.writeTextFile(confPath, JSON.stringify(full));
+  // A dead daemon's socket may be there already: the new one replaces it (a file bound later;
+  // its inode number alone may be reused at once).
+  const identity = (s: Deno.FileInfo) => `${s.ino}@${s.mtime?.getTime()}@${s.ctime?.getTime()}`;
+  const stale = await Deno.lstat(socket).then(identity, () => undefined);
   const [cmd, ...pre] = [...(opts.launcher ?? []), MANIFOLD];
   const child = new Deno.Command(cmd, {
     args: [...pre, "daemon", "--config", confPath, "--socket", socket, ...(opts.flags ?? [])],
@@ -69,9 +73,11 @@ export async function startDaemon(
     await until(
       async () => {
         if (status) throw new Error(`daemon exited ${status.code}: ${stderr()}`);
-        // A dead daemon's socket may be there already: wait for this one's PID in the lock.
+        // A dead daemon's socket may be there already: wait for this one's PID in the lock
+        // and for the socket it bound (the stale one is replaced after the lock is taken).
         const lock = await Deno.readTextFile(`${socket}.lock`).catch(() => undefined);
-        return await exists(socket) &&
+        const now = await Deno.lstat(socket).then(identity, () => undefined);
+        return now !== undefined && now !== stale &&
           (lock === undefined || lock.split("\n")[0] === String(child.pid));
       },
       "the daemon socket",
