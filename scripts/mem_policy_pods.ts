@@ -21,7 +21,7 @@
  */
 
 import { KubeClient, listWatch, loadKubeconfig } from "../lib/k8s/mod.ts";
-import { type KubeObject, POD_LIST_WATCH } from "../lib/daemon/policy_watch.ts";
+import { type KubeObject, POD_LIST_WATCH } from "../lib/daemon/policy/mod.ts";
 import { PolicyReconciler } from "../lib/policy/reconcile.ts";
 import { type KubeApiStandIn, startKubeApi } from "../tests/support/kube_api.ts";
 import { startDaemon } from "../tests/support/daemon.ts";

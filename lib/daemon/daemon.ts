@@ -26,12 +26,12 @@ import type { EventSink } from "../multinet/deps.ts";
 import { type ApiDeps, eventPolicy } from "../multinet/wiring.ts";
 import { NadStore } from "./nad_store.ts";
 import { type PodInformer, startPodInformer } from "./pod_informer.ts";
-import { type HotPlug, startHotPlug } from "./hotplug.ts";
+import { type HotPlug, startHotPlug } from "./hotplug/mod.ts";
 import { daemonReclaimer, type IdleReclaimer, POD_PAGE_COLLECT_BYTES } from "./memory.ts";
 import { AttachmentCache } from "../multinet/cache/cache.ts";
 import { AttachmentTally } from "./attachments.ts";
 import { countingEventSink, type DaemonObserver } from "./observer.ts";
-import type { PolicyAgent } from "./policy_agent.ts";
+import type { PolicyAgent } from "./policy/mod.ts";
 import { DaemonServer } from "./server.ts";
 import type { StatusPublisher } from "./status_publisher.ts";
 import { cniService } from "./service.ts";
@@ -177,7 +177,7 @@ export class ManifoldDaemon {
     const reclaimer = daemonReclaimer();
     let policy: PolicyAgent | undefined;
     if (kube && opts.conf.multiNetworkPolicy) {
-      const { PolicyAgent, kickingObserver } = await import("./policy_agent.ts");
+      const { PolicyAgent, kickingObserver } = await import("./policy/mod.ts");
       policy = PolicyAgent.start({
         kube,
         cniDir: opts.conf.cniDir,

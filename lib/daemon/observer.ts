@@ -55,7 +55,7 @@ export interface DaemonObserver {
   /**
    * A pod change of the policy agent's cluster-wide pod watch: `"sync"` when it scheduled a
    * MultiNetworkPolicy sync (the pod is on this node, or a policy's peer names it), `"ignored"`
-   * when it cannot change this node's rules (lib/daemon/policy_peers.ts).
+   * when it cannot change this node's rules (lib/daemon/policy/peers.ts).
    */
   policyPodChange?(effect: "sync" | "ignored"): void;
   /**

@@ -96,7 +96,7 @@ export interface ManifoldConf {
   daemonFallback: boolean;
   /**
    * Manifold: `manifold daemon` hot-plugs and hot-unplugs networks of running pods when their
-   * `k8s.v1.cni.cncf.io/networks` annotation changes (lib/daemon/hotplug.ts); default false.
+   * `k8s.v1.cni.cncf.io/networks` annotation changes (lib/daemon/hotplug/hotplug.ts); default false.
    * Read by the daemon only.
    */
   hotPlug: boolean;

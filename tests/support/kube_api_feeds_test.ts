@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { KubeClient, listWatch, loadKubeconfig, type WatchChange } from "../../lib/k8s/mod.ts";
-import { type KubeObject, POD_LIST_WATCH } from "../../lib/daemon/policy_watch.ts";
+import { type KubeObject, POD_LIST_WATCH } from "../../lib/daemon/policy/watch.ts";
 import { startKubeApi } from "./kube_api.ts";
 import { until } from "./wait.ts";
 

@@ -2,7 +2,7 @@
  * One ADD in progress — the sandbox's, or a hot-plug's continuing a running pod's record: its
  * cache record and decoded results, the attachments run one at a time behind one intent
  * record (NPWG §7.3), `default-route`, the kernel check, the final record and the rollback
- * (§7.2). `verbs/add.ts` drives it for ADD; `lib/daemon/hotplug_apply.ts` for hot-plug.
+ * (§7.2). `verbs/add.ts` drives it for ADD; `lib/daemon/hotplug/apply.ts` for hot-plug.
  *
  * @module
  */

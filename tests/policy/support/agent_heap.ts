@@ -15,7 +15,7 @@
 import { KubeClient, loadKubeconfig } from "../../../lib/k8s/mod.ts";
 import { nullLogger } from "../../../lib/log/mod.ts";
 import { type NftRunner, PolicyApplier } from "../../../lib/policy/mod.ts";
-import { PolicyAgent } from "../../../lib/daemon/policy_agent.ts";
+import { PolicyAgent } from "../../../lib/daemon/policy/mod.ts";
 import { NO_OBSERVER } from "../../../lib/daemon/observer.ts";
 
 const gc = (globalThis as { gc?: () => void }).gc;
