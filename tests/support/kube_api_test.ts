@@ -88,7 +88,25 @@ function forbidden403(user: string): unknown {
   };
 }
 
-const REFERENCE_DIR = "/work/shared/reference/kube-api";
+/**
+ * The captured kube-apiserver answers (`*.http`), kept outside the repository: the project's build
+ * environment names them with `MANIFOLD_KUBE_API_CAPTURES` (.ci/run sets it); a clone without them
+ * skips the comparison with one line.
+ */
+const REFERENCE_DIR = Deno.env.get("MANIFOLD_KUBE_API_CAPTURES") ?? "";
+const capturesAbsent = (() => {
+  if (REFERENCE_DIR === "") return true;
+  try {
+    return !Deno.statSync(REFERENCE_DIR).isDirectory;
+  } catch {
+    return true;
+  }
+})();
+if (capturesAbsent) {
+  console.log(
+    "captured kube-apiserver answers skipped: set MANIFOLD_KUBE_API_CAPTURES to a folder of *.http captures",
+  );
+}
 const POD_PATH = "/api/v1/namespaces/default/pods/api-sample";
 const NAD_BASE = "/apis/k8s.cni.cncf.io/v1";
 
@@ -139,14 +157,10 @@ async function call(
   return { status: res.status, headers: res.headers, json, text };
 }
 
-Deno.test("the embedded Status bodies match the captured kube-apiserver answers", async (t) => {
-  let present = true;
-  try {
-    await Deno.stat(REFERENCE_DIR);
-  } catch {
-    present = false;
-  }
-  if (!present) return; // the captures live outside the repository
+Deno.test({
+  name: "the embedded Status bodies match the captured kube-apiserver answers",
+  ignore: capturesAbsent,
+}, async (t) => {
   for (const [file, expected] of Object.entries(CAPTURED)) {
     await t.step(file, async () => {
       const text = await Deno.readTextFile(`${REFERENCE_DIR}/${file}`);
