@@ -14,6 +14,7 @@
 
 import { z } from "zod";
 import { KubeError } from "./errors.ts";
+import type { LabelSelector } from "./label_selector.ts";
 
 /** The CRD group of Manifold's KEP-3698 objects. */
 export const MULTINETWORK_GROUP = "multinetwork.manifold.dev";
@@ -72,18 +73,6 @@ export interface MultiNetworkMeta {
   deletionTimestamp?: string;
 }
 
-/** `metav1.LabelSelector` as `spec.allowedNamespaces` carries it. */
-export interface NamespaceSelector {
-  /** Every pair must match. */
-  matchLabels?: Record<string, string>;
-  /** Every requirement must hold. */
-  matchExpressions?: {
-    key: string;
-    operator: "In" | "NotIn" | "Exists" | "DoesNotExist";
-    values?: string[];
-  }[];
-}
-
 /** A PodNetwork (KEP-3698 `PodNetworkSpec`, `PodNetworkStatus`). */
 export interface PodNetwork {
   /** Object metadata (no namespace). */
@@ -100,7 +89,7 @@ export interface PodNetwork {
      * Manifold's extension (not in KEP-3698): the namespaces whose pods and attachments may
      * use the network; absent means all.
      */
-    allowedNamespaces?: NamespaceSelector;
+    allowedNamespaces?: LabelSelector;
   };
   /** The KEP's `PodNetworkStatus`. */
   status: { conditions: Condition[] };
