@@ -37,6 +37,7 @@ import type { StatusPublisher } from "./status_publisher.ts";
 import { cniService } from "./service.ts";
 import { DaemonConf } from "./daemon_conf.ts";
 import { LoggerPool } from "./log_pool.ts";
+import { SandboxIndex } from "./sandbox_index.ts";
 
 /** Options of {@link ManifoldDaemon.start}. */
 export interface DaemonOptions {
@@ -175,12 +176,15 @@ export class ManifoldDaemon {
     }
     let observer = opts.observer;
     const reclaimer = daemonReclaimer();
+    // One pod → sandbox index for the policy agent and hot-plug (issue 31 §2).
+    const sandboxes = new SandboxIndex(new AttachmentCache(opts.conf.cniDir));
     let policy: PolicyAgent | undefined;
     if (kube && opts.conf.multiNetworkPolicy) {
       const { PolicyAgent, kickingObserver } = await import("./policy/mod.ts");
       policy = PolicyAgent.start({
         kube,
         cniDir: opts.conf.cniDir,
+        sandboxes,
         nodeName: opts.nodeName,
         events: eventPolicy(opts.conf.events, kubeEvents!),
         observer,
@@ -239,6 +243,7 @@ export class ManifoldDaemon {
         conf: opts.conf,
         currentConf: () => trusted.current(),
         pods: pods.store,
+        sandboxes,
         api,
         events: kubeEvents!, // hot-plug's own policy (hotplug.ts)
         observer: opts.observer,

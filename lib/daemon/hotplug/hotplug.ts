@@ -43,7 +43,7 @@ import { errorText } from "../../util/text.ts";
 import { type HotPlugOutcome, hotPlugPod } from "./apply.ts";
 import { hotPlugDeps } from "./deps.ts";
 import { type HotPlugEventPod, measureHotPlug, sendHotPlugEvents } from "./events.ts";
-import { SandboxIndex } from "./index.ts";
+import { SandboxIndex } from "../sandbox_index.ts";
 import { HotPlugRetries } from "./retries.ts";
 import type { DaemonObserver } from "../observer.ts";
 import type { PodStore } from "../pod_informer.ts";
@@ -69,6 +69,11 @@ export interface HotPlugOptions {
   currentConf?: () => Promise<ManifoldConf>;
   /** The node's pods. */
   pods: PodStore;
+  /**
+   * The node's pod → sandbox index (lib/daemon/sandbox_index.ts), shared with the policy agent;
+   * default: one of its own over `conf.cniDir`.
+   */
+  sandboxes?: SandboxIndex;
   /** The API-backed sources the daemon shares (NADs from memory, status PATCH). */
   api: () => Promise<ApiDeps>;
   /**
@@ -134,7 +139,7 @@ class Controller implements HotPlug {
    * says) and the warnings already sent for it. Forgotten when the pod leaves.
    */
   #seen = new Map<string, Seen>();
-  /** The pods' sandbox records (hotplug/index.ts). */
+  /** The pods' sandboxes (lib/daemon/sandbox_index.ts). */
   #index: SandboxIndex;
   /** Failed changes, when to try them again and their timers (hotplug/retries.ts). */
   #retries: HotPlugRetries;
@@ -150,7 +155,7 @@ class Controller implements HotPlug {
   constructor(opts: HotPlugOptions) {
     this.#opts = opts;
     this.#cache = new AttachmentCache(opts.conf.cniDir);
-    this.#index = new SandboxIndex(this.#cache, opts.pods);
+    this.#index = opts.sandboxes ?? new SandboxIndex(this.#cache);
     this.#log = opts.logger.with({ component: "hotplug" });
     this.#retries = new HotPlugRetries({ log: this.#log, retry: (k) => this.#enqueue(k, true) });
     this.#unsubscribe = opts.pods.onChange((c) => {
@@ -213,7 +218,6 @@ class Controller implements HotPlug {
   }
 
   #forget(namespace: string, name: string): void {
-    this.#index.delete(`${namespace}/${name}`);
     this.#seen.delete(`${namespace}/${name}`);
     this.#unschedule(`${namespace}/${name}`);
   }
@@ -279,7 +283,8 @@ class Controller implements HotPlug {
     const annotations = meta.annotations ?? {};
     const text = annotations[NETWORKS_ANNOTATION] ?? "";
     const k = `${meta.namespace}/${meta.name}`;
-    let key = await this.#index.sandboxOf(meta.namespace, meta.name);
+    const query = { namespace: meta.namespace, name: meta.name, uid };
+    let key = (await this.#index.lookup(query))?.key;
     if (!key) return; // not running on this node (yet): its ADD reads the annotation itself
     const started = performance.now();
     const conf = await this.#opts.currentConf?.() ?? this.#opts.conf;
@@ -301,18 +306,13 @@ class Controller implements HotPlug {
     if (outcome.kind === "gone") {
       // The indexed record is a tombstone (or another pod's, or its netns is gone): the
       // sandbox may have been restarted. Follow the pod's newest live record at once.
-      this.#index.delete(k);
-      const again = await this.#index.sandboxOf(meta.namespace, meta.name, true);
+      const again = (await this.#index.lookup(query, true))?.key;
       if (!again || (again.containerId === key.containerId && again.ifName === key.ifName)) {
-        this.#index.delete(k); // not indexed: its next event scans only if the cache changed
         return;
       }
       key = again;
       outcome = await pass(key);
-      if (outcome.kind === "gone") {
-        this.#index.delete(k);
-        return;
-      }
+      if (outcome.kind === "gone") return;
     }
     if (seen?.uid !== uid || seen.text !== text) {
       seen = { uid, text, ok: false, warned: new Set() };

@@ -3,7 +3,7 @@
  * MultiNetworkPolicies, pods and namespaces of the whole cluster (lib/k8s/watch.ts: paged
  * lists, watch from the kept resourceVersion, relist on `410 Gone`) feeding a
  * {@link PolicyReconciler}; pods' network namespaces come from the attachment cache
- * ({@link PodNetnsIndex}). The cluster's pods arrive and are kept as compact records
+ * (lib/daemon/sandbox_index.ts, shared with hot-plug). The cluster's pods arrive and are kept as compact records
  * (lib/daemon/policy/pods.ts, decoded page by page); a pod change that cannot change this
  * node's rules (another node's pod no policy's peer names, lib/daemon/policy/peers.ts) is taken
  * in without a sync (`manifold_policy_pod_changes_total{effect="ignored"}`).
@@ -33,7 +33,8 @@ import { PolicyReconciler, type SyncReport } from "../../policy/reconcile.ts";
 import { PolicyApplier } from "../../policy/apply.ts";
 import { errorText } from "../../util/text.ts";
 import type { DaemonObserver, PolicyFailures } from "../observer.ts";
-import { PodNetnsIndex } from "./netns.ts";
+import { SandboxIndex } from "../sandbox_index.ts";
+import { AttachmentCache } from "../../multinet/cache/cache.ts";
 import { NoSandboxTracker } from "./no_sandbox.ts";
 import { type PolicyKind as Kind, policyObjectHandler } from "./object_handler.ts";
 import { PolicyPeers } from "./peers.ts";
@@ -59,6 +60,11 @@ export interface PolicyAgentOptions {
   kube: KubeClient;
   /** The attachment cache directory (`cniDir`). */
   cniDir: string;
+  /**
+   * The node's pod → sandbox index (lib/daemon/sandbox_index.ts), shared with hot-plug;
+   * default: one of its own over `cniDir`.
+   */
+  sandboxes?: SandboxIndex;
   /** This node (`spec.nodeName` of the pods to program); default: every pod with a sandbox here. */
   nodeName?: string;
   /** Where Warning events go. */
@@ -97,7 +103,7 @@ export interface PolicyAgentOptions {
 export class PolicyAgent {
   readonly #opts: PolicyAgentOptions;
   readonly #reconciler: PolicyReconciler;
-  readonly #index: PodNetnsIndex;
+  readonly #index: SandboxIndex;
   readonly #stop = new AbortController();
   readonly #listed = new Set<Kind>();
   /** Every pod of the cluster as the reconciler holds it. */
@@ -118,7 +124,7 @@ export class PolicyAgent {
 
   private constructor(opts: PolicyAgentOptions) {
     this.#opts = opts;
-    this.#index = new PodNetnsIndex(opts.cniDir);
+    this.#index = opts.sandboxes ?? new SandboxIndex(new AttachmentCache(opts.cniDir));
     this.#applier = opts.applier ?? new PolicyApplier();
     this.#missing = new NoSandboxTracker({
       graceMs: opts.noSandboxGraceMs ?? DEFAULT_POLICY_NO_SANDBOX_GRACE_MS,
@@ -130,7 +136,7 @@ export class PolicyAgent {
       uidOf: (namespace, name) => this.#pods.get(namespace, name)?.uid ?? "",
     });
     this.#reconciler = new PolicyReconciler({
-      netnsOf: (pod) => this.#index.sandboxOf(pod)?.netns,
+      netnsOf: (pod) => this.#index.sandboxOf(pod)?.netns || undefined,
       nodeName: opts.nodeName,
       applier: this.#applier,
     });

@@ -1,9 +1,8 @@
 /**
- * Hot-plug's sandbox index (lib/daemon/hotplug/hotplug.ts `#sandboxOf`) under concurrent cache scans:
- * workers scan the cache at once, and a slow scan that listed the directory before a pod's
- * sandbox record appeared must not replace the index a later scan built with that record — the
- * directory-mtime gate would then never scan for that pod again, and its hot-plug would be lost
- * for good on a quiet node. Real cache directory and pod store; the API sources are fakes (no
+ * Hot-plug over the node's sandbox index (lib/daemon/sandbox_index.ts) under concurrent passes:
+ * workers look pods up at once, and a slow read that listed the directory before a pod's
+ * sandbox record appeared must not leave that pod unfound — the directory-mtime gate would then
+ * never read for it again, and its hot-plug would be lost for good on a quiet node. Real cache directory and pod store; the API sources are fakes (no
  * delegate runs: the pod's selection stays empty, so a pass only compares network-status).
  */
 
@@ -62,12 +61,12 @@ function pod(name: string, rv: string, networks?: string): Pod {
  * scan lists the directory and then stalls until `release()`; the API sources are fakes.
  */
 function stalledScanWorld(dir: string) {
-  const list = AttachmentCache.prototype.list;
+  const files = AttachmentCache.prototype.files;
   let release!: () => void;
   const gate = new Promise<void>((r) => release = r);
   let calls = 0;
-  AttachmentCache.prototype.list = async function (this: AttachmentCache) {
-    const keys = await list.call(this);
+  AttachmentCache.prototype.files = async function (this: AttachmentCache) {
+    const keys = await files.call(this);
     if (calls++ === 0) await gate;
     return keys;
   };
@@ -106,7 +105,7 @@ function stalledScanWorld(dir: string) {
     scans: () => calls,
     async close() {
       release();
-      AttachmentCache.prototype.list = list;
+      AttachmentCache.prototype.files = files;
       await hotPlug.stop();
     },
   };
@@ -125,10 +124,10 @@ Deno.test("hot-plug: a slow cache scan does not hide a sandbox a later scan foun
     await cache.write(record("x")); // x's sandbox appears after that listing
     await new Promise((r) => setTimeout(r, 1100)); // … and the cache stays quiet a while
     await store.apply({ type: "ADDED", object: pod("x", "2"), resourceVersion: "2" });
-    await until(() => outcomes.includes("ns/x unchanged"), "x's first pass (a new scan)");
-
-    release(); // the stale scan ends now
+    // x's lookup waits for the slow read, then reads once more (it listed before x appeared).
+    release(); // the stale read ends now
     await until(() => outcomes.includes("ns/a unchanged"), "a's pass");
+    await until(() => outcomes.includes("ns/x unchanged"), "x's first pass (a new read)");
 
     // x's selection changes: its sandbox must still be found.
     await store.apply({ type: "MODIFIED", object: pod("x", "3", "[]"), resourceVersion: "3" });
