@@ -17,6 +17,7 @@
  * @module
  */
 
+import { checkPinnedPeer } from "./tls_pin.ts";
 import type { KubeConnection } from "./kubeconfig.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 
@@ -209,6 +210,9 @@ export class Http1Transport implements Transport {
       );
       const conn = tls;
       await abortable(conn.handshake(), signal, () => conn.close());
+      // Trust pinned to the kubeconfig's CA, as client-go's RootCAs (tls_pin.ts): Deno also
+      // accepted its own roots (Mozilla's, DENO_CERT) in the handshake.
+      if (this.#conn.caCertPem) await checkPinnedPeer(conn, this.#conn.caCertPem);
       return new Connection(conn);
     } catch (err) {
       try {
