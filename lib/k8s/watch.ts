@@ -20,9 +20,14 @@
  *
  * Every watch is bounded twice: `timeoutSeconds` (jittered 80–100 % of 300 s) asks the
  * server to end it, and the client aborts it 30 s after that in case the connection died
- * silently. Once the server has shown that it sends periodic bookmarks (kube-apiserver's
- * watch cache sends one a minute), a stream quiet for 150 s is considered dead too: it is
- * aborted and reopened, and no heartbeat is reported meanwhile.
+ * silently. A stream that delivers nothing — no event, not even a bookmark (kube-apiserver's
+ * watch cache sends one about a minute) — for 60 s is considered dead too (a black-holed
+ * connection, a half-open TCP stream): it is aborted and reopened from the kept
+ * resourceVersion, nothing re-listed. `progress` advances only on something the server sent —
+ * the watch being opened, a bookmark, or the heartbeat after events arrived — never on the
+ * passing of time alone, so a reader of `progress` (the NAD mirror's `syncedAt`) stops
+ * claiming freshness while the stream is silent (issue 28 §4; client-go's reflector relies on
+ * the server's timeout and TCP keepalive instead).
  *
  * @module
  */
@@ -65,9 +70,10 @@ export interface ListWatchHandler<T> {
   /** One change, in resourceVersion order, after the last `replace`. */
   apply(change: WatchChange<T>): Promise<void>;
   /**
-   * Evidence that the handler's copy is current as of `resourceVersion`: the watch was
-   * opened (the server accepted the resourceVersion), a BOOKMARK arrived, or the heartbeat
-   * of a healthy open watch fired (every `heartbeatMs`).
+   * Evidence from the server that the handler's copy is current as of `resourceVersion`: the
+   * watch was opened (the server accepted the resourceVersion), a BOOKMARK arrived, or the
+   * heartbeat (every `heartbeatMs`) found that events arrived since the last report. Never
+   * called for time passing alone.
    */
   progress(resourceVersion: string): Promise<void>;
 }
@@ -92,9 +98,9 @@ export interface ListWatchOptions {
   watchTimeoutSeconds?: number;
   /** How long after `timeoutSeconds` the client aborts a stream the server did not end, ms; default 30 000. */
   watchGraceMs?: number;
-  /** Period of `progress` while a watch is open and healthy, ms; default 30 000. */
+  /** Period of the heartbeat (progress after events; the idle check), ms; default 30 000. */
   heartbeatMs?: number;
-  /** Silence after which a stream from a server known to send periodic bookmarks is dropped, ms; default 150 000. */
+  /** Silence (no line at all) after which a stream is dropped and reopened, ms; default 60 000. */
   idleTimeoutMs?: number;
   /** Random source in [0, 1) for jitter (tests); default `Math.random`. */
   random?: () => number;
@@ -108,7 +114,7 @@ export const LIST_WATCH_DEFAULTS = {
   watchTimeoutSeconds: 300,
   watchGraceMs: 30_000,
   heartbeatMs: 30_000,
-  idleTimeoutMs: 150_000,
+  idleTimeoutMs: 60_000,
 } as const;
 
 /** How one watch stream ended. */
@@ -179,8 +185,6 @@ class ListWatchLoop<T> {
   #random: () => number;
   #rv: string | undefined;
   #failures = 0;
-  /** The server has sent a BOOKMARK well before a stream's deadline (periodic bookmarks). */
-  #periodicBookmarks = false;
   /** No watch has delivered anything since the last list. */
   #freshList = false;
   /** Serialises handler calls (the heartbeat runs beside the stream). */
@@ -283,7 +287,6 @@ class ListWatchLoop<T> {
     const timeoutSeconds = Math.max(1, Math.round(maxTimeout * (0.8 + 0.2 * this.#random())));
     const heartbeatMs = o.heartbeatMs ?? LIST_WATCH_DEFAULTS.heartbeatMs;
     const idleTimeoutMs = o.idleTimeoutMs ?? LIST_WATCH_DEFAULTS.idleTimeoutMs;
-    const deadlineAt = Date.now() + timeoutSeconds * 1000;
     const stream = new AbortController();
     const timers: ReturnType<typeof setTimeout>[] = [];
     let lastLineAt = Date.now();
@@ -294,25 +297,31 @@ class ListWatchLoop<T> {
       () => stream.abort("deadline"),
       timeoutSeconds * 1000 + (o.watchGraceMs ?? LIST_WATCH_DEFAULTS.watchGraceMs),
     ));
+    // Lines since the last progress report: the heartbeat reports progress only for them.
+    let unreported = false;
     const heartbeat = () => {
-      if (this.#periodicBookmarks && Date.now() - lastLineAt > idleTimeoutMs) {
+      const silentMs = Date.now() - lastLineAt;
+      if (silentMs > idleTimeoutMs) {
         this.#log.warn("watch silent for too long, reopening", {
-          silentMs: Date.now() - lastLineAt,
+          silentMs,
           resourceVersion: this.#rv,
         });
         stream.abort("idle");
         return;
       }
       const at = this.#rv;
-      if (at === undefined) return;
+      if (at === undefined || !unreported) return;
+      unreported = false;
       this.#serial(() => this.#handler.progress(at)).catch((err) =>
         this.#log.warn("progress failed", { error: errorText(err) })
       );
     };
     const onOpen = () => {
       this.#log.debug("watching", { resourceVersion: rv, timeoutSeconds });
+      lastLineAt = Date.now();
+      unreported = true; // the server's 2xx: it accepted the resourceVersion
       heartbeat();
-      timers.push(setInterval(heartbeat, heartbeatMs));
+      timers.push(setInterval(heartbeat, Math.min(heartbeatMs, idleTimeoutMs)));
     };
 
     try {
@@ -324,6 +333,7 @@ class ListWatchLoop<T> {
       );
       for await (const raw of lines) {
         lastLineAt = Date.now();
+        unreported = true;
         const line = parseWatchLine(raw, this.#resource);
         if (line.type === "ERROR") {
           if (line.code === 410) return { kind: "expired", message: line.message };
@@ -335,8 +345,8 @@ class ListWatchLoop<T> {
         }
         if (line.type === "BOOKMARK") {
           this.#rv = line.resourceVersion;
-          if (deadlineAt - Date.now() > 10_000) this.#periodicBookmarks = true;
           const at = line.resourceVersion;
+          unreported = false;
           await this.#serial(() => this.#handler.progress(at));
         } else {
           const change: WatchChange<T> = {

@@ -10,6 +10,7 @@ import {
   KubeClient,
   type KubeConnection,
   KubeError,
+  LIST_WATCH_DEFAULTS,
   listAll,
   type ListWatchHandler,
   type ListWatchOptions,
@@ -303,19 +304,25 @@ Deno.test("an API that is down is retried until it is back", async () => {
   });
 });
 
-Deno.test("bookmarks and the heartbeat report progress; aborting stops at once", async () => {
+Deno.test("progress only on what the server sent: open, bookmarks, events; aborting stops at once", async () => {
   await withLoop(async (r) => {
     r.start({ heartbeatMs: 50 });
     await until(() => r.api.nadWatchCount === 1, "the watch");
+    await until(() => r.rec.progressed.length >= 1, "progress when the watch opened");
     r.api.addPod({ namespace: "default", name: "p" }); // moves the global resourceVersion
     r.api.nadBookmark();
     await until(
       () => r.rec.progressed.includes(String(r.api.resourceVersion)),
       "progress at the bookmark's resourceVersion",
     );
+    // Time alone is no evidence: several heartbeats pass, no progress.
     const n = r.rec.progressed.length;
-    await until(() => r.rec.progressed.length >= n + 3, "heartbeats");
-    // A resumed watch starts from the bookmark's resourceVersion.
+    await new Promise((res) => setTimeout(res, 300));
+    assert.equal(r.rec.progressed.length, n, "no progress while the server sends nothing");
+    // An event is: the next heartbeat reports it.
+    r.api.addNad({ namespace: "default", name: "late", config: '{"type":"bridge"}' });
+    await until(() => r.rec.progressed.length > n, "progress after an event");
+    // A resumed watch starts from the last resourceVersion.
     r.api.endNadWatches({ clean: false });
     await until(() => r.watches().length === 2, "the resumed watch");
     assert.equal(r.watches()[1].query.get("resourceVersion"), String(r.api.resourceVersion));
@@ -328,13 +335,20 @@ Deno.test("bookmarks and the heartbeat report progress; aborting stops at once",
   });
 });
 
-Deno.test("a quiet stream from a server that sends periodic bookmarks is reopened", async () => {
+Deno.test("a silent stream (no event, no bookmark ever) is reopened from the kept resourceVersion", async () => {
+  assert.equal(LIST_WATCH_DEFAULTS.idleTimeoutMs, 60_000, "the default silence bound");
   await withLoop(async (r) => {
     r.start({ heartbeatMs: 20, idleTimeoutMs: 150 });
     await until(() => r.api.nadWatchCount === 1, "the watch");
-    r.api.nadBookmark(); // far from the deadline: the server sends periodic bookmarks
-    await until(() => r.watches().length >= 2, "the idle stream reopened", 3000);
-    assert.equal(r.lists(), 1);
+    const opened = r.rec.progressed.length;
+    await until(() => r.watches().length >= 2, "the silent stream reopened", 3000);
+    assert.equal(r.lists(), 1, "reopened, not re-listed");
+    assert.equal(
+      r.watches()[1].query.get("resourceVersion"),
+      r.watches()[0].query.get("resourceVersion"),
+    );
+    // While silent, only the openings (the server's 2xx) counted as progress.
+    assert.ok(r.rec.progressed.length <= opened + r.watches().length, "no progress from time");
   });
   // Periodic bookmarks keep a stream alive.
   await withLoop(async (r) => {
