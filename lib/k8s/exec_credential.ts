@@ -211,9 +211,20 @@ export class ExecCredentialSource {
     );
   }
 
-  /** Forgets the cached credential: the next {@link get} runs the plugin again. */
-  invalidate(): void {
+  /**
+   * Forgets the cached credential: the next {@link get} runs the plugin again. Given the
+   * credential a request was refused with, only when it is still the cached one — so a streak
+   * of 401s (concurrent requests, a watch reopened in a loop) re-runs the plugin once per
+   * refused credential, as client-go's exec round-tripper (`maybeRefreshCreds`) does.
+   *
+   * @param refused the credential the server answered 401 to; absent: forget unconditionally
+   * @returns true when the cached credential was dropped
+   */
+  invalidate(refused?: ExecCredential): boolean {
+    if (refused !== undefined && this.#cached !== refused) return false;
+    const had = this.#cached !== undefined;
     this.#cached = undefined;
+    return had;
   }
 }
 

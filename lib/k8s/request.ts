@@ -27,7 +27,7 @@ import {
   KubeError,
   noAnswerError,
 } from "./errors.ts";
-import type { ExecCredentialSource } from "./exec_credential.ts";
+import type { ExecCredential, ExecCredentialSource } from "./exec_credential.ts";
 import type { KubeClientOptions, RequestBody } from "./request_options.ts";
 import { boundRanOut, retryDelay } from "./retry_policy.ts";
 import type { StreamResponse, StreamTransport } from "./stream.ts";
@@ -108,13 +108,15 @@ export class KubeRequester {
     const maxRetries = init.retries ?? this.#retries;
     let retriesUsed = 0;
     let authRetried = false;
+    let used: ExecCredential | undefined; // the exec credential of the current attempt
     const call: CallInfo = { method, path, attempts: 0 };
     const bound = this.#deadlineMs;
     const deadline = bound === undefined ? Infinity : performance.now() + bound;
     const outOfTime = () => boundRanOut(call, bound);
     for (;;) {
       if (this.aborted()) throw noAnswerError(call, "Aborted", "the request was cancelled");
-      const { headers, transport } = await this.#prepare();
+      const { headers, transport, credential } = await this.#prepare();
+      used = credential;
       if (init.contentType) headers["content-type"] = init.contentType;
       const left = deadline - performance.now();
       if (left <= 0) throw outOfTime();
@@ -183,7 +185,7 @@ export class KubeRequester {
       if (res?.status === 401 && !authRetried && (this.#conn.tokenFile || this.#conn.exec)) {
         // The token may have been rotated (or the exec credential revoked) since we read it.
         authRetried = true;
-        this.#exec?.invalidate();
+        this.#exec?.invalidate(used);
         this.#logger.info("kube api answered 401, renewing the credential and retrying once", {
           method,
           path,
@@ -230,7 +232,7 @@ export class KubeRequester {
   async openStream(path: string, signal?: AbortSignal): Promise<StreamResponse> {
     const call: CallInfo = { method: "GET", path, attempts: 1 };
     if (this.aborted(signal)) throw noAnswerError(call, "Aborted", "the watch was cancelled");
-    const { headers, conn } = await this.#prepare();
+    const { headers, conn, credential } = await this.#prepare();
     if (!this.#streams) {
       const { createStreamTransport } = await import("./stream.ts");
       this.#streams = createStreamTransport(conn);
@@ -290,6 +292,11 @@ export class KubeRequester {
         },
       };
     }
+    if (res.status === 401 && this.#exec?.invalidate(credential)) {
+      // A watch-only client (the daemon's informers, `manifold mirror`) sends no other request
+      // that would notice: the next open runs the exec plugin again (client-go: on every 401).
+      this.#logger.info("kube api answered 401 to a watch, renewing the exec credential", { path });
+    }
     let body = "";
     try {
       body = await res.text();
@@ -311,21 +318,26 @@ export class KubeRequester {
   }
 
   /** Headers with the current credential, and the transport for its client certificate. */
-  async #prepare(): Promise<
-    { headers: Record<string, string>; conn: KubeConnection; transport: Transport }
-  > {
+  async #prepare(): Promise<{
+    headers: Record<string, string>;
+    conn: KubeConnection;
+    transport: Transport;
+    credential?: ExecCredential;
+  }> {
     const headers: Record<string, string> = {
       "accept": "application/json",
       "user-agent": this.#userAgent,
     };
     let conn = this.#conn;
     let token: string | undefined;
+    let credential: ExecCredential | undefined;
     if (conn.exec) {
       if (!this.#exec) {
         const { ExecCredentialSource } = await import("./exec_credential.ts");
         this.#exec = new ExecCredentialSource(conn.exec, { cluster: conn, signal: this.#signal });
       }
       const cred = await this.#exec.get();
+      credential = cred;
       token = cred.token;
       if (cred.clientCertPem) {
         conn = { ...conn, clientCertPem: cred.clientCertPem, clientKeyPem: cred.clientKeyPem };
@@ -342,7 +354,7 @@ export class KubeRequester {
     }
     this.#transportCert = conn.clientCertPem;
     this.#transport ??= createTransport(conn);
-    return { headers, conn, transport: this.#transport };
+    return { headers, conn, transport: this.#transport, credential };
   }
 
   async #token(): Promise<string | undefined> {

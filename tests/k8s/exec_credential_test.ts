@@ -10,9 +10,11 @@ import {
   type KubeConnection,
   KubeError,
   loadKubeconfig,
+  watchNetworkAttachmentDefinitions,
 } from "../../lib/k8s/mod.ts";
 import { kubeErrorCode } from "../../lib/multinet/api_errors.ts";
 import { type KubeApiStandIn, startKubeApi } from "../support/kube_api.ts";
+import { until } from "../support/wait.ts";
 
 const V1 = "client.authentication.k8s.io/v1";
 const V1BETA1 = "client.authentication.k8s.io/v1beta1";
@@ -247,5 +249,41 @@ Deno.test("exec: failures are clear KubeErrors naming the command and the user (
     });
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("exec: a watch-only client renews a revoked credential at the watch's 401, once per credential", async () => {
+  const api = await startKubeApi();
+  const stop = new AbortController();
+  try {
+    await writePlugin(api.dir);
+    await Deno.writeTextFile(`${api.dir}/status.json`, JSON.stringify({ token: api.token }));
+    using kube = new KubeClient({ connection: execConnection(api) });
+    let lists = 0;
+    const done = watchNetworkAttachmentDefinitions(kube, {
+      replace: () => Promise.resolve(lists++),
+      apply: () => Promise.resolve(),
+      progress: () => Promise.resolve(),
+    }, { signal: stop.signal, minBackoffMs: 20, maxBackoffMs: 50 });
+    await until(() => api.nadWatchCount === 1, "the first watch");
+    assert.equal((await runs(api.dir)).length, 1);
+
+    // The token is revoked server-side; the plugin now hands out a new one. Only watches
+    // follow: nothing else would notice.
+    api.setTokens(["rotated"]);
+    await Deno.writeTextFile(`${api.dir}/status.json`, JSON.stringify({ token: "rotated" }));
+    api.endNadWatches({ clean: false });
+    await until(
+      () => api.nadWatchCount === 1,
+      "watching again with the renewed credential",
+      10_000,
+    );
+    const watches = api.requests.filter((r) => r.query.includes("watch"));
+    assert.deepEqual(watches.map((r) => r.status), [200, 401, 200]);
+    assert.equal((await runs(api.dir)).length, 2, "the plugin ran once more, not per attempt");
+    assert.equal(lists, 1, "resumed from the kept resourceVersion, no re-list");
+  } finally {
+    stop.abort();
+    await api.stop();
   }
 });
