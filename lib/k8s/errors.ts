@@ -241,7 +241,7 @@ export function apiStatusOf(body: string): { reason: string; message: string } {
 }
 
 const TLS_VERIFY_FAILURE =
-  /invalid peer certificate|BadCertificate|UnknownCA|CertificateExpired|CertificateUnknown|CertificateRequired|UnsupportedCertVersion/;
+  /invalid peer certificate|BadCertificate|UnknownCA|CertificateExpired|CertificateUnknown|CertificateRequired|UnsupportedCertVersion|unable to verify the first certificate|unable to get (local )?issuer certificate|self[- ]signed certificate|certificate has expired|Hostname\/IP does not match/;
 
 /**
  * Whether a transport error's text says the server's certificate failed verification (rustls'

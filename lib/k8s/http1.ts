@@ -19,6 +19,7 @@
 
 import type { KubeConnection } from "./kubeconfig.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
+import { type ByteConn, connectPinnedTls } from "./pinned_tls.ts";
 
 /** Largest response body accepted (bytes); larger answers fail the request. */
 export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
@@ -56,12 +57,12 @@ class ConnectionClosedError extends Error {
 
 /** A socket with a read buffer. */
 class Connection {
-  #conn: Deno.Conn;
+  #conn: ByteConn;
   #buf = new Uint8Array(0);
   #scratch = new Uint8Array(64 * 1024);
   /** Bytes of the current response read so far (0: nothing yet). */
   received = 0;
-  constructor(conn: Deno.Conn) {
+  constructor(conn: ByteConn) {
     this.#conn = conn;
   }
   async write(bytes: Uint8Array): Promise<void> {
@@ -194,16 +195,30 @@ export class Http1Transport implements Transport {
     const https = this.#base.protocol === "https:";
     const hostname = this.#base.hostname.replace(/^\[(.*)\]$/, "$1");
     const port = Number(this.#base.port || (https ? 443 : 80));
+    if (https && this.#conn.caCertPem) {
+      // The kubeconfig names a CA: it alone is trusted (pinned_tls.ts says why node:tls).
+      return new Connection(
+        await connectPinnedTls({
+          hostname,
+          port,
+          caPem: this.#conn.caCertPem,
+          clientCertPem: this.#conn.clientCertPem,
+          clientKeyPem: this.#conn.clientKeyPem,
+          alpnProtocols: ["http/1.1"],
+          signal,
+        }),
+      );
+    }
     const tcp = await abortable(Deno.connect({ hostname, port }), signal, (late) => late.close());
     // TCP_NODELAY: the request must not wait behind the TLS Finished record for the server's
     // delayed ACK (Nagle), which costs 40 ms per new connection (measured).
     tcp.setNoDelay(true);
     if (!https) return new Connection(tcp);
-    const caCerts = this.#conn.caCertPem ? [this.#conn.caCertPem] : undefined;
+    // No CA in the kubeconfig: the system roots, as client-go.
     let tls: Deno.TlsConn | undefined;
     try {
       tls = await abortable(
-        Deno.startTls(tcp, { hostname, caCerts, alpnProtocols: ["http/1.1"] }),
+        Deno.startTls(tcp, { hostname, alpnProtocols: ["http/1.1"] }),
         signal,
         (late) => late.close(),
       );
