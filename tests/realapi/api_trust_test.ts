@@ -1,0 +1,125 @@
+/**
+ * Pinned TLS trust (issue 28 §1) against a real kube-apiserver: a man in the middle whose
+ * certificate chains to another CA — one the process trusts through `DENO_CERT` — is refused
+ * by the per-call plugin (ADD through scripts/manifold), by `manifold daemon`, and by
+ * `manifold mirror` (watch streams), because the kubeconfig names the real server's CA and
+ * only that CA is trusted. The same ADD with the real server and the same `DENO_CERT`
+ * attaches (the set-up is sound). Needs root and `MANIFOLD_KUBE_APISERVER` (else skipped).
+ */
+
+import assert from "node:assert/strict";
+import { realApiSuite } from "../support/kube_apiserver.ts";
+import { startMitm } from "../support/mitm_proxy.ts";
+import { linkNames } from "../support/netns.ts";
+import { startDaemon } from "../support/daemon.ts";
+import { k8sArgs, MANIFOLD, runPlugin } from "../support/plugin.ts";
+import { expectOk } from "../support/world.ts";
+import { done, ensureNadCrd, POD, realWorld } from "./cluster.ts";
+
+const suite = realApiSuite({ root: true });
+
+const SELECTION = JSON.stringify([{ name: "bridge-net" }]);
+
+async function pointKubeconfig(path: string, server: string): Promise<void> {
+  const doc = JSON.parse(await Deno.readTextFile(path));
+  doc.clusters[0].cluster.server = server;
+  await Deno.writeTextFile(path, JSON.stringify(doc));
+}
+
+suite.test("MITM with a DENO_CERT-trusted CA: per-call ADD refused, nothing attached; real server attaches", async (api) => {
+  const w = await realWorld(api, { annotations: { "k8s.v1.cni.cncf.io/networks": SELECTION } });
+  const mitm = await startMitm(api.server, api.caPem);
+  try {
+    const denoCert = `${w.dirs.kube}/mitm-ca.pem`;
+    await Deno.writeTextFile(denoCert, mitm.ca.certPem);
+    await pointKubeconfig(w.kubeconfig, mitm.url);
+    const add = await w.call("ADD", { env: { DENO_CERT: denoCert } });
+    console.log(add.stdout.trim());
+    assert.notEqual(add.code, 0, `ADD through the MITM must fail: ${add.stdout}`);
+    const err = add.json as { code: number; msg: string; details?: string };
+    assert.match(`${err.msg} ${err.details}`, /certificate/i, add.stdout);
+    assert.notEqual(err.code, 11, "a refused certificate is not a transient error");
+    assert.equal(mitm.clearBytes(), 0, "no request reached the MITM in clear");
+    assert.deepEqual(await linkNames(w.podNetns), [], "nothing attached");
+
+    // The same process set-up against the real server: attaches.
+    await pointKubeconfig(w.kubeconfig, api.server);
+    expectOk(await w.call("ADD", { env: { DENO_CERT: denoCert } }), "ADD via the real server");
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net1"]);
+    expectOk(await w.call("DEL"), "DEL");
+  } finally {
+    mitm.close();
+    await done(w);
+  }
+});
+
+suite.test("MITM with a DENO_CERT-trusted CA: manifold daemon refuses it (ADD through the daemon fails, nothing attached)", async (api) => {
+  const w = await realWorld(api, { annotations: { "k8s.v1.cni.cncf.io/networks": SELECTION } });
+  const mitm = await startMitm(api.server, api.caPem);
+  const denoCert = `${w.dirs.kube}/mitm-ca.pem`;
+  await Deno.writeTextFile(denoCert, mitm.ca.certPem);
+  await pointKubeconfig(w.kubeconfig, mitm.url);
+  const dir = await Deno.makeTempDir({ prefix: "mft-trust-" });
+  const d = await startDaemon(dir, w.conf, { env: { DENO_CERT: denoCert } });
+  try {
+    const add = await runPlugin({
+      command: "ADD",
+      config: d.conf,
+      containerId: w.containerId,
+      netns: w.netnsPath,
+      args: k8sArgs(w.ns, POD, w.containerId, w.uid),
+      path: "/usr/lib/cni",
+    });
+    console.log(add.stdout.trim());
+    assert.notEqual(add.code, 0, `ADD through the daemon and the MITM must fail: ${add.stdout}`);
+    assert.match(add.stdout, /certificate/i);
+    assert.equal(mitm.clearBytes(), 0, "no request reached the MITM in clear");
+    assert.deepEqual(await linkNames(w.podNetns), [], "nothing attached");
+  } finally {
+    d.kill("SIGTERM");
+    await d.exited();
+    mitm.close();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    await done(w);
+  }
+});
+
+suite.test("MITM with a DENO_CERT-trusted CA: manifold mirror writes nothing and sends nothing in clear", async (api) => {
+  await ensureNadCrd(api.admin);
+  const ns = `mft-trust-${crypto.randomUUID().slice(0, 8)}`;
+  await api.admin.createNamespace(ns);
+  await api.admin.createNad(ns, "n1", JSON.stringify({ cniVersion: "1.0.0", type: "bridge" }));
+  const mitm = await startMitm(api.server, api.caPem);
+  const dir = await Deno.makeTempDir({ prefix: "mft-trust-mirror-" });
+  const kubeconfig = `${dir}/kubeconfig`;
+  await api.writeKubeconfig(kubeconfig);
+  await pointKubeconfig(kubeconfig, mitm.url);
+  await Deno.writeTextFile(`${dir}/mitm-ca.pem`, mitm.ca.certPem);
+  const child = new Deno.Command(MANIFOLD, {
+    args: ["mirror", "--dir", `${dir}/nads`, "--kubeconfig", kubeconfig],
+    env: { DENO_CERT: `${dir}/mitm-ca.pem` },
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const output = child.output();
+  try {
+    // The mirror lists within a second or two when it trusts the server; give it 8 s.
+    await new Promise((r) => setTimeout(r, 8000));
+    assert.equal(mitm.clearBytes(), 0, "no request reached the MITM in clear");
+    const written = await Deno.stat(`${dir}/nads/${ns}/n1.json`).then(() => true, () => false);
+    assert.equal(written, false, "the mirror wrote a NAD read through the MITM");
+  } finally {
+    try {
+      child.kill("SIGTERM");
+    } catch { /* gone */ }
+    const out = await output;
+    mitm.close();
+    const stderr = new TextDecoder().decode(out.stderr);
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    await api.admin.delete("v1", "Namespace", undefined, ns).catch(() => {});
+    console.log(stderr.split("\n").filter((l) => /certificate/i.test(l)).slice(0, 1).join(""));
+  }
+});
+
+suite.end();
