@@ -211,9 +211,19 @@ export class ExecCredentialSource {
     );
   }
 
-  /** Forgets the cached credential: the next {@link get} runs the plugin again. */
-  invalidate(): void {
+  /**
+   * Forgets the cached credential after the server answered 401 to a request sent with
+   * `used`: the next {@link get} runs the plugin again. Once per 401 streak, as client-go's
+   * exec round-tripper (`maybeRefreshCreds`): a 401 to a credential that was already
+   * replaced (concurrent requests, a watch opened before the refresh) changes nothing.
+   * @param used the credential the refused request carried; omitted: forget whatever is cached
+   * @returns true when the cached credential was forgotten
+   */
+  invalidate(used?: ExecCredential): boolean {
+    if (used !== undefined && this.#cached !== used) return false;
+    const had = this.#cached !== undefined;
     this.#cached = undefined;
+    return had;
   }
 }
 

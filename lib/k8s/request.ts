@@ -27,7 +27,7 @@ import {
   KubeError,
   noAnswerError,
 } from "./errors.ts";
-import type { ExecCredentialSource } from "./exec_credential.ts";
+import type { ExecCredential, ExecCredentialSource } from "./exec_credential.ts";
 import type { KubeClientOptions, RequestBody } from "./request_options.ts";
 import { boundRanOut, retryDelay } from "./retry_policy.ts";
 import type { StreamResponse, StreamTransport } from "./stream.ts";
@@ -114,7 +114,7 @@ export class KubeRequester {
     const outOfTime = () => boundRanOut(call, bound);
     for (;;) {
       if (this.aborted()) throw noAnswerError(call, "Aborted", "the request was cancelled");
-      const { headers, transport } = await this.#prepare();
+      const { headers, transport, cred } = await this.#prepare();
       if (init.contentType) headers["content-type"] = init.contentType;
       const left = deadline - performance.now();
       if (left <= 0) throw outOfTime();
@@ -183,7 +183,7 @@ export class KubeRequester {
       if (res?.status === 401 && !authRetried && (this.#conn.tokenFile || this.#conn.exec)) {
         // The token may have been rotated (or the exec credential revoked) since we read it.
         authRetried = true;
-        this.#exec?.invalidate();
+        this.#exec?.invalidate(cred);
         this.#logger.info("kube api answered 401, renewing the credential and retrying once", {
           method,
           path,
@@ -230,7 +230,7 @@ export class KubeRequester {
   async openStream(path: string, signal?: AbortSignal): Promise<StreamResponse> {
     const call: CallInfo = { method: "GET", path, attempts: 1 };
     if (this.aborted(signal)) throw noAnswerError(call, "Aborted", "the watch was cancelled");
-    const { headers, conn } = await this.#prepare();
+    const { headers, conn, cred } = await this.#prepare();
     if (!this.#streams) {
       const { createStreamTransport } = await import("./stream.ts");
       this.#streams = createStreamTransport(conn);
@@ -290,6 +290,13 @@ export class KubeRequester {
         },
       };
     }
+    if (res.status === 401 && cred && this.#exec?.invalidate(cred)) {
+      // A watch (or any stream) refused: the exec credential was revoked or rotated. The next
+      // open runs the plugin again (client-go refreshes on every 401 of any request).
+      this.#logger.info("kube api answered 401 to a watch, renewing the exec credential", {
+        path,
+      });
+    }
     let body = "";
     try {
       body = await res.text();
@@ -312,7 +319,12 @@ export class KubeRequester {
 
   /** Headers with the current credential, and the transport for its client certificate. */
   async #prepare(): Promise<
-    { headers: Record<string, string>; conn: KubeConnection; transport: Transport }
+    {
+      headers: Record<string, string>;
+      conn: KubeConnection;
+      transport: Transport;
+      cred?: ExecCredential;
+    }
   > {
     const headers: Record<string, string> = {
       "accept": "application/json",
@@ -320,12 +332,13 @@ export class KubeRequester {
     };
     let conn = this.#conn;
     let token: string | undefined;
+    let cred: ExecCredential | undefined;
     if (conn.exec) {
       if (!this.#exec) {
         const { ExecCredentialSource } = await import("./exec_credential.ts");
         this.#exec = new ExecCredentialSource(conn.exec, { cluster: conn, signal: this.#signal });
       }
-      const cred = await this.#exec.get();
+      cred = await this.#exec.get();
       token = cred.token;
       if (cred.clientCertPem) {
         conn = { ...conn, clientCertPem: cred.clientCertPem, clientKeyPem: cred.clientKeyPem };
@@ -342,7 +355,7 @@ export class KubeRequester {
     }
     this.#transportCert = conn.clientCertPem;
     this.#transport ??= createTransport(conn);
-    return { headers, conn, transport: this.#transport };
+    return { headers, conn, transport: this.#transport, cred };
   }
 
   async #token(): Promise<string | undefined> {

@@ -122,4 +122,125 @@ suite.test("MITM with a DENO_CERT-trusted CA: manifold mirror writes nothing and
   }
 });
 
+/** Mints a ServiceAccount token bound to a Secret: deleting the Secret revokes the token. */
+async function boundToken(
+  api: import("../support/kube_apiserver.ts").KubeApiServer,
+  ns: string,
+  sa: string,
+  secret: string,
+): Promise<string> {
+  const s = await api.admin.create({
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: secret, namespace: ns },
+    stringData: { k: "v" },
+  });
+  const r = await api.admin.request(
+    "POST",
+    `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`,
+    {
+      body: {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenRequest",
+        spec: {
+          expirationSeconds: 3600,
+          boundObjectRef: { kind: "Secret", apiVersion: "v1", name: secret, uid: s.metadata.uid },
+        },
+      },
+    },
+  );
+  return r.status.token as string;
+}
+
+suite.test("exec credential revoked and replaced: a watch-only client (manifold mirror) re-runs the plugin after the 401 and recovers within 60 s", async (api) => {
+  await ensureNadCrd(api.admin);
+  const ns = `mft-exec-${crypto.randomUUID().slice(0, 8)}`;
+  await api.admin.createNamespace(ns);
+  const sa = "mirror-exec";
+  await api.admin.create({
+    apiVersion: "v1",
+    kind: "ServiceAccount",
+    metadata: { name: sa, namespace: ns },
+  });
+  const crb = `${ns}-mirror`;
+  await api.admin.create({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name: crb },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
+    subjects: [{ kind: "ServiceAccount", name: sa, namespace: ns }],
+  });
+  const first = await boundToken(api, ns, sa, "cred-1");
+  const second = await boundToken(api, ns, sa, "cred-2");
+  await api.admin.createNad(ns, "n1", JSON.stringify({ cniVersion: "1.0.0", type: "bridge" }));
+  const dir = await Deno.makeTempDir({ prefix: "mft-exec-mirror-" });
+  await Deno.writeTextFile(`${dir}/token`, first);
+  const plugin = `${dir}/cred-plugin.sh`;
+  await Deno.writeTextFile(
+    plugin,
+    `#!/bin/sh\necho run >> '${dir}/runs'\n` +
+      `printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}' "$(cat '${dir}/token')"\n`,
+    { mode: 0o755 },
+  );
+  const kubeconfig = `${dir}/kubeconfig`;
+  await api.writeKubeconfig(kubeconfig);
+  const doc = JSON.parse(await Deno.readTextFile(kubeconfig));
+  doc.users[0].user = {
+    exec: {
+      apiVersion: "client.authentication.k8s.io/v1",
+      command: plugin,
+      interactiveMode: "Never",
+    },
+  };
+  await Deno.writeTextFile(kubeconfig, JSON.stringify(doc));
+  const mirrorDir = `${dir}/nads`;
+  const child = new Deno.Command(MANIFOLD, {
+    args: ["mirror", "--dir", mirrorDir, "--kubeconfig", kubeconfig],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const output = child.output();
+  const exists = (p: string) => Deno.stat(p).then(() => true, () => false);
+  const waitFor = async (p: string, ms: number) => {
+    const end = Date.now() + ms;
+    while (Date.now() < end) {
+      if (await exists(p)) return true;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    return false;
+  };
+  try {
+    assert.ok(await waitFor(`${mirrorDir}/${ns}/n1.json`, 30_000), "mirrored with the first token");
+    // Replace the credential the plugin hands out, then revoke the one the mirror holds.
+    await Deno.writeTextFile(`${dir}/token`, second);
+    await api.admin.delete("v1", "Secret", ns, "cred-1");
+    // The open watch outlives the revocation; a server restart makes the mirror reopen it.
+    await api.restartApiServer();
+    const restarted = Date.now();
+    const old = api.client(first);
+    const refused = await old.raw("GET", `/api/v1/namespaces/${ns}`);
+    old.close();
+    assert.equal(refused.status, 401, "the first token is revoked");
+    await api.admin.createNad(ns, "n2", JSON.stringify({ cniVersion: "1.0.0", type: "bridge" }));
+    const got = await waitFor(`${mirrorDir}/${ns}/n2.json`, 60_000);
+    assert.ok(
+      got,
+      "the mirror did not recover within 60 s of the restart (still on the revoked token)",
+    );
+    console.log(`recovered ${Date.now() - restarted} ms after the restart`);
+    const runs = (await Deno.readTextFile(`${dir}/runs`)).trim().split("\n").length;
+    assert.ok(runs >= 2, `the exec plugin ran ${runs} time(s)`);
+  } finally {
+    try {
+      child.kill("SIGTERM");
+    } catch { /* gone */ }
+    await output;
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    await api.admin.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", undefined, crb)
+      .catch(() => {});
+    await api.admin.delete("v1", "Namespace", undefined, ns).catch(() => {});
+  }
+});
+
 suite.end();
