@@ -7,7 +7,8 @@
  *    `replace(items, resourceVersion)`.
  * 2. `GET <collection>?watch=1&resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<t>`:
  *    each line is a `metav1.WatchEvent`; ADDED/MODIFIED/DELETED go to `apply`, a BOOKMARK
- *    (and the watch being opened, and a heartbeat while it stays healthy) to `progress`.
+ *    (and the server's 200 to the watch request) to `progress` — only something the server
+ *    sent counts as progress, never the mere passing of time on an open stream.
  *    The resourceVersion of the last event or bookmark is kept.
  * 3. A stream the server ends (its `timeoutSeconds`), or that breaks, is reopened from the
  *    kept resourceVersion: no event is lost and nothing is re-listed.
@@ -20,9 +21,12 @@
  *
  * Every watch is bounded twice: `timeoutSeconds` (jittered 80–100 % of 300 s) asks the
  * server to end it, and the client aborts it 30 s after that in case the connection died
- * silently. Once the server has shown that it sends periodic bookmarks (kube-apiserver's
- * watch cache sends one a minute), a stream quiet for 150 s is considered dead too: it is
- * aborted and reopened, and no heartbeat is reported meanwhile.
+ * silently. A stream that delivers nothing at all — no event, not even a bookmark — for
+ * `idleTimeoutMs` (default 60 s; kube-apiserver's watch cache sends a bookmark about once a
+ * minute to watches that allow them) is considered dead (a black-holed connection, a NAT
+ * entry gone): it is aborted and reopened from the kept resourceVersion. Meanwhile nothing
+ * is reported to `progress`, so a reader of the handler's freshness (the NAD mirror's
+ * `syncedAt`) sees it age.
  *
  * @module
  */
@@ -66,8 +70,8 @@ export interface ListWatchHandler<T> {
   apply(change: WatchChange<T>): Promise<void>;
   /**
    * Evidence that the handler's copy is current as of `resourceVersion`: the watch was
-   * opened (the server accepted the resourceVersion), a BOOKMARK arrived, or the heartbeat
-   * of a healthy open watch fired (every `heartbeatMs`).
+   * opened (the server accepted the resourceVersion) or a BOOKMARK arrived: only on
+   * something the server sent.
    */
   progress(resourceVersion: string): Promise<void>;
 }
@@ -92,9 +96,10 @@ export interface ListWatchOptions {
   watchTimeoutSeconds?: number;
   /** How long after `timeoutSeconds` the client aborts a stream the server did not end, ms; default 30 000. */
   watchGraceMs?: number;
-  /** Period of `progress` while a watch is open and healthy, ms; default 30 000. */
-  heartbeatMs?: number;
-  /** Silence after which a stream from a server known to send periodic bookmarks is dropped, ms; default 150 000. */
+  /**
+   * Silence (no line at all: no event, no bookmark) after which an open stream is closed and
+   * reopened from the kept resourceVersion, ms; default 60 000.
+   */
   idleTimeoutMs?: number;
   /** Random source in [0, 1) for jitter (tests); default `Math.random`. */
   random?: () => number;
@@ -107,8 +112,7 @@ export const LIST_WATCH_DEFAULTS = {
   maxBackoffMs: 30_000,
   watchTimeoutSeconds: 300,
   watchGraceMs: 30_000,
-  heartbeatMs: 30_000,
-  idleTimeoutMs: 150_000,
+  idleTimeoutMs: 60_000,
 } as const;
 
 /** How one watch stream ended. */
@@ -179,8 +183,6 @@ class ListWatchLoop<T> {
   #random: () => number;
   #rv: string | undefined;
   #failures = 0;
-  /** The server has sent a BOOKMARK well before a stream's deadline (periodic bookmarks). */
-  #periodicBookmarks = false;
   /** No watch has delivered anything since the last list. */
   #freshList = false;
   /** Serialises handler calls (the heartbeat runs beside the stream). */
@@ -281,9 +283,7 @@ class ListWatchLoop<T> {
     const o = this.#opts;
     const maxTimeout = o.watchTimeoutSeconds ?? LIST_WATCH_DEFAULTS.watchTimeoutSeconds;
     const timeoutSeconds = Math.max(1, Math.round(maxTimeout * (0.8 + 0.2 * this.#random())));
-    const heartbeatMs = o.heartbeatMs ?? LIST_WATCH_DEFAULTS.heartbeatMs;
     const idleTimeoutMs = o.idleTimeoutMs ?? LIST_WATCH_DEFAULTS.idleTimeoutMs;
-    const deadlineAt = Date.now() + timeoutSeconds * 1000;
     const stream = new AbortController();
     const timers: ReturnType<typeof setTimeout>[] = [];
     let lastLineAt = Date.now();
@@ -294,25 +294,26 @@ class ListWatchLoop<T> {
       () => stream.abort("deadline"),
       timeoutSeconds * 1000 + (o.watchGraceMs ?? LIST_WATCH_DEFAULTS.watchGraceMs),
     ));
-    const heartbeat = () => {
-      if (this.#periodicBookmarks && Date.now() - lastLineAt > idleTimeoutMs) {
-        this.#log.warn("watch silent for too long, reopening", {
-          silentMs: Date.now() - lastLineAt,
-          resourceVersion: this.#rv,
-        });
-        stream.abort("idle");
-        return;
-      }
-      const at = this.#rv;
-      if (at === undefined) return;
-      this.#serial(() => this.#handler.progress(at)).catch((err) =>
-        this.#log.warn("progress failed", { error: errorText(err) })
-      );
+    const liveness = () => {
+      const silentMs = Date.now() - lastLineAt;
+      if (silentMs <= idleTimeoutMs) return;
+      this.#log.warn("watch delivered nothing for too long, reopening", {
+        silentMs,
+        resourceVersion: this.#rv,
+      });
+      stream.abort(`idle: nothing from the server for ${silentMs} ms`);
     };
     const onOpen = () => {
       this.#log.debug("watching", { resourceVersion: rv, timeoutSeconds });
-      heartbeat();
-      timers.push(setInterval(heartbeat, heartbeatMs));
+      lastLineAt = Date.now();
+      const at = this.#rv;
+      if (at !== undefined) {
+        // The server's 200: it accepted the resourceVersion and is current as of it.
+        this.#serial(() => this.#handler.progress(at)).catch((err) =>
+          this.#log.warn("progress failed", { error: errorText(err) })
+        );
+      }
+      timers.push(setInterval(liveness, Math.max(50, Math.min(5000, idleTimeoutMs / 6))));
     };
 
     try {
@@ -335,7 +336,6 @@ class ListWatchLoop<T> {
         }
         if (line.type === "BOOKMARK") {
           this.#rv = line.resourceVersion;
-          if (deadlineAt - Date.now() > 10_000) this.#periodicBookmarks = true;
           const at = line.resourceVersion;
           await this.#serial(() => this.#handler.progress(at));
         } else {
