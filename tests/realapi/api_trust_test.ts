@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { realApiSuite } from "../support/kube_apiserver.ts";
 import { startMitm } from "../support/mitm_proxy.ts";
+import { startTcpProxy } from "../support/tcp_proxy.ts";
 import { linkNames } from "../support/netns.ts";
 import { startDaemon } from "../support/daemon.ts";
 import { k8sArgs, MANIFOLD, runPlugin } from "../support/plugin.ts";
@@ -239,6 +240,86 @@ suite.test("exec credential revoked and replaced: a watch-only client (manifold 
     await Deno.remove(dir, { recursive: true }).catch(() => {});
     await api.admin.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", undefined, crb)
       .catch(() => {});
+    await api.admin.delete("v1", "Namespace", undefined, ns).catch(() => {});
+  }
+});
+
+/** Idle bound the black-hole test runs the mirror with (the default is 60 s). */
+const TEST_IDLE_MS = Number(Deno.env.get("MANIFOLD_TEST_WATCH_IDLE_MS") ?? "15000");
+
+suite.test("a black-holed watch stream: the mirror never claims freshness it lacks, and the change arrives within 120 s", async (api) => {
+  await ensureNadCrd(api.admin);
+  const ns = `mft-hole-${crypto.randomUUID().slice(0, 8)}`;
+  await api.admin.createNamespace(ns);
+  await api.admin.createNad(ns, "n1", JSON.stringify({ cniVersion: "1.0.0", type: "bridge" }));
+  const up = new URL(api.server);
+  const proxy = startTcpProxy({ hostname: up.hostname, port: Number(up.port) });
+  const dir = await Deno.makeTempDir({ prefix: "mft-hole-" });
+  const kubeconfig = `${dir}/kubeconfig`;
+  await api.writeKubeconfig(kubeconfig);
+  await pointKubeconfig(kubeconfig, `https://127.0.0.1:${proxy.port}`);
+  const mirrorDir = `${dir}/nads`;
+  const env: Record<string, string> = TEST_IDLE_MS === 60_000
+    ? {}
+    : { MANIFOLD_WATCH_IDLE_TIMEOUT_MS: String(TEST_IDLE_MS) };
+  const child = new Deno.Command(MANIFOLD, {
+    args: ["mirror", "--dir", mirrorDir, "--kubeconfig", kubeconfig],
+    env,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const output = child.output();
+  const exists = (p: string) => Deno.stat(p).then(() => true, () => false);
+  const syncedAt = async () => {
+    try {
+      return Date.parse(JSON.parse(await Deno.readTextFile(`${mirrorDir}/.mirror.json`)).syncedAt);
+    } catch {
+      return 0;
+    }
+  };
+  try {
+    const t = Date.now();
+    while (!(await exists(`${mirrorDir}/${ns}/n1.json`))) {
+      assert.ok(Date.now() - t < 30_000, "the mirror listed");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await new Promise((r) => setTimeout(r, 1000)); // the watch is open
+    const holed = proxy.blackhole();
+    assert.ok(holed >= 1, "the open watch connection is black-holed");
+    const changedAt = Date.now();
+    await api.admin.createNad(ns, "n2", JSON.stringify({ cniVersion: "1.0.0", type: "bridge" }));
+    // Until n2 arrives, the mirror must not write a syncedAt after the change (it would claim
+    // to be current while it is not). Seen twice 0.5 s apart: not the instant of a reopen.
+    let falseClaims = 0;
+    let arrivedMs = -1;
+    while (Date.now() - changedAt < 120_000) {
+      const at = await syncedAt();
+      if (await exists(`${mirrorDir}/${ns}/n2.json`)) {
+        arrivedMs = Date.now() - changedAt;
+        break;
+      }
+      falseClaims = at > changedAt ? falseClaims + 1 : 0;
+      assert.ok(
+        falseClaims < 2,
+        `the mirror claims freshness (syncedAt ${
+          new Date(at).toISOString()
+        }) without the change made at ${new Date(changedAt).toISOString()}`,
+      );
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    assert.ok(arrivedMs >= 0, "the change did not arrive within 120 s");
+    console.log(
+      `idle bound ${TEST_IDLE_MS} ms: the change arrived ${arrivedMs} ms after it was made`,
+    );
+    assert.ok(arrivedMs < TEST_IDLE_MS + 30_000, `arrived after ${arrivedMs} ms`);
+  } finally {
+    try {
+      child.kill("SIGTERM");
+    } catch { /* gone */ }
+    await output;
+    await proxy.close();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
     await api.admin.delete("v1", "Namespace", undefined, ns).catch(() => {});
   }
 });
