@@ -117,8 +117,22 @@ export class KubeClient {
    * Creates a client; nothing is opened until the first request.
    * @param opts connection and retry policy
    */
+  #onListPageShrunk: ((path: string, limit: number) => void) | undefined;
+
   constructor(opts: KubeClientOptions) {
     this.#api = new KubeRequester(opts);
+    this.#onListPageShrunk = opts.onListPageShrunk;
+  }
+
+  /**
+   * Reports that a lister halved its page size (see `KubeClientOptions.onListPageShrunk`).
+   * @param path the collection
+   * @param limit the new page size
+   */
+  listPageShrunk(path: string, limit: number): void {
+    try {
+      this.#onListPageShrunk?.(path, limit);
+    } catch { /* an observer must not break listing */ }
   }
 
   /** HTTP requests actually sent so far, retries included. */

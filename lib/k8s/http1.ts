@@ -21,8 +21,36 @@ import type { KubeConnection } from "./kubeconfig.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 import { type ByteConn, connectPinnedTls } from "./pinned_tls.ts";
 
-/** Largest response body accepted (bytes); larger answers fail the request. */
-export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+/**
+ * Largest response body accepted (bytes); larger answers fail the request with
+ * {@link ResponseTooLargeError} (memory safety: a list page is held whole). 32 MiB, or less
+ * when `MANIFOLD_API_MAX_BODY_BYTES` (a test knob) is a smaller positive integer.
+ */
+export const MAX_RESPONSE_BYTES: number = maxBodyBytes();
+
+function maxBodyBytes(): number {
+  const cap = 32 * 1024 * 1024;
+  let v: string | undefined;
+  try {
+    v = Deno.env.get("MANIFOLD_API_MAX_BODY_BYTES");
+  } catch { /* no env permission: the default */ }
+  const n = v && /^\d+$/.test(v) ? Number(v) : 0;
+  return n > 0 && n < cap ? n : cap;
+}
+
+/**
+ * An answer whose body exceeds {@link MAX_RESPONSE_BYTES}: final for that request (sending it
+ * again gets the same body); a lister asks for smaller pages instead.
+ */
+export class ResponseTooLargeError extends Error {
+  /**
+   * @param limit the cap that was exceeded, bytes
+   */
+  constructor(readonly limit: number) {
+    super(`response body over ${limit} bytes`);
+    this.name = "ResponseTooLargeError";
+  }
+}
 /** Idle keep-alive connections kept per transport. */
 const MAX_IDLE = 4;
 
@@ -134,7 +162,7 @@ class Connection {
 }
 
 function tooLarge(): Error {
-  return new Error(`response body over ${MAX_RESPONSE_BYTES} bytes`);
+  return new ResponseTooLargeError(MAX_RESPONSE_BYTES);
 }
 
 function indexOf(hay: Uint8Array, needle: Uint8Array, from: number): number {

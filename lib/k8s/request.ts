@@ -31,6 +31,7 @@ import type { ExecCredential, ExecCredentialSource } from "./exec_credential.ts"
 import type { KubeClientOptions, RequestBody } from "./request_options.ts";
 import { boundRanOut, retryDelay } from "./retry_policy.ts";
 import type { StreamResponse, StreamTransport } from "./stream.ts";
+import { ResponseTooLargeError } from "./http1.ts";
 import { createTransport } from "./transport.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
@@ -150,6 +151,8 @@ export class KubeRequester {
           };
         } else if (isTlsVerifyFailure(text)) {
           throw noAnswerError(call, "TlsVerification", text);
+        } else if (err instanceof ResponseTooLargeError) {
+          throw noAnswerError(call, "ResponseTooLarge", text);
         } else {
           failure = { reason: "ConnectionFailed", message: text };
         }

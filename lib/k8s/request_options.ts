@@ -42,6 +42,11 @@ export interface KubeClientOptions {
    * cost.
    */
   onRequest?: (method: string, status: number) => void;
+  /**
+   * Called when a lister halved its page size after a page over the body cap, with the
+   * collection path and the new `limit`. For metrics; must not throw.
+   */
+  onListPageShrunk?: (path: string, limit: number) => void;
 }
 
 /** A request body and policy of `KubeRequester.request`. */
