@@ -55,6 +55,11 @@ export class ResponseTooLargeError extends Error {
 const MAX_IDLE = 4;
 
 const CRLF2 = new Uint8Array([13, 10, 13, 10]);
+/**
+ * Methods sent again on a new connection when a kept-alive one closed before answering (the
+ * request may have reached the server: Go's `net/http` replays only idempotent requests).
+ */
+const REPLAYABLE = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -197,14 +202,23 @@ export class Http1Transport implements Transport {
     if (this.#closed) throw new Error("Transport is closed");
     req.signal.throwIfAborted();
     const reused = this.#idle.pop();
-    const conn = reused ?? await this.#open(req.signal);
+    let conn: Connection;
+    try {
+      conn = reused ?? await this.#open(req.signal);
+    } catch (err) {
+      // Nothing of the request was written: a caller may send a non-idempotent call again.
+      if (err && typeof err === "object") {
+        Object.assign(err, { connectFailed: true });
+      }
+      throw err;
+    }
     try {
       return await this.#exchange(conn, req);
     } catch (err) {
       // A kept-alive connection the server closed meanwhile: once more on a new one.
       if (
         reused && err instanceof ConnectionClosedError && err.beforeResponse &&
-        !req.signal.aborted && !this.#closed
+        !req.signal.aborted && !this.#closed && REPLAYABLE.has(req.method)
       ) {
         return await this.#exchange(await this.#open(req.signal), req);
       }
