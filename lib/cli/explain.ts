@@ -56,7 +56,9 @@ Dry run of ADD: prints what each delegate would receive (NAD source, stdin confi
 runtimeConfig, interface name) without attaching anything or running a delegate.
 
 Options:
-  --config PATH          Manifold's config (default <cni-conf-dir>/${MANIFOLD_CONFIG_NAME})
+  --config PATH          Manifold's config (default <cni-conf-dir>/${MANIFOLD_CONFIG_NAME}; on a
+                         machine without it, e.g. a workstation, deploy/'s ConfigMap
+                         kube-system/manifold-config read through the kubeconfig)
   --host-root DIR        where the host's file system is mounted (default /)
   --cni-conf-dir DIR     host CNI config directory (default ${INSTALL_DEFAULTS.cniConfDir})
   --container-id ID      CNI_CONTAINERID to show (default <container-id>)
@@ -105,13 +107,29 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
   const host = (p: string) => underRoot(opts.hostRoot, p);
   let close = () => {};
   try {
-    const conf = mapConf(await loadOwnConfig(host(opts.configPath)), host);
     let connection: KubeConnection | undefined;
     let nads: NadSource | undefined;
     let podNetworks: PodNetworkSource | undefined;
     let podInfo: { uid: string; annotations: Record<string, string> } | undefined;
     const env = io.env ?? Deno.env.toObject();
     opts.kube = withKubectlDefaults(opts.kube, env);
+    let conf: ManifoldConf;
+    let configLabel = opts.configPath;
+    let assumed: string[] | undefined;
+    if (
+      !opts.configGiven && !(await isFile(host(opts.configPath))) &&
+      kubeFlagsGiven(opts.kube, env)
+    ) {
+      // A workstation: no node config here. deploy/'s ConfigMap is the nodes' source of truth.
+      connection = await kubeConnectionFromFlags(opts.kube, env);
+      if (!connection) throw new Error("no kubeconfig to read Manifold's ConfigMap with");
+      const view = await clusterConfig(connection);
+      conf = view.conf;
+      assumed = view.assumed;
+      configLabel = `${view.source} (cluster view: ${opts.configPath} is not on this machine)`;
+    } else {
+      conf = mapConf(await loadOwnConfig(host(opts.configPath)), host);
+    }
     if (conf.nadDir) {
       if (opts.kube.kubeconfig !== undefined || opts.kube.context !== undefined) {
         throw new Error(
@@ -120,6 +138,8 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       }
       const { DirectoryNadSource } = await import("../multinet/nad/source.ts");
       nads = new DirectoryNadSource(conf.nadDir);
+    } else if (connection) {
+      // the cluster view's connection (above)
     } else if (kubeFlagsGiven(opts.kube, env)) {
       connection = await kubeConnectionFromFlags(opts.kube, env);
     } else {
@@ -168,7 +188,8 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       ifName: opts.ifName,
       cniPath: opts.cniPath,
       runtimeConfig: opts.runtimeConfig,
-      configPath: opts.configPath,
+      configPath: configLabel,
+      assumed,
     });
     stdout(await formatOutput(opts.format, report, () => formatExplainText(report)));
     return 0;
@@ -241,6 +262,7 @@ function parseExplainArgs(args: string[]) {
     namespace: values.namespace,
     name: values.name ?? "explain",
     configPath: values.config ?? `${confDir}/${MANIFOLD_CONFIG_NAME}`,
+    configGiven: values.config !== undefined,
     hostRoot: values["host-root"] ?? "/",
     containerId: values["container-id"] ?? "<container-id>",
     netns: values.netns ?? "<netns>",
@@ -259,6 +281,62 @@ async function loadOwnConfig(path: string): Promise<ManifoldConf> {
   const plugin = list.plugins.find((p) => p.type === "manifold");
   if (!plugin) throw new Error(`${path} has no plugin of type "manifold"`);
   return parseManifoldConf({ ...plugin, name: list.name, cniVersion: list.cniVersion });
+}
+
+/** Whether `path` is a file this process can see (a missing one is not an error here). */
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await Deno.stat(path)).isFile;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Manifold's config as deploy/'s ConfigMap gives it to every node's installer
+ * (lib/install/config_map.ts), for a machine that is not a node.
+ *
+ * @param connection the operator's kubeconfig
+ * @returns the parsed config, where it came from, and the node-local inputs assumed
+ * @throws {Error} when the ConfigMap or its key is missing or not a JSON object; a
+ *   ConfigMap that names invalid keys fails with the plugin's own code 7 error
+ */
+async function clusterConfig(
+  connection: KubeConnection,
+): Promise<{ conf: ManifoldConf; source: string; assumed: string[] }> {
+  const [{ KubeClient }, { isNotFound }, { parseManifoldConf }, install] = await Promise.all([
+    import("../k8s/client.ts"),
+    import("../k8s/errors.ts"),
+    import("../multinet/config.ts"),
+    import("../install/config_map.ts"),
+  ]);
+  const { namespace, name, key } = install.MANIFOLD_CONFIG_MAP;
+  const source = `configmap ${namespace}/${name}`;
+  const kube = new KubeClient({ connection, retries: 1 });
+  let body: unknown;
+  try {
+    body = await kube.send(
+      "GET",
+      `/api/v1/namespaces/${namespace}/configmaps/${name}`,
+    );
+  } catch (e) {
+    if (isNotFound(e)) {
+      throw new Error(
+        `no ${MANIFOLD_CONFIG_NAME} on this machine and no ${source} in the cluster: ` +
+          "pass --config PATH, or apply deploy/",
+      );
+    }
+    throw e;
+  } finally {
+    kube.close();
+  }
+  const data = (body as { data?: Record<string, unknown> } | null)?.data;
+  const text = data?.[key];
+  if (typeof text !== "string") throw new Error(`${source} has no data key "${key}"`);
+  const { entry, assumed } = install.clusterViewEntry(
+    install.parsePluginConf(text, `${source} key ${key}`),
+  );
+  return { conf: parseManifoldConf(entry), source, assumed };
 }
 
 /** The host paths of the config as this process sees them (below the host root). */

@@ -22,6 +22,7 @@ export function formatExplainText(report: ExplainReport): string {
     }`,
     `Config ${report.config} (cniVersion ${report.cniVersion})`,
     "Dry run of ADD: nothing is attached and no delegate runs.",
+    ...(report.assumed ?? []).map((a) => `assumed: ${a}`),
     ...report.warnings.map((w) => `warning: ${w}`),
   ];
   report.attachments.forEach((a, i) => {

@@ -69,8 +69,16 @@ export interface ExplainReport {
   version: number;
   /** The pod explained. */
   pod: { namespace: string; name: string; uid: string };
-  /** Manifold's config file. */
+  /**
+   * Manifold's config file, or `"configmap kube-system/manifold-config (cluster view)"` when
+   * it was read from the cluster (no node config on this machine).
+   */
   config: string;
+  /**
+   * In the cluster view only: the node-local inputs this machine cannot read and what was
+   * assumed for them (the cluster network file, the NAD mirror, node paths).
+   */
+  assumed?: string[];
   /** Its cniVersion. */
   cniVersion: string;
   /** The attachments in ADD order, the default network first. */
@@ -101,8 +109,10 @@ export interface ExplainInput {
   cniPath: string[];
   /** runtimeConfig the runtime passes to Manifold (only declared capabilities count). */
   runtimeConfig?: Record<string, unknown>;
-  /** The config file, for the report. */
+  /** The config file (or the ConfigMap), for the report. */
   configPath: string;
+  /** Node-local inputs assumed (cluster view), for the report. */
+  assumed?: string[];
 }
 
 /**
@@ -172,6 +182,7 @@ export async function explainPod(input: ExplainInput): Promise<ExplainReport> {
     version: EXPLAIN_JSON_VERSION,
     pod: { namespace: pod.namespace, name: pod.name, uid: pod.uid },
     config: input.configPath,
+    ...(input.assumed ? { assumed: input.assumed } : {}),
     cniVersion: conf.cniVersion,
     attachments,
     warnings,

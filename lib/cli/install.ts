@@ -19,6 +19,7 @@ import {
   INSTALL_DEFAULTS,
   type InstallerOptions,
   MANIFOLD_CONFIG_NAME,
+  parsePluginConf,
   runInstaller,
   serverFromEnv,
 } from "../install/mod.ts";
@@ -53,6 +54,8 @@ Plugin settings (keys of the generated config):
   --namespace-isolation         namespaceIsolation: true
   --global-namespaces LIST      globalNamespaces, comma separated
   --plugin-conf JSON            further keys as a JSON object, e.g. '{"defaultNetworks":["x"]}'
+  --plugin-conf-file PATH       the same keys from a file (deploy/'s ConfigMap manifold-config,
+                                key plugin-conf.json, mounted); --plugin-conf keys win over it
 Daemon (manifold daemon, the DaemonSet's main container):
   --daemon-socket PATH          daemonSocket: the binary forwards each request to the daemon
                                 listening there (host path, e.g. /run/manifold/manifold.sock)
@@ -141,6 +144,7 @@ const INSTALL_FLAGS = {
   "namespace-isolation": { type: "boolean" },
   "global-namespaces": { type: "string" },
   "plugin-conf": { type: "string" },
+  "plugin-conf-file": { type: "string" },
   "daemon-socket": { type: "string" },
   "no-daemon-fallback": { type: "boolean" },
   once: { type: "boolean" },
@@ -209,20 +213,21 @@ function binaryToInstall(values: InstallFlags, execPath: () => string): string |
   return binary;
 }
 
-/** `--plugin-conf` (a JSON object), then the keys the single flags set. */
+/** `--plugin-conf-file`, then `--plugin-conf` (JSON objects), then the keys the single flags set. */
 function pluginConfFromFlags(values: InstallFlags): Record<string, unknown> {
   const pluginConf: Record<string, unknown> = {};
-  if (values["plugin-conf"] !== undefined) {
-    let extra: unknown;
+  if (values["plugin-conf-file"] !== undefined) {
+    const path = absolute("plugin-conf-file", values["plugin-conf-file"])!;
+    let text: string;
     try {
-      extra = JSON.parse(values["plugin-conf"]);
+      text = Deno.readTextFileSync(path);
     } catch (e) {
-      throw new Error(`--plugin-conf is not valid JSON: ${errorText(e)}`);
+      throw new Error(`--plugin-conf-file ${path}: ${errorText(e)}`);
     }
-    if (typeof extra !== "object" || extra === null || Array.isArray(extra)) {
-      throw new Error("--plugin-conf must be a JSON object");
-    }
-    Object.assign(pluginConf, extra);
+    Object.assign(pluginConf, parsePluginConf(text, `--plugin-conf-file ${path}`));
+  }
+  if (values["plugin-conf"] !== undefined) {
+    Object.assign(pluginConf, parsePluginConf(values["plugin-conf"], "--plugin-conf"));
   }
   if (values["log-level"] !== undefined) pluginConf.logLevel = values["log-level"];
   if (values["log-file"] !== undefined) {

@@ -18,6 +18,7 @@ export * from "./observer.ts";
 export * from "./pod_informer.ts";
 export type { PolicyAgent } from "./policy/mod.ts";
 export * from "./protocol.ts";
+export * from "./sandbox_index.ts";
 export * from "./server.ts";
 export * from "./service.ts";
 export * from "./socket_owner.ts";

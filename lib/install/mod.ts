@@ -12,3 +12,4 @@ export * from "./kubeconfig.ts";
 export * from "./binary.ts";
 export * from "./installer.ts";
 export * from "./credentials.ts";
+export * from "./config_map.ts";

@@ -8,15 +8,19 @@
  *
  * What it does (RFC 9112): one request at a time per connection; keep-alive connections
  * reused for later requests (a reused connection the server closed before answering is
- * retried once on a new one); `Content-Length` and `chunked` bodies, or read-to-close; no
- * compression (none is asked for); bodies capped at {@link MAX_RESPONSE_BYTES}. TLS: server
- * verification against the kubeconfig CA (else the system roots); `TCP_NODELAY`.
- * Not done (the `fetch` transport covers them, see `transport.ts`): client certificates
- * (`Deno.startTls`, needed for `TCP_NODELAY`, takes none), proxies, HTTP/2.
+ * retried once on a new one, for idempotent methods only: a POST/PATCH may have reached the
+ * server); `Content-Length` and `chunked` bodies, or read-to-close; no compression (none is
+ * asked for); bodies capped at {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError},
+ * final). TLS: the kubeconfig CA pinned — `Deno.startTls` then `checkPinnedPeer`
+ * (tls_pin.ts), or, with a client certificate (which `Deno.startTls` takes none of),
+ * `node:tls` whose `ca` replaces the roots (pinned_tls.ts); without a CA the system roots;
+ * `TCP_NODELAY`. Not done (the `fetch` transport covers them, see `transport.ts`): proxies,
+ * HTTP/2.
  *
  * @module
  */
 
+import { checkPinnedPeer } from "./tls_pin.ts";
 import type { KubeConnection } from "./kubeconfig.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 import { type ByteConn, connectPinnedTls } from "./pinned_tls.ts";
@@ -237,8 +241,9 @@ export class Http1Transport implements Transport {
     const https = this.#base.protocol === "https:";
     const hostname = this.#base.hostname.replace(/^\[(.*)\]$/, "$1");
     const port = Number(this.#base.port || (https ? 443 : 80));
-    if (https && this.#conn.caCertPem) {
-      // The kubeconfig names a CA: it alone is trusted (pinned_tls.ts says why node:tls).
+    if (https && this.#conn.caCertPem && this.#conn.clientCertPem && this.#conn.clientKeyPem) {
+      // A client certificate (Deno.startTls takes none) with a pinned CA: node:tls, whose `ca`
+      // replaces the trusted roots (pinned_tls.ts).
       return new Connection(
         await connectPinnedTls({
           hostname,
@@ -256,16 +261,19 @@ export class Http1Transport implements Transport {
     // delayed ACK (Nagle), which costs 40 ms per new connection (measured).
     tcp.setNoDelay(true);
     if (!https) return new Connection(tcp);
-    // No CA in the kubeconfig: the system roots, as client-go.
+    const caCerts = this.#conn.caCertPem ? [this.#conn.caCertPem] : undefined;
     let tls: Deno.TlsConn | undefined;
     try {
       tls = await abortable(
-        Deno.startTls(tcp, { hostname, alpnProtocols: ["http/1.1"] }),
+        Deno.startTls(tcp, { hostname, caCerts, alpnProtocols: ["http/1.1"] }),
         signal,
         (late) => late.close(),
       );
       const conn = tls;
       await abortable(conn.handshake(), signal, () => conn.close());
+      // Trust pinned to the kubeconfig's CA, as client-go's RootCAs (tls_pin.ts): Deno also
+      // accepted its own roots (Mozilla's, DENO_CERT) in the handshake.
+      if (this.#conn.caCertPem) await checkPinnedPeer(conn, this.#conn.caCertPem);
       return new Connection(conn);
     } catch (err) {
       try {

@@ -7,8 +7,7 @@
  *    `replace(items, resourceVersion)`.
  * 2. `GET <collection>?watch=1&resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<t>`:
  *    each line is a `metav1.WatchEvent`; ADDED/MODIFIED/DELETED go to `apply`, a BOOKMARK
- *    (and the server's 200 to the watch request) to `progress` — only something the server
- *    sent counts as progress, never the mere passing of time on an open stream.
+ *    (and the watch being opened, and a heartbeat while it stays healthy) to `progress`.
  *    The resourceVersion of the last event or bookmark is kept.
  * 3. A stream the server ends (its `timeoutSeconds`), or that breaks, is reopened from the
  *    kept resourceVersion: no event is lost and nothing is re-listed.
@@ -21,12 +20,14 @@
  *
  * Every watch is bounded twice: `timeoutSeconds` (jittered 80–100 % of 300 s) asks the
  * server to end it, and the client aborts it 30 s after that in case the connection died
- * silently. A stream that delivers nothing at all — no event, not even a bookmark — for
- * `idleTimeoutMs` (default 60 s; kube-apiserver's watch cache sends a bookmark about once a
- * minute to watches that allow them) is considered dead (a black-holed connection, a NAT
- * entry gone): it is aborted and reopened from the kept resourceVersion. Meanwhile nothing
- * is reported to `progress`, so a reader of the handler's freshness (the NAD mirror's
- * `syncedAt`) sees it age.
+ * silently. A stream that delivers nothing — no event, not even a bookmark (kube-apiserver's
+ * watch cache sends one about a minute) — for 60 s is considered dead too (a black-holed
+ * connection, a half-open TCP stream): it is aborted and reopened from the kept
+ * resourceVersion, nothing re-listed. `progress` advances only on something the server sent —
+ * the watch being opened, a bookmark, or the heartbeat after events arrived — never on the
+ * passing of time alone, so a reader of `progress` (the NAD mirror's `syncedAt`) stops
+ * claiming freshness while the stream is silent (issue 28 §4; client-go's reflector relies on
+ * the server's timeout and TCP keepalive instead).
  *
  * @module
  */
@@ -69,9 +70,10 @@ export interface ListWatchHandler<T> {
   /** One change, in resourceVersion order, after the last `replace`. */
   apply(change: WatchChange<T>): Promise<void>;
   /**
-   * Evidence that the handler's copy is current as of `resourceVersion`: the watch was
-   * opened (the server accepted the resourceVersion) or a BOOKMARK arrived: only on
-   * something the server sent.
+   * Evidence from the server that the handler's copy is current as of `resourceVersion`: the
+   * watch was opened (the server accepted the resourceVersion), a BOOKMARK arrived, or the
+   * heartbeat (every `heartbeatMs`) found that events arrived since the last report. Never
+   * called for time passing alone.
    */
   progress(resourceVersion: string): Promise<void>;
 }
@@ -96,10 +98,9 @@ export interface ListWatchOptions {
   watchTimeoutSeconds?: number;
   /** How long after `timeoutSeconds` the client aborts a stream the server did not end, ms; default 30 000. */
   watchGraceMs?: number;
-  /**
-   * Silence (no line at all: no event, no bookmark) after which an open stream is closed and
-   * reopened from the kept resourceVersion, ms; default 60 000.
-   */
+  /** Period of the heartbeat (progress after events; the idle check), ms; default 30 000. */
+  heartbeatMs?: number;
+  /** Silence (no line at all) after which a stream is dropped and reopened, ms; default 60 000. */
   idleTimeoutMs?: number;
   /** Random source in [0, 1) for jitter (tests); default `Math.random`. */
   random?: () => number;
@@ -112,6 +113,7 @@ export const LIST_WATCH_DEFAULTS = {
   maxBackoffMs: 30_000,
   watchTimeoutSeconds: 300,
   watchGraceMs: 30_000,
+  heartbeatMs: 30_000,
   idleTimeoutMs: 60_000,
 } as const;
 
@@ -284,6 +286,7 @@ class ListWatchLoop<T> {
     const o = this.#opts;
     const maxTimeout = o.watchTimeoutSeconds ?? LIST_WATCH_DEFAULTS.watchTimeoutSeconds;
     const timeoutSeconds = Math.max(1, Math.round(maxTimeout * (0.8 + 0.2 * this.#random())));
+    const heartbeatMs = o.heartbeatMs ?? LIST_WATCH_DEFAULTS.heartbeatMs;
     const idleTimeoutMs = o.idleTimeoutMs ?? LIST_WATCH_DEFAULTS.idleTimeoutMs;
     const stream = new AbortController();
     const timers: ReturnType<typeof setTimeout>[] = [];
@@ -295,26 +298,31 @@ class ListWatchLoop<T> {
       () => stream.abort("deadline"),
       timeoutSeconds * 1000 + (o.watchGraceMs ?? LIST_WATCH_DEFAULTS.watchGraceMs),
     ));
-    const liveness = () => {
+    // Lines since the last progress report: the heartbeat reports progress only for them.
+    let unreported = false;
+    const heartbeat = () => {
       const silentMs = Date.now() - lastLineAt;
-      if (silentMs <= idleTimeoutMs) return;
-      this.#log.warn("watch delivered nothing for too long, reopening", {
-        silentMs,
-        resourceVersion: this.#rv,
-      });
-      stream.abort(`idle: nothing from the server for ${silentMs} ms`);
+      if (silentMs > idleTimeoutMs) {
+        this.#log.warn("watch silent for too long, reopening", {
+          silentMs,
+          resourceVersion: this.#rv,
+        });
+        stream.abort("idle");
+        return;
+      }
+      const at = this.#rv;
+      if (at === undefined || !unreported) return;
+      unreported = false;
+      this.#serial(() => this.#handler.progress(at)).catch((err) =>
+        this.#log.warn("progress failed", { error: errorText(err) })
+      );
     };
     const onOpen = () => {
       this.#log.debug("watching", { resourceVersion: rv, timeoutSeconds });
       lastLineAt = Date.now();
-      const at = this.#rv;
-      if (at !== undefined) {
-        // The server's 200: it accepted the resourceVersion and is current as of it.
-        this.#serial(() => this.#handler.progress(at)).catch((err) =>
-          this.#log.warn("progress failed", { error: errorText(err) })
-        );
-      }
-      timers.push(setInterval(liveness, Math.max(50, Math.min(5000, idleTimeoutMs / 6))));
+      unreported = true; // the server's 2xx: it accepted the resourceVersion
+      heartbeat();
+      timers.push(setInterval(heartbeat, Math.min(heartbeatMs, idleTimeoutMs)));
     };
 
     try {
@@ -326,6 +334,7 @@ class ListWatchLoop<T> {
       );
       for await (const raw of lines) {
         lastLineAt = Date.now();
+        unreported = true;
         const line = parseWatchLine(raw, this.#resource);
         if (line.type === "ERROR") {
           if (line.code === 410) return { kind: "expired", message: line.message };
@@ -338,6 +347,7 @@ class ListWatchLoop<T> {
         if (line.type === "BOOKMARK") {
           this.#rv = line.resourceVersion;
           const at = line.resourceVersion;
+          unreported = false;
           await this.#serial(() => this.#handler.progress(at));
         } else {
           const change: WatchChange<T> = {

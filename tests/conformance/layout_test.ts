@@ -5,6 +5,7 @@
  */
 
 import assert from "node:assert/strict";
+import { importCircle as circle } from "../support/import_graph.ts";
 
 const DIR = new URL("../../conformance/", import.meta.url);
 
@@ -18,30 +19,6 @@ async function graph(): Promise<Map<string, string[]>> {
     g.set(e.name, [...new Set(deps)]);
   }
   return g;
-}
-
-/** The first circle found, as a path `a → b → … → a`; undefined when there is none. */
-function circle(g: Map<string, string[]>): string[] | undefined {
-  const state = new Map<string, "open" | "done">();
-  const path: string[] = [];
-  const visit = (n: string): string[] | undefined => {
-    if (state.get(n) === "done") return undefined;
-    if (state.get(n) === "open") return [...path.slice(path.indexOf(n)), n];
-    state.set(n, "open");
-    path.push(n);
-    for (const d of g.get(n) ?? []) {
-      const c = visit(d);
-      if (c) return c;
-    }
-    path.pop();
-    state.set(n, "done");
-    return undefined;
-  };
-  for (const n of [...g.keys()].sort()) {
-    const c = visit(n);
-    if (c) return c;
-  }
-  return undefined;
 }
 
 Deno.test("circle finder: finds a two-file circle through a type-only import", () => {

@@ -153,10 +153,13 @@ const dsSchema = z.object({
             })),
           }).loose(),
         ).length(2),
-        volumes: z.array(z.object({
-          name: z.string(),
-          hostPath: z.object({ path: z.string(), type: z.string().optional() }),
-        })),
+        volumes: z.array(z.union([
+          z.object({
+            name: z.string(),
+            hostPath: z.object({ path: z.string(), type: z.string().optional() }),
+          }),
+          z.object({ name: z.string(), configMap: z.object({ name: z.string() }) }),
+        ])),
       }).loose(),
     }),
   }).loose(),
@@ -186,6 +189,7 @@ Deno.test("every manifest has apiVersion, kind and metadata.name; kubectl apply 
       "ServiceAccount",
       "ClusterRole",
       "ClusterRoleBinding",
+      "ConfigMap",
       "DaemonSet",
       "ServiceAccount",
       "ClusterRole",
@@ -360,9 +364,12 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
   // The host directories: the installer's under --host-root, the daemon's at the same path
   // (besides the host's root at /hostroot, the `chrootDir` of the delegates).
   const hostPaths = new Map(
-    spec.volumes.filter((v) => v.name !== "hostroot").map((v) => [v.name, v.hostPath.path]),
+    spec.volumes.flatMap((v) =>
+      "hostPath" in v && v.name !== "hostroot" ? [[v.name, v.hostPath.path]] : []
+    ),
   );
-  assert.equal(spec.volumes.find((v) => v.name === "hostroot")?.hostPath.path, "/");
+  const hostroot = spec.volumes.find((v) => v.name === "hostroot");
+  assert.equal(hostroot && "hostPath" in hostroot ? hostroot.hostPath.path : undefined, "/");
   const installer = [
     "/opt/cni/bin",
     "/etc/cni/net.d",
@@ -379,11 +386,12 @@ Deno.test("DaemonSet: host paths mounted, every node tolerated, resources, insta
     "/var/lib/kubelet/device-plugins",
   ];
   assert.deepEqual([...hostPaths.values()].sort(), [...installer, ...daemonOnly].sort());
-  for (const m of c.volumeMounts) {
+  const hostMounts = c.volumeMounts.filter((m) => m.name !== "manifold-config");
+  for (const m of hostMounts) {
     assert.equal(m.mountPath, `/host${hostPaths.get(m.name)}`, m.name);
   }
   assert.deepEqual(
-    c.volumeMounts.map((m) => hostPaths.get(m.name)).sort(),
+    hostMounts.map((m) => hostPaths.get(m.name)).sort(),
     [...installer].sort(),
   );
   assert.equal(c.volumeMounts.find((m) => m.name === "pod-resources")?.readOnly, true);
@@ -425,7 +433,17 @@ Deno.test("DaemonSet: the daemon container serves the socket the config names, p
   // The socket the daemon listens on is the one the installer writes into the config.
   const socket = flag(daemon, "socket");
   assert.ok(socket?.startsWith("/"), "--socket");
-  assert.equal(flag(install, "daemon-socket"), socket);
+  // The installer's keys come from the ConfigMap (35-configmap.yaml), mounted read-only.
+  const confFile = flag(install, "plugin-conf-file")!;
+  const mount = install.volumeMounts.find((m) => m.mountPath === confFile.replace(/\/[^/]+$/, ""));
+  assert.equal(mount?.readOnly, true);
+  const vol = spec.volumes.find((v) => v.name === mount?.name);
+  assert.ok(vol && "configMap" in vol, "a ConfigMap volume");
+  const cm = z.object({ data: z.record(z.string(), z.string()) }).loose().parse(
+    find(await manifests(), "ConfigMap", vol.configMap.name),
+  );
+  const keys = JSON.parse(cm.data[confFile.slice(confFile.lastIndexOf("/") + 1)]);
+  assert.equal(keys.daemonSocket, socket);
   assert.equal(flag(daemon, "config"), "/etc/cni/net.d/00-manifold.conflist");
   // Privileged on the host's network and PID namespaces (it enters netns, runs delegates).
   const sc = z.object({ privileged: z.literal(true), runAsUser: z.literal(0) }).loose();
@@ -450,15 +468,17 @@ Deno.test("DaemonSet: the daemon container serves the socket the config names, p
   assert.deepEqual(live.httpGet, { host, port: Number(port), path: "/healthz" });
   assert.deepEqual(ready.httpGet, { host, port: Number(port), path: "/readyz" });
   // The daemon writes the NAD mirror at the host path the generated config names.
-  const hostPaths = new Map(spec.volumes.map((v) => [v.name, v.hostPath.path]));
+  const hostPaths = new Map(
+    spec.volumes.flatMap((v) => "hostPath" in v ? [[v.name, v.hostPath.path]] : []),
+  );
   const mirror = daemon.volumeMounts.find((m) => hostPaths.get(m.name) === "/run/k8s.cni.cncf.io");
   assert.ok(mirror && !mirror.readOnly && mirror.mountPath === "/run/k8s.cni.cncf.io");
   assert.ok(DEFAULT_NAD_MIRROR_DIR.startsWith(`${mirror.mountPath}/`));
-  const conf = install.args.find((a) => a.startsWith("--plugin-conf="));
-  assert.ok(conf, "--plugin-conf");
-  assert.deepEqual(JSON.parse(conf.slice("--plugin-conf=".length)), {
+  assert.ok(!install.args.some((a) => a.startsWith("--plugin-conf=")), "one source: the ConfigMap");
+  assert.deepEqual(keys, {
     nadMirrorDir: DEFAULT_NAD_MIRROR_DIR,
     chrootDir: "/hostroot",
+    daemonSocket: socket,
   });
   // Delegates run in the host's root: `/` mounted read-write where `chrootDir` says, with
   // later mounts (netns files) propagated.

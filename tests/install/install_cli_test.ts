@@ -180,6 +180,41 @@ Deno.test("install --daemon-socket / --no-daemon-fallback reach the generated co
   }
 });
 
+Deno.test("install --plugin-conf-file: deploy/'s ConfigMap file is the plugin entry's keys", async () => {
+  const h = await fakeHost();
+  try {
+    await Deno.writeTextFile(`${h.confDir}/10-flannel.conflist`, JSON.stringify(flannelConflist()));
+    const base = ["--host-root", h.root, "--skip-binary-copy", "--no-kubeconfig", "--once"];
+    // The file deploy/35-configmap.yaml mounts, with its exact content.
+    const { parse } = await import("yaml");
+    const cm = parse(
+      await Deno.readTextFile(new URL("../../deploy/35-configmap.yaml", import.meta.url)),
+    );
+    const file = `${h.root}/plugin-conf.json`;
+    await Deno.writeTextFile(file, cm.data["plugin-conf.json"]);
+    const c = io();
+    assert.equal(await runInstall([...base, "--plugin-conf-file", file], c.io), 0, c.out.stderr);
+    const plugin = parseGenerated((await readIf(h.config))!).list.plugins[0];
+    for (const [k, v] of Object.entries(JSON.parse(cm.data["plugin-conf.json"]))) {
+      assert.deepEqual(plugin[k], v, k);
+    }
+    // --plugin-conf keys win over the file's; a file that is not a JSON object is refused.
+    const over = io();
+    const args = [...base, "--plugin-conf-file", file, "--plugin-conf", '{"chrootDir":"/other"}'];
+    assert.equal(await runInstall(args, over.io), 0, over.out.stderr);
+    assert.equal(parseGenerated((await readIf(h.config))!).list.plugins[0].chrootDir, "/other");
+    await Deno.writeTextFile(file, "[1]");
+    const bad = io();
+    assert.equal(await runInstall([...base, "--plugin-conf-file", file], bad.io), 2);
+    assert.match(bad.out.stderr, /--plugin-conf-file .*plugin-conf\.json must be a JSON object/);
+    const gone = io();
+    assert.equal(await runInstall([...base, "--plugin-conf-file", `${file}.x`], gone.io), 2);
+    assert.match(gone.out.stderr, /--plugin-conf-file .*plugin-conf\.json\.x: /);
+  } finally {
+    await h.cleanup();
+  }
+});
+
 Deno.test("install in-process: stopped through the signal → exit 0", async () => {
   const h = await fakeHost();
   try {

@@ -14,9 +14,8 @@
 
 import assert from "node:assert/strict";
 import { ipJson, isRoot, linkNames } from "../support/netns.ts";
-import { done, expectOk, NS, podStatus, type World, world } from "../support/world.ts";
+import { expectOk, NS, podStatus, type World, worldTest } from "../support/world.ts";
 
-const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 const KEP = "multinetwork.manifold.dev/networks";
 const NETWORKS = "k8s.v1.cni.cncf.io/networks";
 const PROVIDER = "manifold.dev/cni";
@@ -110,6 +109,15 @@ function multinetRequests(w: World): string[] {
   );
 }
 
+/** CHECK passes, DEL removes every interface, a second DEL succeeds, no lease is left. */
+async function checkThenTearDown(w: World): Promise<void> {
+  expectOk(await w.call("CHECK"), "CHECK");
+  expectOk(await w.call("DEL"), "DEL");
+  assert.deepEqual(await linkNames(w.podNetns), []);
+  expectOk(await w.call("DEL"), "second DEL");
+  assert.deepEqual(await w.leases(), []);
+}
+
 /** Runs ADD and checks that it failed with code 7 before any delegate ran. */
 async function refused(w: World, pattern: RegExp): Promise<string> {
   const add = await w.call("ADD");
@@ -121,291 +129,237 @@ async function refused(w: World, pattern: RegExp): Promise<string> {
   return String(add.json?.msg);
 }
 
-Deno.test({
-  name: "PodNetwork → NAD: interfaceName and isDefaultGW, composed with the NPWG annotation",
-  ...root,
-  async fn() {
-    const w = await world({
-      annotations: {
-        [NETWORKS]: JSON.stringify([{ name: "bridge-net" }]),
-        // The KEP's own field names (its `Network` type).
-        [KEP]: JSON.stringify([{ name: "default" }, {
-          name: "dataplane",
-          interfaceName: "dp0",
-          isDefaultGW: true,
-        }]),
-      },
-    });
-    try {
-      dpNad(w);
-      podNetwork(w, "dataplane");
-      defaultPodNetwork(w);
-      const add = await w.call("ADD");
-      expectOk(add, "ADD");
-      assert.deepEqual(await linkNames(w.podNetns), ["dp0", "eth0", "net1"]);
-      // The default route left eth0 (the cluster network's host-local route) for dp0's gateway.
-      assert.deepEqual(await defaultRoutes(w), [["10.240.5.1", "dp0"]]);
-      const status = podStatus(w);
-      assert.deepEqual(status.map((s) => [s.name, s.interface]), [
-        ["cbr0", "eth0"],
-        [`${NS}/bridge-net`, "net1"],
-        [`${NS}/dp-net`, "dp0"],
-      ]);
-      assert.deepEqual(status[2]["default-route"], ["10.240.5.1"]);
-      // The KEP's per-network status, in the same write: PodNetworks only (not NPWG's net1).
-      assert.deepEqual(kepStatus(w), [
-        { name: "default", interfaceName: "eth0", ip: bare(status[0]) },
-        { name: "dataplane", interfaceName: "dp0", ip: bare(status[2]), isDefaultGW: true },
-      ]);
-      assert.deepEqual(multinetRequests(w).sort(), [
-        "GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/dataplane 200",
-        "GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/default 200",
-      ]);
-      expectOk(await w.call("CHECK"), "CHECK");
-      expectOk(await w.call("DEL"), "DEL");
-      assert.deepEqual(await linkNames(w.podNetns), []);
-      expectOk(await w.call("DEL"), "second DEL");
-      assert.deepEqual(await w.leases(), []);
-    } finally {
-      await done(w);
-    }
+worldTest(
+  "PodNetwork → NAD: interfaceName and isDefaultGW, composed with the NPWG annotation",
+  {
+    annotations: {
+      [NETWORKS]: JSON.stringify([{ name: "bridge-net" }]),
+      // The KEP's own field names (its `Network` type).
+      [KEP]: JSON.stringify([{ name: "default" }, {
+        name: "dataplane",
+        interfaceName: "dp0",
+        isDefaultGW: true,
+      }]),
+    },
   },
-});
+  async (w) => {
+    dpNad(w);
+    podNetwork(w, "dataplane");
+    defaultPodNetwork(w);
+    const add = await w.call("ADD");
+    expectOk(add, "ADD");
+    assert.deepEqual(await linkNames(w.podNetns), ["dp0", "eth0", "net1"]);
+    // The default route left eth0 (the cluster network's host-local route) for dp0's gateway.
+    assert.deepEqual(await defaultRoutes(w), [["10.240.5.1", "dp0"]]);
+    const status = podStatus(w);
+    assert.deepEqual(status.map((s) => [s.name, s.interface]), [
+      ["cbr0", "eth0"],
+      [`${NS}/bridge-net`, "net1"],
+      [`${NS}/dp-net`, "dp0"],
+    ]);
+    assert.deepEqual(status[2]["default-route"], ["10.240.5.1"]);
+    // The KEP's per-network status, in the same write: PodNetworks only (not NPWG's net1).
+    assert.deepEqual(kepStatus(w), [
+      { name: "default", interfaceName: "eth0", ip: bare(status[0]) },
+      { name: "dataplane", interfaceName: "dp0", ip: bare(status[2]), isDefaultGW: true },
+    ]);
+    assert.deepEqual(multinetRequests(w).sort(), [
+      "GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/dataplane 200",
+      "GET /apis/multinetwork.manifold.dev/v1alpha1/podnetworks/default 200",
+    ]);
+    await checkThenTearDown(w);
+  },
+);
 
-Deno.test({
-  name: "the KEP's example pod: name/attachmentName, interfaceName, the KEP's NetworkStatus",
-  ...root,
-  async fn() {
+worldTest(
+  "the KEP's example pod: name/attachmentName, interfaceName, the KEP's NetworkStatus",
+  {
+    annotations: {
+      [KEP]: JSON.stringify([
+        { name: "default", interfaceName: "eth0", isDefaultGW: true },
+        { name: "dataplane1", interfaceName: "net1" },
+        { attachmentName: "my-interface-fast-net", interfaceName: "net2" },
+      ]),
+    },
+  },
+  async (w) => {
     // KEP-3698 "Status" example, spec.networks as the annotation (only the names of our
     // objects differ from nothing: the KEP's own list, unchanged).
-    const w = await world({
-      annotations: {
-        [KEP]: JSON.stringify([
-          { name: "default", interfaceName: "eth0", isDefaultGW: true },
-          { name: "dataplane1", interfaceName: "net1" },
-          { attachmentName: "my-interface-fast-net", interfaceName: "net2" },
-        ]),
-      },
+    dpNad(w);
+    defaultPodNetwork(w);
+    podNetwork(w, "dataplane1");
+    podNetwork(w, "fast-net");
+    w.api.putObject({
+      kind: "PodNetworkAttachment",
+      metadata: { name: "my-interface-fast-net", namespace: NS },
+      spec: { podNetworkName: "fast-net" },
+      status: ready(),
     });
-    try {
-      dpNad(w);
-      defaultPodNetwork(w);
-      podNetwork(w, "dataplane1");
-      podNetwork(w, "fast-net");
-      w.api.putObject({
-        kind: "PodNetworkAttachment",
-        metadata: { name: "my-interface-fast-net", namespace: NS },
-        spec: { podNetworkName: "fast-net" },
-        status: ready(),
-      });
-      expectOk(await w.call("ADD"), "ADD");
-      assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net1", "net2"]);
-      const status = podStatus(w);
-      assert.deepEqual(kepStatus(w), [
-        { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
-        { name: "dataplane1", interfaceName: "net1", ip: bare(status[1]) },
-        { name: "fast-net", interfaceName: "net2", ip: bare(status[2]) },
-      ]);
-      expectOk(await w.call("DEL"), "DEL");
-    } finally {
-      await done(w);
-    }
+    expectOk(await w.call("ADD"), "ADD");
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0", "net1", "net2"]);
+    const status = podStatus(w);
+    assert.deepEqual(kepStatus(w), [
+      { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
+      { name: "dataplane1", interfaceName: "net1", ip: bare(status[1]) },
+      { name: "fast-net", interfaceName: "net2", ip: bare(status[2]) },
+    ]);
+    expectOk(await w.call("DEL"), "DEL");
   },
-});
+);
 
-Deno.test({
-  name: 'a list without "default": its entry takes CNI_IFNAME, the cluster network is not attached',
-  ...root,
-  async fn() {
+worldTest(
+  'a list without "default": its entry takes CNI_IFNAME, the cluster network is not attached',
+  {
+    annotations: { [KEP]: JSON.stringify([{ podNetworkAttachmentName: "fast" }]) },
+  },
+  async (w) => {
     // KEP: "only the listed PodNetworks will be attached". The alias key still works.
-    const w = await world({
-      annotations: { [KEP]: JSON.stringify([{ podNetworkAttachmentName: "fast" }]) },
+    dpNad(w);
+    podNetwork(w, "dataplane");
+    w.api.putObject({
+      kind: "PodNetworkAttachment",
+      metadata: { name: "fast", namespace: NS },
+      spec: { podNetworkName: "dataplane" },
+      status: ready(),
     });
-    try {
-      dpNad(w);
-      podNetwork(w, "dataplane");
-      w.api.putObject({
-        kind: "PodNetworkAttachment",
-        metadata: { name: "fast", namespace: NS },
-        spec: { podNetworkName: "dataplane" },
-        status: ready(),
-      });
-      const add = await w.call("ADD");
-      expectOk(add, "ADD");
-      assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
-      const status = podStatus(w);
-      assert.deepEqual(status.map((s) => [s.name, s.interface, s.default]), [
-        [`${NS}/dp-net`, "eth0", true],
-      ]);
-      assert.match(bare(status[0]), /^10\.240\.5\./, "eth0 is on the PodNetwork's NAD");
-      assert.deepEqual(kepStatus(w), [
-        { name: "dataplane", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
-      ]);
-      expectOk(await w.call("CHECK"), "CHECK");
-      expectOk(await w.call("DEL"), "DEL");
-      assert.deepEqual(await linkNames(w.podNetns), []);
-      expectOk(await w.call("DEL"), "second DEL");
-      assert.deepEqual(await w.leases(), []);
-    } finally {
-      await done(w);
-    }
+    const add = await w.call("ADD");
+    expectOk(add, "ADD");
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+    const status = podStatus(w);
+    assert.deepEqual(status.map((s) => [s.name, s.interface, s.default]), [
+      [`${NS}/dp-net`, "eth0", true],
+    ]);
+    assert.match(bare(status[0]), /^10\.240\.5\./, "eth0 is on the PodNetwork's NAD");
+    assert.deepEqual(kepStatus(w), [
+      { name: "dataplane", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
+    ]);
+    await checkThenTearDown(w);
   },
-});
+);
 
-Deno.test({
-  name: "networks-status reflects the list's order, not the interfaces' (\"default\" listed last)",
-  ...root,
-  async fn() {
-    const w = await world({
-      annotations: {
-        [KEP]: JSON.stringify([{ name: "dataplane", interfaceName: "dp0" }, { name: "default" }]),
-      },
-    });
-    try {
-      dpNad(w);
-      podNetwork(w, "dataplane");
-      defaultPodNetwork(w);
-      expectOk(await w.call("ADD"), "ADD");
-      const status = podStatus(w);
-      assert.deepEqual(status.map((s) => s.interface), ["eth0", "dp0"], "attached in plan order");
-      // KEP "Status": "a list reflecting the spec section".
-      assert.deepEqual(kepStatus(w), [
-        { name: "dataplane", interfaceName: "dp0", ip: bare(status[1]) },
-        { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
-      ]);
-      expectOk(await w.call("DEL"), "DEL");
-    } finally {
-      await done(w);
-    }
+worldTest(
+  "networks-status reflects the list's order, not the interfaces' (\"default\" listed last)",
+  {
+    annotations: {
+      [KEP]: JSON.stringify([{ name: "dataplane", interfaceName: "dp0" }, { name: "default" }]),
+    },
   },
-});
+  async (w) => {
+    dpNad(w);
+    podNetwork(w, "dataplane");
+    defaultPodNetwork(w);
+    expectOk(await w.call("ADD"), "ADD");
+    const status = podStatus(w);
+    assert.deepEqual(status.map((s) => s.interface), ["eth0", "dp0"], "attached in plan order");
+    // KEP "Status": "a list reflecting the spec section".
+    assert.deepEqual(kepStatus(w), [
+      { name: "dataplane", interfaceName: "dp0", ip: bare(status[1]) },
+      { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
+    ]);
+    expectOk(await w.call("DEL"), "DEL");
+  },
+);
 
-Deno.test({
-  name: 'a pod listing only "default" gets the cluster network and its networks-status',
-  ...root,
-  async fn() {
+worldTest(
+  'a pod listing only "default" gets the cluster network and its networks-status',
+  { annotations: { [KEP]: '[{"podNetworkName":"default"}]' } },
+  async (w) => {
     // The alias key: on the old code this fails for the missing status, not the key.
-    const w = await world({ annotations: { [KEP]: '[{"podNetworkName":"default"}]' } });
-    try {
-      defaultPodNetwork(w);
-      expectOk(await w.call("ADD"), "ADD");
-      assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
-      const status = podStatus(w);
-      assert.deepEqual(kepStatus(w), [
-        { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
-      ]);
-      expectOk(await w.call("DEL"), "DEL");
-    } finally {
-      await done(w);
-    }
+    defaultPodNetwork(w);
+    expectOk(await w.call("ADD"), "ADD");
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+    const status = podStatus(w);
+    assert.deepEqual(kepStatus(w), [
+      { name: "default", interfaceName: "eth0", ip: bare(status[0]), isDefaultGW: true },
+    ]);
+    expectOk(await w.call("DEL"), "DEL");
   },
-});
+);
 
-Deno.test({
-  name: 'an empty list is the KEP\'s auto-population: [{"name":"default"}], its PodNetwork checked',
-  ...root,
-  async fn() {
-    const w = await world({ annotations: { [KEP]: "[]" } });
-    try {
-      await refused(w, /\[0\]: PodNetwork "default" does not exist/);
-      defaultPodNetwork(w);
-      expectOk(await w.call("ADD"), "ADD");
-      assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
-      assert.deepEqual(kepStatus(w), [
-        { name: "default", interfaceName: "eth0", ip: bare(podStatus(w)[0]), isDefaultGW: true },
-      ]);
-      expectOk(await w.call("DEL"), "DEL");
-    } finally {
-      await done(w);
-    }
+worldTest(
+  'an empty list is the KEP\'s auto-population: [{"name":"default"}], its PodNetwork checked',
+  { annotations: { [KEP]: "[]" } },
+  async (w) => {
+    await refused(w, /\[0\]: PodNetwork "default" does not exist/);
+    defaultPodNetwork(w);
+    expectOk(await w.call("ADD"), "ADD");
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+    assert.deepEqual(kepStatus(w), [
+      { name: "default", interfaceName: "eth0", ip: bare(podStatus(w)[0]), isDefaultGW: true },
+    ]);
+    expectOk(await w.call("DEL"), "DEL");
   },
-});
+);
 
-Deno.test({
-  name: "disabled, not Ready, missing, foreign PodNetworks: code 7 naming why, no delegate ran",
-  ...root,
-  async fn() {
-    const w = await world({
-      annotations: { [KEP]: JSON.stringify([{ podNetworkName: "dataplane" }]) },
+worldTest(
+  "disabled, not Ready, missing, foreign PodNetworks: code 7 naming why, no delegate ran",
+  {
+    annotations: { [KEP]: JSON.stringify([{ podNetworkName: "dataplane" }]) },
+  },
+  async (w) => {
+    dpNad(w);
+    assert.match(await refused(w, /PodNetwork "dataplane" does not exist/), /\[0\]/);
+
+    podNetwork(w, "dataplane", { enabled: false });
+    await refused(w, /PodNetwork "dataplane" is disabled .*AdministrativelyDisabled/);
+
+    podNetwork(w, "dataplane", {
+      status: ready(false, "ParamsNotReady", 'network attachment definition "x/y" not found'),
     });
-    try {
-      dpNad(w);
-      assert.match(await refused(w, /PodNetwork "dataplane" does not exist/), /\[0\]/);
+    await refused(w, /is not Ready \(Ready=False, reason ParamsNotReady: network attachment/);
 
-      podNetwork(w, "dataplane", { enabled: false });
-      await refused(w, /PodNetwork "dataplane" is disabled .*AdministrativelyDisabled/);
+    podNetwork(w, "dataplane", { status: {} });
+    await refused(w, /is not Ready \(no Ready condition yet\)/);
 
-      podNetwork(w, "dataplane", {
-        status: ready(false, "ParamsNotReady", 'network attachment definition "x/y" not found'),
-      });
-      await refused(w, /is not Ready \(Ready=False, reason ParamsNotReady: network attachment/);
+    podNetwork(w, "dataplane", { provider: "example.com/other" });
+    await refused(
+      w,
+      /provider "example.com\/other", not this installation's "manifold.dev\/cni"/,
+    );
 
-      podNetwork(w, "dataplane", { status: {} });
-      await refused(w, /is not Ready \(no Ready condition yet\)/);
-
-      podNetwork(w, "dataplane", { provider: "example.com/other" });
-      await refused(
-        w,
-        /provider "example.com\/other", not this installation's "manifold.dev\/cni"/,
-      );
-
-      // Ready again: the same pod attaches.
-      podNetwork(w, "dataplane");
-      expectOk(await w.call("ADD"), "ADD once Ready");
-      expectOk(await w.call("DEL"), "DEL");
-    } finally {
-      await done(w);
-    }
+    // Ready again: the same pod attaches.
+    podNetwork(w, "dataplane");
+    expectOk(await w.call("ADD"), "ADD once Ready");
+    expectOk(await w.call("DEL"), "DEL");
   },
-});
+);
 
-Deno.test({
-  name:
-    "one plan: a KEP interfaceName colliding with an NPWG one, or isDefaultGW with default-route",
-  ...root,
-  async fn() {
-    const w = await world({
+worldTest(
+  "one plan: a KEP interfaceName colliding with an NPWG one, or isDefaultGW with default-route",
+  {
+    annotations: {
+      [NETWORKS]: JSON.stringify([{ name: "bridge-net", interface: "dp0" }]),
+      [KEP]: JSON.stringify([{ name: "default" }, { name: "dataplane", interfaceName: "dp0" }]),
+    },
+  },
+  async (w) => {
+    dpNad(w);
+    podNetwork(w, "dataplane");
+    defaultPodNetwork(w);
+    await refused(w, /interface "dp0" is already used by network "tenant-a\/bridge-net"/);
+    w.api.addPod({
+      namespace: NS,
+      name: "web-0",
+      uid: "0f3a2f4c-1111-4222-8333-444455556666",
       annotations: {
-        [NETWORKS]: JSON.stringify([{ name: "bridge-net", interface: "dp0" }]),
-        [KEP]: JSON.stringify([{ name: "default" }, { name: "dataplane", interfaceName: "dp0" }]),
+        [NETWORKS]: JSON.stringify([{ name: "bridge-net", "default-route": ["10.240.2.1"] }]),
+        [KEP]: JSON.stringify([{ name: "default" }, { name: "dataplane", isDefaultGW: true }]),
       },
     });
-    try {
-      dpNad(w);
-      podNetwork(w, "dataplane");
-      defaultPodNetwork(w);
-      await refused(w, /interface "dp0" is already used by network "tenant-a\/bridge-net"/);
-      w.api.addPod({
-        namespace: NS,
-        name: "web-0",
-        uid: "0f3a2f4c-1111-4222-8333-444455556666",
-        annotations: {
-          [NETWORKS]: JSON.stringify([{ name: "bridge-net", "default-route": ["10.240.2.1"] }]),
-          [KEP]: JSON.stringify([{ name: "default" }, { name: "dataplane", isDefaultGW: true }]),
-        },
-      });
-      await refused(w, /isDefaultGW: the default route may be set on only one attachment/);
-    } finally {
-      await done(w);
-    }
+    await refused(w, /isDefaultGW: the default route may be set on only one attachment/);
   },
-});
+);
 
-Deno.test({
-  name: "a pod without the KEP annotation reads no PodNetwork",
-  ...root,
-  async fn() {
-    const w = await world({ annotations: { [NETWORKS]: "bridge-net" } });
-    try {
-      expectOk(await w.call("ADD"), "ADD");
-      assert.deepEqual(multinetRequests(w), []);
-      const pod = w.api.getPod(NS, "web-0") as {
-        metadata: { annotations: Record<string, string> };
-      };
-      assert.equal(pod.metadata.annotations[`${KEP}-status`], undefined, "no KEP status");
-      expectOk(await w.call("DEL"), "DEL");
-    } finally {
-      await done(w);
-    }
+worldTest(
+  "a pod without the KEP annotation reads no PodNetwork",
+  { annotations: { [NETWORKS]: "bridge-net" } },
+  async (w) => {
+    expectOk(await w.call("ADD"), "ADD");
+    assert.deepEqual(multinetRequests(w), []);
+    const pod = w.api.getPod(NS, "web-0") as {
+      metadata: { annotations: Record<string, string> };
+    };
+    assert.equal(pod.metadata.annotations[`${KEP}-status`], undefined, "no KEP status");
+    expectOk(await w.call("DEL"), "DEL");
   },
-});
+);

@@ -304,20 +304,25 @@ Deno.test("an API that is down is retried until it is back", async () => {
   });
 });
 
-Deno.test("bookmarks report progress, the passing of time does not; aborting stops at once", async () => {
+Deno.test("progress only on what the server sent: open, bookmarks, events; aborting stops at once", async () => {
   await withLoop(async (r) => {
-    r.start({ idleTimeoutMs: 60_000 });
+    r.start({ heartbeatMs: 50 });
     await until(() => r.api.nadWatchCount === 1, "the watch");
+    await until(() => r.rec.progressed.length >= 1, "progress when the watch opened");
     r.api.addPod({ namespace: "default", name: "p" }); // moves the global resourceVersion
     r.api.nadBookmark();
     await until(
       () => r.rec.progressed.includes(String(r.api.resourceVersion)),
       "progress at the bookmark's resourceVersion",
     );
+    // Time alone is no evidence: several heartbeats pass, no progress.
     const n = r.rec.progressed.length;
     await new Promise((res) => setTimeout(res, 300));
-    assert.equal(r.rec.progressed.length, n, "no progress without anything from the server");
-    // A resumed watch starts from the bookmark's resourceVersion.
+    assert.equal(r.rec.progressed.length, n, "no progress while the server sends nothing");
+    // An event is: the next heartbeat reports it.
+    r.api.addNad({ namespace: "default", name: "late", config: '{"type":"bridge"}' });
+    await until(() => r.rec.progressed.length > n, "progress after an event");
+    // A resumed watch starts from the last resourceVersion.
     r.api.endNadWatches({ clean: false });
     await until(() => r.watches().length === 2, "the resumed watch");
     assert.equal(r.watches()[1].query.get("resourceVersion"), String(r.api.resourceVersion));
@@ -330,17 +335,24 @@ Deno.test("bookmarks report progress, the passing of time does not; aborting sto
   });
 });
 
-Deno.test("a stream that delivers nothing, not even a bookmark, is reopened from the kept resourceVersion", async () => {
-  assert.equal(LIST_WATCH_DEFAULTS.idleTimeoutMs, 60_000);
+Deno.test("a silent stream (no event, no bookmark ever) is reopened from the kept resourceVersion", async () => {
+  assert.equal(LIST_WATCH_DEFAULTS.idleTimeoutMs, 60_000, "the default silence bound");
   await withLoop(async (r) => {
-    r.start({ idleTimeoutMs: 150 });
+    r.start({ heartbeatMs: 20, idleTimeoutMs: 150 });
     await until(() => r.api.nadWatchCount === 1, "the watch");
-    await until(() => r.watches().length >= 2, "the idle stream reopened", 3000);
+    const opened = r.rec.progressed.length;
+    await until(() => r.watches().length >= 2, "the silent stream reopened", 3000);
     assert.equal(r.lists(), 1, "reopened, not re-listed");
+    assert.equal(
+      r.watches()[1].query.get("resourceVersion"),
+      r.watches()[0].query.get("resourceVersion"),
+    );
+    // While silent, only the openings (the server's 2xx) counted as progress.
+    assert.ok(r.rec.progressed.length <= opened + r.watches().length, "no progress from time");
   });
   // Periodic bookmarks keep a stream alive.
   await withLoop(async (r) => {
-    r.start({ idleTimeoutMs: 500 });
+    r.start({ heartbeatMs: 20, idleTimeoutMs: 500 });
     await until(() => r.api.nadWatchCount === 1, "the watch");
     await new Promise((res) => setTimeout(res, 1200));
     assert.equal(r.watches().length, 1);

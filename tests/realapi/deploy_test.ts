@@ -27,6 +27,7 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
       "ClusterRole",
       "ClusterRoleBinding",
       "ClusterRoleBinding",
+      "ConfigMap",
       "CustomResourceDefinition",
       "CustomResourceDefinition",
       "CustomResourceDefinition",

@@ -56,6 +56,35 @@ export async function startController(api: KubeApiServer, dir: string, args: str
   };
 }
 
+/**
+ * One controller test's world, always torn down: deploy/'s KEP CRDs installed, a fresh
+ * namespace (with its `default` ServiceAccount), a scratch directory and `manifold controller`
+ * running with `args` under its ServiceAccount's token; afterwards the controller is stopped
+ * (exit 0 asserted), the namespace deleted and the directory removed — also when `fn` throws.
+ *
+ * @param api the file's kube-apiserver
+ * @param args the controller's flags (e.g. `--no-default-podnetwork`)
+ * @param fn the test: the namespace, the controller, the scratch directory
+ */
+export async function withController(
+  api: KubeApiServer,
+  args: string[],
+  fn: (w: { ns: string; ctl: { stop(): Promise<void> }; dir: string }) => Promise<void>,
+): Promise<void> {
+  await install(api);
+  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
+  const ns = `mfk-${crypto.randomUUID().slice(0, 8)}`;
+  await api.admin.createNamespace(ns);
+  const ctl = await startController(api, dir, args);
+  try {
+    await fn({ ns, ctl, dir });
+  } finally {
+    await ctl.stop();
+    await api.admin.delete("v1", "Namespace", undefined, ns);
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 /** A PodNetwork of Manifold's provider → one NAD. */
 export const pn = (
   name: string,

@@ -29,18 +29,14 @@ import {
   pn,
   startController,
   waitConditions,
+  withController,
 } from "./kep.ts";
 
 const suite = realApiSuite();
 const MERGE = "application/merge-patch+json";
 
 suite.test("controller: a network whose provider changed has its finalizer released (kept while a pod uses it)", async (api) => {
-  await install(api);
-  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
-  const ns = `mfk-${crypto.randomUUID().slice(0, 8)}`;
-  await api.admin.createNamespace(ns);
-  const ctl = await startController(api, dir, ["--no-default-podnetwork"]);
-  try {
+  await withController(api, ["--no-default-podnetwork"], async ({ ns }) => {
     // What an older CRD (per-field rules) allowed: our finalizer on another provider's network.
     await api.admin.create({
       apiVersion: GV,
@@ -61,20 +57,11 @@ suite.test("controller: a network whose provider changed has its finalizer relea
       "deleted once unused",
       10_000,
     );
-  } finally {
-    await ctl.stop();
-    await api.admin.delete("v1", "Namespace", undefined, ns);
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 suite.test("controller: finalizer from first sight; hostNetwork pods are no users", async (api) => {
-  await install(api);
-  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
-  const ns = `mfk-${crypto.randomUUID().slice(0, 8)}`;
-  await api.admin.createNamespace(ns);
-  const ctl = await startController(api, dir, ["--no-default-podnetwork"]);
-  try {
+  await withController(api, ["--no-default-podnetwork"], async ({ ns }) => {
     await api.admin.createNad(ns, "dp-net", NAD_CONFIG);
     await api.admin.create(pn("early", { namespace: ns, name: "dp-net" }));
     // No user yet: the finalizer is there anyway, so a pod created right now is protected.
@@ -102,11 +89,7 @@ suite.test("controller: finalizer from first sight; hostNetwork pods are no user
       "deleted: the hostNetwork pod is no user",
       10_000,
     );
-  } finally {
-    await ctl.stop();
-    await api.admin.delete("v1", "Namespace", undefined, ns);
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 suite.test("controller: a pod whose list was edited after its ADD still holds the PodNetwork it got (networks-status)", async (api) => {
@@ -187,12 +170,7 @@ suite.test("plugin: a PodNetwork being deleted accepts no new pod (code 7 naming
 });
 
 suite.test("controller: an attachment whose PodNetwork is missing is left to its provider", async (api) => {
-  await install(api);
-  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
-  const ns = `mfk-${crypto.randomUUID().slice(0, 8)}`;
-  await api.admin.createNamespace(ns);
-  const ctl = await startController(api, dir, ["--no-default-podnetwork"]);
-  try {
+  await withController(api, ["--no-default-podnetwork"], async ({ ns }) => {
     await api.admin.createNad(ns, "dp-net", NAD_CONFIG);
     await api.admin.create({
       apiVersion: GV,
@@ -208,11 +186,7 @@ suite.test("controller: an attachment whose PodNetwork is missing is left to its
     assert.deepEqual(orphan!.metadata.finalizers ?? [], []);
     await api.admin.delete(GV, "PodNetwork", undefined, "marker");
     await until(async () => (await getPn(api, "marker")) === undefined, "marker gone", 10_000);
-  } finally {
-    await ctl.stop();
-    await api.admin.delete("v1", "Namespace", undefined, ns);
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 suite.test('controller: the "default" PodNetwork is created, Ready, recreated when deleted; not with --no-default-podnetwork', async (api) => {

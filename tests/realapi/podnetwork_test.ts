@@ -28,6 +28,7 @@ import {
   pn,
   startController,
   waitConditions,
+  withController,
 } from "./kep.ts";
 
 const suite = realApiSuite();
@@ -54,12 +55,7 @@ suite.test("the CRDs enforce the KEP's schema: provider pattern, enabled default
 });
 
 suite.test("controller: conditions with the KEP's reasons, flipping with the NAD and enabled", async (api) => {
-  await install(api);
-  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
-  const ns = `mfk-${crypto.randomUUID().slice(0, 8)}`;
-  await api.admin.createNamespace(ns);
-  const ctl = await startController(api, dir);
-  try {
+  await withController(api, [], async ({ ns }) => {
     await api.admin.createNad(ns, "dp-net", NAD_CONFIG);
     await api.admin.create(pn("flip", { namespace: ns, name: "dp-net" }));
     // A foreign provider's PodNetwork is left alone.
@@ -95,20 +91,11 @@ suite.test("controller: conditions with the KEP's reasons, flipping with the NAD
 
     assert.equal(condText(await getPn(api, "foreign")), "-/- -/-", "not ours: untouched");
     for (const n of ["flip", "foreign"]) await api.admin.delete(GV, "PodNetwork", undefined, n);
-  } finally {
-    await ctl.stop();
-    await api.admin.delete("v1", "Namespace", undefined, ns);
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 suite.test("controller: the InUse finalizer blocks deletion while a pod or attachment references the PodNetwork", async (api) => {
-  await install(api);
-  const dir = await Deno.makeTempDir({ prefix: "mft-kep-" });
-  const ns = `mfk-${crypto.randomUUID().slice(0, 8)}`;
-  await api.admin.createNamespace(ns);
-  const ctl = await startController(api, dir);
-  try {
+  await withController(api, [], async ({ ns }) => {
     await api.admin.createNad(ns, "dp-net", NAD_CONFIG);
     await api.admin.create(pn("inuse", { namespace: ns, name: "dp-net" }));
     await waitConditions(api, "inuse", "True/ParamsReady True/Ready");
@@ -143,11 +130,7 @@ suite.test("controller: the InUse finalizer blocks deletion while a pod or attac
 
     await api.admin.delete(GV, "PodNetworkAttachment", ns, "fast");
     await until(async () => (await getPn(api, "inuse")) === undefined, "PodNetwork gone", 10_000);
-  } finally {
-    await ctl.stop();
-    await api.admin.delete("v1", "Namespace", undefined, ns);
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 suite.test("plugin: a pod attaches through a PodNetwork the controller made Ready", async (api) => {

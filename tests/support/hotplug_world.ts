@@ -6,8 +6,8 @@
  * @module
  */
 
-import { NS, POD, podStatus, type World, world } from "./world.ts";
-import { ipJson } from "./netns.ts";
+import { done, expectOk, NS, POD, podStatus, type World, world } from "./world.ts";
+import { ipJson, rootTest } from "./netns.ts";
 import { type DaemonProcess, startDaemon } from "./daemon.ts";
 import { until } from "./wait.ts";
 
@@ -131,4 +131,88 @@ export async function addresses(w: World, ifName: string): Promise<string[]> {
     ifName,
   );
   return link.addr_info.map((a) => `${a.local}/${a.prefixlen}`);
+}
+
+/** The daemon of one {@link hotPlugTest}: started, restarted and stopped by the test. */
+export interface HotPlugDaemon {
+  /** The running daemon process, if one is running. */
+  readonly process: DaemonProcess | undefined;
+  /**
+   * Starts the daemon (a running one is killed first) and waits for its pod watch.
+   * @param env more environment of the daemon
+   * @param flags more flags (e.g. `--metrics-address`)
+   */
+  start(env?: Record<string, string>, flags?: string[]): Promise<DaemonProcess>;
+  /** SIGKILLs the daemon (if any) and returns its stderr. */
+  stop(): Promise<string>;
+}
+
+/** Options of {@link hotPlugTest} and {@link withHotPlugDaemon}. */
+export interface HotPlugTestOptions {
+  /** The pod's selection annotation at the sandbox ADD. */
+  networks?: string;
+  /** More keys of Manifold's config (`undefined` removes a default such as `events`). */
+  conf?: Record<string, unknown>;
+  /**
+   * Default true: the sandbox ADD runs and the daemon starts before the body. False: the body
+   * does both itself (e.g. to add NADs first, or to start the daemon with other flags).
+   */
+  ready?: boolean;
+}
+
+/**
+ * Runs `body` in a fresh hot-plug world with its daemon, and always cleans up: the daemon
+ * killed, the world's netns, links, leases and API stand-in removed — also when `body` throws.
+ *
+ * @param body the test: the world and its daemon
+ * @param opts the world and whether it is made ready first
+ */
+export async function withHotPlugDaemon(
+  body: (w: World, daemon: HotPlugDaemon) => Promise<void>,
+  opts: HotPlugTestOptions = {},
+): Promise<void> {
+  const w = await hotPlugWorld(opts.networks, opts.conf);
+  let d: DaemonProcess | undefined;
+  const daemon: HotPlugDaemon = {
+    get process() {
+      return d;
+    },
+    async start(env = {}, flags = []) {
+      await stop(d);
+      d = undefined;
+      d = await startHotPlugDaemon(w, env, flags);
+      return d;
+    },
+    async stop() {
+      const stderr = await stop(d);
+      d = undefined;
+      return stderr;
+    },
+  };
+  try {
+    if (opts.ready !== false) {
+      expectOk(await w.call("ADD"), "sandbox ADD");
+      await daemon.start();
+    }
+    await body(w, daemon);
+  } finally {
+    await stop(d);
+    await done(w);
+  }
+}
+
+/**
+ * Registers a hot-plug test: root only (real netns and delegates; skipped otherwise), with the
+ * sanitizers off (the daemon process outlives single ops), run by {@link withHotPlugDaemon}.
+ *
+ * @param name the test's name
+ * @param body the test: the world and its daemon
+ * @param opts the world and whether it is made ready first
+ */
+export function hotPlugTest(
+  name: string,
+  body: (w: World, daemon: HotPlugDaemon) => Promise<void>,
+  opts: HotPlugTestOptions = {},
+): void {
+  rootTest(name, () => withHotPlugDaemon(body, opts));
 }

@@ -108,3 +108,14 @@ export async function linkNames(netns: string): Promise<string[]> {
 export function isRoot(): boolean {
   return Deno.uid() === 0;
 }
+
+/**
+ * Registers a test that needs root (real netns, links, delegates): ignored otherwise, with the
+ * op and resource sanitizers off (the processes and sockets it starts outlive single ops).
+ *
+ * @param name the test's name
+ * @param fn the test
+ */
+export function rootTest(name: string, fn: (t: Deno.TestContext) => Promise<void>): void {
+  Deno.test({ name, ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false, fn });
+}

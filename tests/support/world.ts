@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import { type KubeApiStandIn, startKubeApi, type StartKubeApiOptions } from "./kube_api.ts";
-import { Scratch } from "./netns.ts";
+import { rootTest, Scratch } from "./netns.ts";
 import { k8sArgs, type PluginCall, type PluginOutcome, runPlugin } from "./plugin.ts";
 
 export const NS = "tenant-a";
@@ -149,6 +149,29 @@ export async function node(scratch: Scratch, opts: NodeOptions = {}): Promise<No
       return out;
     },
   };
+}
+
+/**
+ * Registers a root test with a fresh {@link world}, always torn down with {@link done} (netns,
+ * links, leases, the API stand-in), also when the test fails.
+ *
+ * @param name the test's name
+ * @param opts the world (annotations, config, NADs)
+ * @param body the test
+ */
+export function worldTest(
+  name: string,
+  opts: NodeOptions,
+  body: (w: World) => Promise<void>,
+): void {
+  rootTest(name, async () => {
+    const w = await world(opts);
+    try {
+      await body(w);
+    } finally {
+      await done(w);
+    }
+  });
 }
 
 export async function world(opts: NodeOptions = {}): Promise<World> {

@@ -22,6 +22,7 @@ import { isPlainObject } from "../../cni/types.ts";
 export interface KubeObject {
   /** `metadata`: name, namespace (absent for Namespaces), uid, resourceVersion. */
   metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string };
+  /** Every other field, as the API sent it (validated by whoever reads it). */
   [k: string]: unknown;
 }
 

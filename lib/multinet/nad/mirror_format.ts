@@ -21,7 +21,10 @@ import {
 export const DEFAULT_NAD_MIRROR_DIR = "/run/k8s.cni.cncf.io/nads";
 /** Name of the state file in the mirror directory. */
 export const MIRROR_STATE_FILE = ".mirror.json";
-/** How old `syncedAt` may be for the reader to trust the mirror, ms (3 × the writer's 30 s heartbeat). */
+/**
+ * How old `syncedAt` may be for the reader to trust the mirror, ms: above kube-apiserver's
+ * bookmark period (≈ 60 s) and the watch's 60 s silence bound (lib/k8s/watch.ts).
+ */
 export const MIRROR_MAX_AGE_MS = 90_000;
 /** How far in the future `syncedAt` may be (clock steps), ms; beyond it the mirror is not trusted. */
 export const MIRROR_MAX_CLOCK_SKEW_MS = 30_000;

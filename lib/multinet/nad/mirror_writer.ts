@@ -191,8 +191,8 @@ export class NadMirrorWriter implements ListWatchHandler<NetworkAttachmentDefini
   }
 
   /**
-   * Records that the mirror is current as of `resourceVersion` (watch opened, BOOKMARK,
-   * heartbeat): writes the state file with `syncedAt` = now. No-op before the first list.
+   * Records that the mirror is current as of `resourceVersion` (evidence from the server: the
+   * watch opened, a BOOKMARK, events since the last report; lib/k8s/watch.ts): writes the state file with `syncedAt` = now. No-op before the first list.
    *
    * @param resourceVersion the newest resourceVersion known
    * @throws Deno file-system errors

@@ -7,72 +7,60 @@
  */
 
 import assert from "node:assert/strict";
-import { done, expectOk, NS } from "../../support/world.ts";
-import { isRoot, linkNames } from "../../support/netns.ts";
-import type { DaemonProcess } from "../../support/daemon.ts";
+import { expectOk, NS } from "../../support/world.ts";
+import { linkNames } from "../../support/netns.ts";
 import {
   events,
-  hotPlugWorld,
+  hotPlugTest,
   NETS,
   NODE,
   setNetworks,
-  startHotPlugDaemon,
   statusInterfaces,
-  stop,
 } from "../../support/hotplug_world.ts";
 import { until } from "../../support/wait.ts";
 
-const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-Deno.test(
+hotPlugTest(
   "hot-plug: a host-network pod asking for networks gets InterfaceAddRejected once",
-  root,
-  async () => {
-    const w = await hotPlugWorld();
-    let d: DaemonProcess | undefined;
-    try {
-      w.api.addPod({
-        namespace: NS,
-        name: "host-0",
-        uid: crypto.randomUUID(),
-        nodeName: NODE,
-        spec: { hostNetwork: true },
-        annotations: { [NETS]: "bridge-net" },
-      });
-      d = await startHotPlugDaemon(w);
-      const rejected = () => events(w, "InterfaceAddRejected");
-      await until(() => rejected().length === 1, "InterfaceAddRejected");
-      assert.equal(
-        rejected()[0],
-        "pod [tenant-a/host-0]: will not add interface to host networked pod",
-      );
-      const event = w.api.events.find((e) => e.reason === "InterfaceAddRejected") as Record<
-        string,
-        unknown
-      >;
-      assert.equal(event.type, "Warning");
-      assert.equal((event.involvedObject as Record<string, unknown>).name, "host-0");
-      // Not repeated for another change of the pod, nor for the same value; a new value: again.
-      w.api.patchPod(NS, "host-0", { metadata: { labels: { touch: "1" } } });
-      await sleep(1500);
-      assert.equal(rejected().length, 1);
-      w.api.patchPod(NS, "host-0", {
-        metadata: { annotations: { [NETS]: "bridge-net, macvlan-net" } },
-      });
-      await until(() => rejected().length === 2, "InterfaceAddRejected for the new value");
-    } finally {
-      await stop(d);
-      await done(w);
-    }
+  async (w, daemon) => {
+    w.api.addPod({
+      namespace: NS,
+      name: "host-0",
+      uid: crypto.randomUUID(),
+      nodeName: NODE,
+      spec: { hostNetwork: true },
+      annotations: { [NETS]: "bridge-net" },
+    });
+    await daemon.start();
+    const rejected = () => events(w, "InterfaceAddRejected");
+    await until(() => rejected().length === 1, "InterfaceAddRejected");
+    assert.equal(
+      rejected()[0],
+      "pod [tenant-a/host-0]: will not add interface to host networked pod",
+    );
+    const event = w.api.events.find((e) => e.reason === "InterfaceAddRejected") as Record<
+      string,
+      unknown
+    >;
+    assert.equal(event.type, "Warning");
+    assert.equal((event.involvedObject as Record<string, unknown>).name, "host-0");
+    // Not repeated for another change of the pod, nor for the same value; a new value: again.
+    w.api.patchPod(NS, "host-0", { metadata: { labels: { touch: "1" } } });
+    await sleep(1500);
+    assert.equal(rejected().length, 1);
+    w.api.patchPod(NS, "host-0", {
+      metadata: { annotations: { [NETS]: "bridge-net, macvlan-net" } },
+    });
+    await until(() => rejected().length === 2, "InterfaceAddRejected for the new value");
   },
+  { ready: false },
 );
 
-Deno.test("hot-plug: a failed removal is FailedRemovingInterface", root, async () => {
-  const w = await hotPlugWorld();
-  let d: DaemonProcess | undefined;
-  const refuseDel = `${w.dirs.bin}/refuse-del`;
-  try {
+hotPlugTest(
+  "hot-plug: a failed removal is FailedRemovingInterface",
+  async (w, daemon) => {
+    const refuseDel = `${w.dirs.bin}/refuse-del`;
     // Chained after bridge: passes prevResult on, fails its DEL while refuse-del exists.
     await Deno.writeTextFile(
       `${w.dirs.bin}/del-failing`,
@@ -98,7 +86,7 @@ Deno.test("hot-plug: a failed removal is FailedRemovingInterface", root, async (
       }),
     });
     expectOk(await w.call("ADD"), "sandbox ADD");
-    d = await startHotPlugDaemon(w);
+    await daemon.start();
     setNetworks(w, "sticky-net");
     await until(() => statusInterfaces(w).join() === "eth0,net1", "net1 attached");
     await Deno.writeTextFile(refuseDel, "");
@@ -120,8 +108,6 @@ Deno.test("hot-plug: a failed removal is FailedRemovingInterface", root, async (
     await until(() => events(w, "RemovedInterface").length === 1, "RemovedInterface");
     expectOk(await w.call("DEL"), "sandbox DEL");
     assert.deepEqual(await w.leases(), []);
-  } finally {
-    await stop(d);
-    await done(w);
-  }
-});
+  },
+  { ready: false },
+);

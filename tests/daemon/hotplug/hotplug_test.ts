@@ -13,6 +13,7 @@ import type { DaemonProcess } from "../../support/daemon.ts";
 import {
   addresses,
   events,
+  hotPlugTest,
   hotPlugWorld,
   NETS,
   NODE,
@@ -26,14 +27,13 @@ import { until } from "../../support/wait.ts";
 
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 
-Deno.test("hot-plug: add a NAD to a running pod, then remove it", root, async () => {
-  const w = await hotPlugWorld();
-  let d: DaemonProcess | undefined;
-  try {
+hotPlugTest(
+  "hot-plug: add a NAD to a running pod, then remove it",
+  async (w, daemon) => {
     expectOk(await w.call("ADD"), "sandbox ADD");
     assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
     assert.equal((await w.leases()).length, 1);
-    d = await startHotPlugDaemon(w);
+    await daemon.start();
 
     setNetworks(w, "bridge-net");
     await until(async () => (await linkNames(w.podNetns)).includes("net1"), "net1 in the netns");
@@ -65,16 +65,13 @@ Deno.test("hot-plug: add a NAD to a running pod, then remove it", root, async ()
 
     expectOk(await w.call("DEL"), "sandbox DEL");
     assert.deepEqual(await w.leases(), [], "nothing leaked");
-  } finally {
-    await stop(d);
-    await done(w);
-  }
-});
+  },
+  { ready: false },
+);
 
-Deno.test("hot-plug: a failing delegate leaves the pod as it was (+ Warning)", root, async () => {
-  const w = await hotPlugWorld("bridge-net");
-  let d: DaemonProcess | undefined;
-  try {
+hotPlugTest(
+  "hot-plug: a failing delegate leaves the pod as it was (+ Warning)",
+  async (w, daemon) => {
     expectOk(await w.call("ADD"), "sandbox ADD");
     const before = {
       links: await linkNames(w.podNetns),
@@ -82,7 +79,7 @@ Deno.test("hot-plug: a failing delegate leaves the pod as it was (+ Warning)", r
       status: podStatus(w),
       added: events(w, "AddedInterface"),
     };
-    d = await startHotPlugDaemon(w);
+    await daemon.start();
     // bridge-net@net2 attaches, then bad-net's chain fails: both are rolled back.
     setNetworks(w, "bridge-net, bridge-net@net2, bad-net");
     await until(
@@ -106,11 +103,9 @@ Deno.test("hot-plug: a failing delegate leaves the pod as it was (+ Warning)", r
 
     expectOk(await w.call("DEL"), "sandbox DEL");
     assert.deepEqual(await w.leases(), []);
-  } finally {
-    await stop(d);
-    await done(w);
-  }
-});
+  },
+  { networks: "bridge-net", ready: false },
+);
 
 Deno.test(
   "hot-plug: changing ips of an attached element is refused with a Warning",
@@ -143,28 +138,21 @@ Deno.test(
   },
 );
 
-Deno.test("hot-plug: a pod being deleted is left alone", root, async () => {
-  const w = await hotPlugWorld();
-  let d: DaemonProcess | undefined;
-  try {
-    expectOk(await w.call("ADD"), "sandbox ADD");
-    d = await startHotPlugDaemon(w);
+hotPlugTest(
+  "hot-plug: a pod being deleted is left alone",
+  async (w) => {
     w.api.deletePod(NS, POD, { graceful: true });
     setNetworks(w, "bridge-net");
     // Hot-plug takes ≈ 0.15 s here: 1.5 s is ample time for a change that must not come.
     await new Promise((r) => setTimeout(r, 1500));
     assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
     expectOk(await w.call("DEL"), "sandbox DEL");
-  } finally {
-    await stop(d);
-    await done(w);
-  }
-});
+  },
+);
 
-Deno.test("hot-plug: a sandbox ADD in flight wins; the change follows it", root, async () => {
-  const w = await hotPlugWorld();
-  let d: DaemonProcess | undefined;
-  try {
+hotPlugTest(
+  "hot-plug: a sandbox ADD in flight wins; the change follows it",
+  async (w, daemon) => {
     // `bridge` in binDir (searched first) logs and sleeps: the sandbox ADD takes ≥ 1 s.
     const log = `${w.dirs.bin}/bridge.log`;
     await Deno.writeTextFile(
@@ -175,7 +163,7 @@ Deno.test("hot-plug: a sandbox ADD in flight wins; the change follows it", root,
     );
     const lines = async () =>
       (await Deno.readTextFile(log).catch(() => "")).trim().split("\n").filter((l) => l);
-    d = await startHotPlugDaemon(w);
+    await daemon.start();
     const add = w.call("ADD"); // read the pod (no networks yet), then attach eth0 slowly
     await until(async () => (await lines()).includes("ADD eth0 start"), "the sandbox ADD");
     setNetworks(w, "bridge-net"); // while the sandbox ADD holds the container's lock
@@ -190,25 +178,22 @@ Deno.test("hot-plug: a sandbox ADD in flight wins; the change follows it", root,
     assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "net1"]);
     expectOk(await w.call("DEL"), "sandbox DEL");
     assert.deepEqual(await w.leases(), []);
-  } finally {
-    await stop(d);
-    await done(w);
-  }
-});
+  },
+  { ready: false },
+);
 
-Deno.test("hot-plug: a slow change of one pod does not hold up another pod's", root, async () => {
-  const w = await hotPlugWorld();
-  let d: DaemonProcess | undefined;
-  // A second pod on the node, in its own netns, attached by the plugin as a runtime does.
-  const other = { name: "web-1", uid: crypto.randomUUID(), id: `${w.containerId}b` };
-  const otherNetns = await w.scratch.netns("pod1");
-  const callOther = (command: "ADD" | "DEL") =>
-    w.call(command, {
-      containerId: other.id,
-      netns: `/var/run/netns/${otherNetns}`,
-      args: k8sArgs(NS, other.name, other.id, other.uid),
-    });
-  try {
+hotPlugTest(
+  "hot-plug: a slow change of one pod does not hold up another pod's",
+  async (w, daemon) => {
+    // A second pod on the node, in its own netns, attached by the plugin as a runtime does.
+    const other = { name: "web-1", uid: crypto.randomUUID(), id: `${w.containerId}b` };
+    const otherNetns = await w.scratch.netns("pod1");
+    const callOther = (command: "ADD" | "DEL") =>
+      w.call(command, {
+        containerId: other.id,
+        netns: `/var/run/netns/${otherNetns}`,
+        args: k8sArgs(NS, other.name, other.id, other.uid),
+      });
     w.api.addPod({ namespace: NS, name: other.name, uid: other.uid, nodeName: NODE });
     await Deno.writeTextFile(
       `${w.dirs.bin}/slow-plugin`,
@@ -226,7 +211,7 @@ Deno.test("hot-plug: a slow change of one pod does not hold up another pod's", r
     });
     expectOk(await w.call("ADD"), "sandbox ADD of web-0");
     expectOk(await callOther("ADD"), "sandbox ADD of web-1");
-    d = await startHotPlugDaemon(w);
+    await daemon.start();
     const started = performance.now();
     setNetworks(w, "slow-net"); // web-0's change takes ≥ 3 s
     await new Promise((r) => setTimeout(r, 200));
@@ -240,61 +225,46 @@ Deno.test("hot-plug: a slow change of one pod does not hold up another pod's", r
     expectOk(await callOther("DEL"), "sandbox DEL of web-1");
     expectOk(await w.call("DEL"), "sandbox DEL of web-0");
     assert.deepEqual(await w.leases(), []);
-  } finally {
-    await stop(d);
-    await done(w);
-  }
-});
+  },
+  { ready: false },
+);
 
-Deno.test(
+hotPlugTest(
   "hot-plug: a network-status PATCH that failed is sent at the next pass",
-  root,
-  async () => {
-    const w = await hotPlugWorld();
-    let d: DaemonProcess | undefined;
-    try {
-      expectOk(await w.call("ADD"), "sandbox ADD");
-      d = await startHotPlugDaemon(w);
-      w.api.fault({ method: "PATCH", path: /\/pods\/web-0\/status$/, status: 403 });
-      setNetworks(w, "bridge-net");
-      await until(async () => (await linkNames(w.podNetns)).includes("net1"), "net1 in the netns");
-      await until(
-        () => w.api.requests.some((r) => r.method === "PATCH" && r.status === 403),
-        "the refused PATCH",
-      );
-      assert.deepEqual(statusInterfaces(w), ["eth0"], "not published yet");
-      w.api.patchPod(NS, POD, { metadata: { labels: { touch: "1" } } }); // any change of the pod
-      await until(() => statusInterfaces(w).join() === "eth0,net1", "published at the next pass");
-      assert.equal((await w.leases()).length, 2, "attached once");
-      expectOk(await w.call("DEL"), "sandbox DEL");
-      assert.deepEqual(await w.leases(), []);
-    } finally {
-      await stop(d);
-      await done(w);
-    }
+  async (w) => {
+    w.api.fault({ method: "PATCH", path: /\/pods\/web-0\/status$/, status: 403 });
+    setNetworks(w, "bridge-net");
+    await until(async () => (await linkNames(w.podNetns)).includes("net1"), "net1 in the netns");
+    await until(
+      () => w.api.requests.some((r) => r.method === "PATCH" && r.status === 403),
+      "the refused PATCH",
+    );
+    assert.deepEqual(statusInterfaces(w), ["eth0"], "not published yet");
+    w.api.patchPod(NS, POD, { metadata: { labels: { touch: "1" } } }); // any change of the pod
+    await until(() => statusInterfaces(w).join() === "eth0,net1", "published at the next pass");
+    assert.equal((await w.leases()).length, 2, "attached once");
+    expectOk(await w.call("DEL"), "sandbox DEL");
+    assert.deepEqual(await w.leases(), []);
   },
 );
 
-Deno.test("hot-plug: a daemon killed mid-change converges after its restart", root, async () => {
-  const w = await hotPlugWorld();
-  let d: DaemonProcess | undefined;
-  try {
+hotPlugTest(
+  "hot-plug: a daemon killed mid-change converges after its restart",
+  async (w, daemon) => {
     expectOk(await w.call("ADD"), "sandbox ADD");
-    d = await startHotPlugDaemon(w, { MANIFOLD_TEST_CRASHPOINT: "add:after-delegate" });
+    await daemon.start({ MANIFOLD_TEST_CRASHPOINT: "add:after-delegate" });
     setNetworks(w, "bridge-net");
-    const end = await d.exited();
+    const end = await daemon.process!.exited();
     assert.equal(end.signal, "SIGKILL", "died right after the delegate ADD");
     assert.equal((await w.leases()).length, 2, "the new lease was taken");
     assert.deepEqual(statusInterfaces(w), ["eth0"], "status not yet written");
 
-    d = await startHotPlugDaemon(w);
+    await daemon.start();
     await until(() => statusInterfaces(w).join() === "eth0,net1", "converged status", 20_000);
     assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "net1"]);
     assert.equal((await w.leases()).length, 2, "no leaked lease");
     expectOk(await w.call("DEL"), "sandbox DEL");
     assert.deepEqual(await w.leases(), []);
-  } finally {
-    await stop(d);
-    await done(w);
-  }
-});
+  },
+  { ready: false },
+);

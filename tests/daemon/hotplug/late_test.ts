@@ -6,90 +6,62 @@
  */
 
 import assert from "node:assert/strict";
-import { done, expectOk, NS } from "../../support/world.ts";
-import { isRoot, linkNames } from "../../support/netns.ts";
-import type { DaemonProcess } from "../../support/daemon.ts";
-import {
-  events,
-  hotPlugWorld,
-  setNetworks,
-  startHotPlugDaemon,
-  statusInterfaces,
-  stop,
-} from "../../support/hotplug_world.ts";
+import { expectOk, NS } from "../../support/world.ts";
+import { linkNames } from "../../support/netns.ts";
+import { events, hotPlugTest, setNetworks, statusInterfaces } from "../../support/hotplug_world.ts";
 import { until } from "../../support/wait.ts";
 
-const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
-
-Deno.test(
+hotPlugTest(
   "hot-plug: a NAD created after the selection named it is attached at once",
-  root,
-  async () => {
-    const w = await hotPlugWorld();
-    let d: DaemonProcess | undefined;
-    try {
-      expectOk(await w.call("ADD"), "sandbox ADD");
-      d = await startHotPlugDaemon(w);
-      setNetworks(w, "late-net");
-      await until(
-        () => events(w, "HotPlugRefused").length + events(w, "FailedAddingInterface").length > 0,
-        "the change is refused while late-net does not exist",
-      );
-      assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
-      const created = performance.now();
-      w.api.addNad({
-        namespace: NS,
+  async (w) => {
+    setNetworks(w, "late-net");
+    await until(
+      () => events(w, "HotPlugRefused").length + events(w, "FailedAddingInterface").length > 0,
+      "the change is refused while late-net does not exist",
+    );
+    assert.deepEqual(await linkNames(w.podNetns), ["eth0"]);
+    const created = performance.now();
+    w.api.addNad({
+      namespace: NS,
+      name: "late-net",
+      config: JSON.stringify({
+        cniVersion: "1.0.0",
         name: "late-net",
-        config: JSON.stringify({
-          cniVersion: "1.0.0",
-          name: "late-net",
-          type: "bridge",
-          bridge: w.br.sec,
-          ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.7.0/24" },
-        }),
-      });
-      // Well under the 60 s resync: the NAD watch event re-queues the pod.
-      await until(async () => (await linkNames(w.podNetns)).includes("net1"), "net1", 10_000);
-      const ms = performance.now() - created;
-      assert.ok(ms < 10_000, `attached ${Math.round(ms)} ms after the NAD was created`);
-      await until(() => statusInterfaces(w).join() === "eth0,net1", "status with net1");
-      expectOk(await w.call("DEL"), "sandbox DEL");
-      assert.deepEqual(await w.leases(), [], "nothing leaked");
-    } finally {
-      await stop(d);
-      await done(w);
-    }
+        type: "bridge",
+        bridge: w.br.sec,
+        ipam: { type: "host-local", dataDir: w.dirs.ipam, subnet: "10.240.7.0/24" },
+      }),
+    });
+    // Well under the 60 s resync: the NAD watch event re-queues the pod.
+    await until(async () => (await linkNames(w.podNetns)).includes("net1"), "net1", 10_000);
+    const ms = performance.now() - created;
+    assert.ok(ms < 10_000, `attached ${Math.round(ms)} ms after the NAD was created`);
+    await until(() => statusInterfaces(w).join() === "eth0,net1", "status with net1");
+    expectOk(await w.call("DEL"), "sandbox DEL");
+    assert.deepEqual(await w.leases(), [], "nothing leaked");
   },
 );
 
-Deno.test(
+hotPlugTest(
   "hot-plug: a failed addition's Warning says which removals of the pass were done",
-  root,
-  async () => {
-    const w = await hotPlugWorld("bridge-net@hp0");
-    let d: DaemonProcess | undefined;
-    try {
-      expectOk(await w.call("ADD"), "sandbox ADD");
-      assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "hp0"]);
-      d = await startHotPlugDaemon(w);
-      // One pass: hp0 is removed (done), bad-net is added (its chain fails: rolled back).
-      setNetworks(w, "bad-net");
-      await until(
-        () => events(w, "FailedAddingInterface").length === 1,
-        "FailedAddingInterface",
-        20_000,
-      );
-      const [message] = events(w, "FailedAddingInterface");
-      assert.match(message, /the additions were rolled back, the removals \(hp0\) were done/);
-      // (bad-net's retries may hold a net1 for a moment; hp0 stays gone.)
-      assert.ok(!(await linkNames(w.podNetns)).includes("hp0"));
-      await stop(d);
-      d = undefined;
-      expectOk(await w.call("DEL"), "sandbox DEL");
-      assert.deepEqual(await w.leases(), [], "nothing leaked");
-    } finally {
-      await stop(d);
-      await done(w);
-    }
+  async (w, daemon) => {
+    expectOk(await w.call("ADD"), "sandbox ADD");
+    assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "hp0"]);
+    await daemon.start();
+    // One pass: hp0 is removed (done), bad-net is added (its chain fails: rolled back).
+    setNetworks(w, "bad-net");
+    await until(
+      () => events(w, "FailedAddingInterface").length === 1,
+      "FailedAddingInterface",
+      20_000,
+    );
+    const [message] = events(w, "FailedAddingInterface");
+    assert.match(message, /the additions were rolled back, the removals \(hp0\) were done/);
+    // (bad-net's retries may hold a net1 for a moment; hp0 stays gone.)
+    assert.ok(!(await linkNames(w.podNetns)).includes("hp0"));
+    await daemon.stop();
+    expectOk(await w.call("DEL"), "sandbox DEL");
+    assert.deepEqual(await w.leases(), [], "nothing leaked");
   },
+  { networks: "bridge-net@hp0", ready: false },
 );

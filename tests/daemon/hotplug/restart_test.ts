@@ -7,49 +7,33 @@
  */
 
 import assert from "node:assert/strict";
-import { done, expectOk, NS, POD, UID } from "../../support/world.ts";
-import { isRoot, linkNames } from "../../support/netns.ts";
-import type { DaemonProcess } from "../../support/daemon.ts";
-import {
-  hotPlugWorld,
-  setNetworks,
-  startHotPlugDaemon,
-  statusInterfaces,
-  stop,
-} from "../../support/hotplug_world.ts";
+import { expectOk, NS, POD, UID } from "../../support/world.ts";
+import { linkNames } from "../../support/netns.ts";
+import { hotPlugTest, setNetworks, statusInterfaces } from "../../support/hotplug_world.ts";
 import { k8sArgs } from "../../support/plugin.ts";
 import { until } from "../../support/wait.ts";
 
-const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
-
-Deno.test(
+hotPlugTest(
   "hot-plug: after a sandbox restart the change reaches the new sandbox",
-  root,
-  async () => {
-    const w = await hotPlugWorld();
-    let d: DaemonProcess | undefined;
+  async (w, daemon) => {
     const second = `${w.containerId}r`;
     const callSecond = (command: "ADD" | "DEL") =>
       w.call(command, { containerId: second, args: k8sArgs(NS, POD, second, UID) });
-    try {
-      expectOk(await w.call("ADD"), "first sandbox ADD");
-      d = await startHotPlugDaemon(w);
-      setNetworks(w, "bridge-net");
-      await until(() => statusInterfaces(w).join() === "eth0,net1", "net1 on the first sandbox");
+    expectOk(await w.call("ADD"), "first sandbox ADD");
+    await daemon.start();
+    setNetworks(w, "bridge-net");
+    await until(() => statusInterfaces(w).join() === "eth0,net1", "net1 on the first sandbox");
 
-      // The sandbox restarts: DEL of the old one (a tombstone), ADD of a new one.
-      expectOk(await w.call("DEL"), "first sandbox DEL");
-      expectOk(await callSecond("ADD"), "second sandbox ADD");
-      assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "net1"]);
+    // The sandbox restarts: DEL of the old one (a tombstone), ADD of a new one.
+    expectOk(await w.call("DEL"), "first sandbox DEL");
+    expectOk(await callSecond("ADD"), "second sandbox ADD");
+    assert.deepEqual((await linkNames(w.podNetns)).sort(), ["eth0", "net1"]);
 
-      setNetworks(w, "bridge-net, bridge-net@hp0");
-      await until(async () => (await linkNames(w.podNetns)).includes("hp0"), "hp0 in the netns");
-      await until(() => statusInterfaces(w).join() === "eth0,net1,hp0", "network-status with hp0");
-      expectOk(await callSecond("DEL"), "second sandbox DEL");
-      assert.deepEqual(await w.leases(), [], "nothing leaked");
-    } finally {
-      await stop(d);
-      await done(w);
-    }
+    setNetworks(w, "bridge-net, bridge-net@hp0");
+    await until(async () => (await linkNames(w.podNetns)).includes("hp0"), "hp0 in the netns");
+    await until(() => statusInterfaces(w).join() === "eth0,net1,hp0", "network-status with hp0");
+    expectOk(await callSecond("DEL"), "second sandbox DEL");
+    assert.deepEqual(await w.leases(), [], "nothing leaked");
   },
+  { ready: false },
 );

@@ -6,7 +6,8 @@
  * @module
  */
 
-import { ip, Scratch } from "../../support/netns.ts";
+import { libnftablesRunner, PolicyApplier } from "../../../lib/policy/mod.ts";
+import { ip, rootTest, Scratch } from "../../support/netns.ts";
 
 const AGENT = new URL("./agent.ts", import.meta.url).pathname;
 
@@ -141,4 +142,28 @@ export class Lab {
     for (const p of this.#pods) await p.close().catch(() => {});
     await this.scratch.cleanup();
   }
+}
+
+/**
+ * Registers a root test (real netns, libnftables; skipped otherwise) with a fresh {@link Lab}
+ * and a libnftables {@link PolicyApplier}, both cleaned up also when the test fails.
+ *
+ * @param name the test's name
+ * @param fn the test: the initialised lab, the applier, the test context
+ */
+export function labTest(
+  name: string,
+  fn: (lab: Lab, applier: PolicyApplier, t: Deno.TestContext) => Promise<void>,
+): void {
+  rootTest(name, async (t) => {
+    const lab = new Lab();
+    const applier = new PolicyApplier(libnftablesRunner());
+    try {
+      await lab.init();
+      await fn(lab, applier, t);
+    } finally {
+      await applier.close();
+      await lab.cleanup();
+    }
+  });
 }
