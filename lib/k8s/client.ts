@@ -113,12 +113,12 @@ function withQuery(path: string, params: QueryParams): string {
 export class KubeClient {
   #api: KubeRequester;
 
+  #onListPageShrunk: ((path: string, limit: number) => void) | undefined;
+
   /**
    * Creates a client; nothing is opened until the first request.
    * @param opts connection and retry policy
    */
-  #onListPageShrunk: ((path: string, limit: number) => void) | undefined;
-
   constructor(opts: KubeClientOptions) {
     this.#api = new KubeRequester(opts);
     this.#onListPageShrunk = opts.onListPageShrunk;

@@ -27,20 +27,9 @@ import { type ByteConn, connectPinnedTls } from "./pinned_tls.ts";
 
 /**
  * Largest response body accepted (bytes); larger answers fail the request with
- * {@link ResponseTooLargeError} (memory safety: a list page is held whole). 32 MiB, or less
- * when `MANIFOLD_API_MAX_BODY_BYTES` (a test knob) is a smaller positive integer.
+ * {@link ResponseTooLargeError} (memory safety: a list page is held whole).
  */
-export const MAX_RESPONSE_BYTES: number = maxBodyBytes();
-
-function maxBodyBytes(): number {
-  const cap = 32 * 1024 * 1024;
-  let v: string | undefined;
-  try {
-    v = Deno.env.get("MANIFOLD_API_MAX_BODY_BYTES");
-  } catch { /* no env permission: the default */ }
-  const n = v && /^\d+$/.test(v) ? Number(v) : 0;
-  return n > 0 && n < cap ? n : cap;
-}
+export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 
 /**
  * An answer whose body exceeds {@link MAX_RESPONSE_BYTES}: final for that request (sending it
