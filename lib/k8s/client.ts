@@ -287,7 +287,9 @@ export class KubeClient {
    * @param contentType of `body`; default `application/json`
    * @returns the decoded JSON body, unvalidated
    * @throws {KubeError} as every call: `"request"` with the HTTP status (404 → `isNotFound`,
-   *   409 a conflict; 429/5xx after retries), `"decoding"` when the body is not JSON.
+   *   409 a conflict; 429/5xx after retries — for a POST, or a PATCH other than a merge
+   *   patch, only when it never reached the server, 429, or 5xx with `Retry-After`),
+   *   `"decoding"` when the body is not JSON.
    */
   async send(
     method: string,
@@ -296,7 +298,14 @@ export class KubeClient {
     contentType = "application/json",
   ): Promise<unknown> {
     if (body === undefined) return await this.#api.request(method, path);
-    return await this.#api.request(method, path, { body: JSON.stringify(body), contentType });
+    // A JSON merge patch is idempotent (RFC 7396); other POST/PATCH bodies are sent again
+    // only when they never reached the server (request.ts).
+    const idempotent = contentType === "application/merge-patch+json" ? true : undefined;
+    return await this.#api.request(method, path, {
+      body: JSON.stringify(body),
+      contentType,
+      idempotent,
+    });
   }
 
   /**
