@@ -181,6 +181,8 @@ async function apiClient(
     logger,
     userAgent: "manifold-daemon",
     onRequest: observer === NO_OBSERVER ? undefined : (m, s) => observer.apiRequest(m, s),
+    onListPageShrunk: (path) =>
+      observer.apiListPageShrunk?.(path.split("?")[0].split("/").pop() ?? ""),
   });
 }
 

@@ -115,7 +115,9 @@ export async function runMirror(args: string[], io: MirrorIO = {}): Promise<numb
     });
     const writer = new NadMirrorWriter(opts.dir, { logger });
     logger.info("mirror starting", { dir: opts.dir, server: connection.server, once: opts.once });
+    const env = io.env ?? Deno.env.toObject();
     await watchNetworkAttachmentDefinitions(kube, writer, {
+      ...watchIdleFromEnv(env),
       ...io.timing,
       signal,
       logger,
@@ -191,4 +193,17 @@ function parseMirrorArgs(args: string[]): MirrorArgs | "help" {
     throw new Error(`--log-level must be debug, verbose, error or panic, got ${logLevel}`);
   }
   return { dir, kube, once: values.once ?? false, logLevel, apiTimeoutMs };
+}
+
+/**
+ * The watch liveness timeout from `MANIFOLD_WATCH_IDLE_TIMEOUT_MS` (a test knob: tests of a
+ * black-holed stream shorten it so they do not take minutes; production keeps the 60 s
+ * default of `LIST_WATCH_DEFAULTS.idleTimeoutMs`). Not a positive integer: ignored.
+ * @param env the process environment
+ * @returns `{ idleTimeoutMs }` when set, else nothing
+ */
+function watchIdleFromEnv(env: Record<string, string>): { idleTimeoutMs?: number } {
+  const v = env.MANIFOLD_WATCH_IDLE_TIMEOUT_MS;
+  if (!v || !/^\d+$/.test(v) || Number(v) <= 0) return {};
+  return { idleTimeoutMs: Number(v) };
 }

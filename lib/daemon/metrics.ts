@@ -169,6 +169,13 @@ export function createDaemonMetrics(
     labelNames: ["verb", "code"] as const,
     registers,
   });
+  const listPageShrunk = new Counter({
+    name: "manifold_api_list_page_shrunk_total",
+    help: "List pages asked again with half the limit after an answer over the API body cap, " +
+      "by resource.",
+    labelNames: ["resource"] as const,
+    registers,
+  });
   const attachments = new Gauge({
     name: "manifold_attachments",
     help: "Live attachments in the daemon's cache.",
@@ -296,6 +303,9 @@ export function createDaemonMetrics(
     apiRequest(verb, code) {
       const v = verb.toUpperCase();
       apiRequests.inc({ verb: VERBS.has(v) ? v : "other", code: String(code) });
+    },
+    apiListPageShrunk(resource) {
+      listPageShrunk.inc({ resource: resource.slice(0, 64) });
     },
     attachments(count) {
       attachments.set(count);

@@ -44,6 +44,11 @@ export interface DaemonObserver {
    * PATCH, …; WATCH for a watch stream), code = HTTP status (0 = no answer).
    */
   apiRequest(verb: string, code: number): void;
+  /**
+   * A list/watch halved its page size after a page over the API body cap (lib/k8s/list.ts):
+   * resource = the collection's plural (`pods`, `network-attachment-definitions`, …).
+   */
+  apiListPageShrunk?(resource: string): void;
   /** Number of live attachments in the cache, after the start-up count and each ADD, DEL or GC. */
   attachments(count: number): void;
   /**

@@ -113,12 +113,26 @@ function withQuery(path: string, params: QueryParams): string {
 export class KubeClient {
   #api: KubeRequester;
 
+  #onListPageShrunk: ((path: string, limit: number) => void) | undefined;
+
   /**
    * Creates a client; nothing is opened until the first request.
    * @param opts connection and retry policy
    */
   constructor(opts: KubeClientOptions) {
     this.#api = new KubeRequester(opts);
+    this.#onListPageShrunk = opts.onListPageShrunk;
+  }
+
+  /**
+   * Reports that a lister halved its page size (see `KubeClientOptions.onListPageShrunk`).
+   * @param path the collection
+   * @param limit the new page size
+   */
+  listPageShrunk(path: string, limit: number): void {
+    try {
+      this.#onListPageShrunk?.(path, limit);
+    } catch { /* an observer must not break listing */ }
   }
 
   /** HTTP requests actually sent so far, retries included. */
@@ -174,8 +188,8 @@ export class KubeClient {
    * `PATCH /api/v1/namespaces/{ns}/pods/{name}/status`, `application/merge-patch+json`
    * (RFC 7386) `{"metadata":{"annotations":{…}}}`. Needs only `patch pods/status`
    * (how Multus writes `k8s.v1.cni.cncf.io/network-status`, NPWG v1.3 §5). No
-   * resourceVersion is sent, so other writers never make it conflict; it is retried on
-   * transient errors. With `opts.uid` the patch carries `metadata.uid`, which acts as a
+   * resourceVersion is sent, so other writers never make it conflict. Retried on transient
+   * errors: a merge patch of absolute values is idempotent (RFC 7396). With `opts.uid` the patch carries `metadata.uid`, which acts as a
    * precondition: a pod of the same name with another UID (deleted and recreated, e.g. by a
    * StatefulSet) is not written and the call fails, never retried — kube-apiserver answers
    * 422 Invalid `metadata.uid: … field is immutable` (see `isUidMismatch`).
@@ -196,6 +210,9 @@ export class KubeClient {
     const raw = await this.#api.request("PATCH", `${podPath(namespace, name)}/status`, {
       body: JSON.stringify({ metadata }),
       contentType: "application/merge-patch+json",
+      // A JSON merge patch of absolute values is idempotent (RFC 7396: applying it twice
+      // gives the same document), so a retry cannot write anything a first copy did not.
+      idempotent: true,
     });
     return parsePod(raw);
   }
@@ -203,7 +220,9 @@ export class KubeClient {
   /**
    * Posts a `core/v1` Event: `POST /api/v1/namespaces/{namespace}/events` with
    * `metadata.generateName` `"<involvedObject.name>."` (the server appends 5 random
-   * characters), `source.component`, `count: 1` and first/last timestamps of now.
+   * characters), `source.component`, `count: 1` and first/last timestamps of now. Not
+   * idempotent (a second POST is a second Event): sent again only when it never reached the
+   * server, on 429, or on a 5xx with `Retry-After`, as client-go.
    * @param namespace where the event goes (the object's namespace)
    * @param ev the event
    * @throws {KubeError} (callers usually log and ignore it).
@@ -268,7 +287,9 @@ export class KubeClient {
    * @param contentType of `body`; default `application/json`
    * @returns the decoded JSON body, unvalidated
    * @throws {KubeError} as every call: `"request"` with the HTTP status (404 → `isNotFound`,
-   *   409 a conflict; 429/5xx after retries), `"decoding"` when the body is not JSON.
+   *   409 a conflict; 429/5xx after retries — for a POST, or a PATCH other than a merge
+   *   patch, only when it never reached the server, 429, or 5xx with `Retry-After`),
+   *   `"decoding"` when the body is not JSON.
    */
   async send(
     method: string,
@@ -277,7 +298,14 @@ export class KubeClient {
     contentType = "application/json",
   ): Promise<unknown> {
     if (body === undefined) return await this.#api.request(method, path);
-    return await this.#api.request(method, path, { body: JSON.stringify(body), contentType });
+    // A JSON merge patch is idempotent (RFC 7396); other POST/PATCH bodies are sent again
+    // only when they never reached the server (request.ts).
+    const idempotent = contentType === "application/merge-patch+json" ? true : undefined;
+    return await this.#api.request(method, path, {
+      body: JSON.stringify(body),
+      contentType,
+      idempotent,
+    });
   }
 
   /**

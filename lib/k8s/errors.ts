@@ -175,7 +175,7 @@ export interface CallInfo {
  */
 export function noAnswerError(
   call: CallInfo,
-  reason: "Timeout" | "ConnectionFailed" | "Aborted" | "TlsVerification",
+  reason: "Timeout" | "ConnectionFailed" | "Aborted" | "TlsVerification" | "ResponseTooLarge",
   message: string,
 ): KubeError {
   const what = reason === "Timeout"
@@ -184,12 +184,14 @@ export function noAnswerError(
     ? "aborted"
     : reason === "TlsVerification"
     ? "TLS verification error"
+    : reason === "ResponseTooLarge"
+    ? "an answer over the body cap"
     : "connection error";
   return requestError(call, what, {
     status: 0,
     reason,
     details: message,
-    transient: reason !== "TlsVerification",
+    transient: reason !== "TlsVerification" && reason !== "ResponseTooLarge",
   });
 }
 
@@ -241,7 +243,17 @@ export function apiStatusOf(body: string): { reason: string; message: string } {
 }
 
 const TLS_VERIFY_FAILURE =
-  /invalid peer certificate|BadCertificate|UnknownCA|CertificateExpired|CertificateUnknown|CertificateRequired|UnsupportedCertVersion/;
+  /invalid peer certificate|BadCertificate|UnknownCA|CertificateExpired|CertificateUnknown|CertificateRequired|UnsupportedCertVersion|unable to verify the first certificate|unable to get (local )?issuer certificate|self[- ]signed certificate|certificate has expired|Hostname\/IP does not match/;
+
+/**
+ * Whether a call failed because the answer's body was over the transport's cap
+ * (`"ResponseTooLarge"`, final for that request: a lister asks for smaller pages).
+ * @param err any error
+ * @returns true for that {@link KubeError}
+ */
+export function isResponseTooLarge(err: unknown): boolean {
+  return err instanceof KubeError && err.kind === "request" && err.reason === "ResponseTooLarge";
+}
 
 /**
  * Whether a transport error's text says the server's certificate failed verification (rustls'

@@ -212,16 +212,15 @@ export class ExecCredentialSource {
   }
 
   /**
-   * Forgets the cached credential: the next {@link get} runs the plugin again. Given the
-   * credential a request was refused with, only when it is still the cached one — so a streak
-   * of 401s (concurrent requests, a watch reopened in a loop) re-runs the plugin once per
-   * refused credential, as client-go's exec round-tripper (`maybeRefreshCreds`) does.
-   *
-   * @param refused the credential the server answered 401 to; absent: forget unconditionally
-   * @returns true when the cached credential was dropped
+   * Forgets the cached credential after the server answered 401 to a request sent with
+   * `used`: the next {@link get} runs the plugin again. Once per 401 streak, as client-go's
+   * exec round-tripper (`maybeRefreshCreds`): a 401 to a credential that was already
+   * replaced (concurrent requests, a watch opened before the refresh) changes nothing.
+   * @param used the credential the refused request carried; omitted: forget whatever is cached
+   * @returns true when the cached credential was forgotten
    */
-  invalidate(refused?: ExecCredential): boolean {
-    if (refused !== undefined && this.#cached !== refused) return false;
+  invalidate(used?: ExecCredential): boolean {
+    if (used !== undefined && this.#cached !== used) return false;
     const had = this.#cached !== undefined;
     this.#cached = undefined;
     return had;

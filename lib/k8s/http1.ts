@@ -8,11 +8,14 @@
  *
  * What it does (RFC 9112): one request at a time per connection; keep-alive connections
  * reused for later requests (a reused connection the server closed before answering is
- * retried once on a new one); `Content-Length` and `chunked` bodies, or read-to-close; no
- * compression (none is asked for); bodies capped at {@link MAX_RESPONSE_BYTES}. TLS: server
- * verification against the kubeconfig CA (else the system roots); `TCP_NODELAY`.
- * Not done (the `fetch` transport covers them, see `transport.ts`): client certificates
- * (`Deno.startTls`, needed for `TCP_NODELAY`, takes none), proxies, HTTP/2.
+ * retried once on a new one, for idempotent methods only: a POST/PATCH may have reached the
+ * server); `Content-Length` and `chunked` bodies, or read-to-close; no compression (none is
+ * asked for); bodies capped at {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError},
+ * final). TLS: the kubeconfig CA pinned — `Deno.startTls` then `checkPinnedPeer`
+ * (tls_pin.ts), or, with a client certificate (which `Deno.startTls` takes none of),
+ * `node:tls` whose `ca` replaces the roots (pinned_tls.ts); without a CA the system roots;
+ * `TCP_NODELAY`. Not done (the `fetch` transport covers them, see `transport.ts`): proxies,
+ * HTTP/2.
  *
  * @module
  */
@@ -20,13 +23,36 @@
 import { checkPinnedPeer } from "./tls_pin.ts";
 import type { KubeConnection } from "./kubeconfig.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
+import { type ByteConn, connectPinnedTls } from "./pinned_tls.ts";
 
-/** Largest response body accepted (bytes); larger answers fail the request. */
+/**
+ * Largest response body accepted (bytes); larger answers fail the request with
+ * {@link ResponseTooLargeError} (memory safety: a list page is held whole).
+ */
 export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * An answer whose body exceeds {@link MAX_RESPONSE_BYTES}: final for that request (sending it
+ * again gets the same body); a lister asks for smaller pages instead.
+ */
+export class ResponseTooLargeError extends Error {
+  /**
+   * @param limit the cap that was exceeded, bytes
+   */
+  constructor(readonly limit: number) {
+    super(`response body over ${limit} bytes`);
+    this.name = "ResponseTooLargeError";
+  }
+}
 /** Idle keep-alive connections kept per transport. */
 const MAX_IDLE = 4;
 
 const CRLF2 = new Uint8Array([13, 10, 13, 10]);
+/**
+ * Methods sent again on a new connection when a kept-alive one closed before answering (the
+ * request may have reached the server: Go's `net/http` replays only idempotent requests).
+ */
+const REPLAYABLE = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -57,12 +83,12 @@ class ConnectionClosedError extends Error {
 
 /** A socket with a read buffer. */
 class Connection {
-  #conn: Deno.Conn;
+  #conn: ByteConn;
   #buf = new Uint8Array(0);
   #scratch = new Uint8Array(64 * 1024);
   /** Bytes of the current response read so far (0: nothing yet). */
   received = 0;
-  constructor(conn: Deno.Conn) {
+  constructor(conn: ByteConn) {
     this.#conn = conn;
   }
   async write(bytes: Uint8Array): Promise<void> {
@@ -134,7 +160,7 @@ class Connection {
 }
 
 function tooLarge(): Error {
-  return new Error(`response body over ${MAX_RESPONSE_BYTES} bytes`);
+  return new ResponseTooLargeError(MAX_RESPONSE_BYTES);
 }
 
 function indexOf(hay: Uint8Array, needle: Uint8Array, from: number): number {
@@ -169,14 +195,23 @@ export class Http1Transport implements Transport {
     if (this.#closed) throw new Error("Transport is closed");
     req.signal.throwIfAborted();
     const reused = this.#idle.pop();
-    const conn = reused ?? await this.#open(req.signal);
+    let conn: Connection;
+    try {
+      conn = reused ?? await this.#open(req.signal);
+    } catch (err) {
+      // Nothing of the request was written: a caller may send a non-idempotent call again.
+      if (err && typeof err === "object") {
+        Object.assign(err, { connectFailed: true });
+      }
+      throw err;
+    }
     try {
       return await this.#exchange(conn, req);
     } catch (err) {
       // A kept-alive connection the server closed meanwhile: once more on a new one.
       if (
         reused && err instanceof ConnectionClosedError && err.beforeResponse &&
-        !req.signal.aborted && !this.#closed
+        !req.signal.aborted && !this.#closed && REPLAYABLE.has(req.method)
       ) {
         return await this.#exchange(await this.#open(req.signal), req);
       }
@@ -195,6 +230,21 @@ export class Http1Transport implements Transport {
     const https = this.#base.protocol === "https:";
     const hostname = this.#base.hostname.replace(/^\[(.*)\]$/, "$1");
     const port = Number(this.#base.port || (https ? 443 : 80));
+    if (https && this.#conn.caCertPem && this.#conn.clientCertPem && this.#conn.clientKeyPem) {
+      // A client certificate (Deno.startTls takes none) with a pinned CA: node:tls, whose `ca`
+      // replaces the trusted roots (pinned_tls.ts).
+      return new Connection(
+        await connectPinnedTls({
+          hostname,
+          port,
+          caPem: this.#conn.caCertPem,
+          clientCertPem: this.#conn.clientCertPem,
+          clientKeyPem: this.#conn.clientKeyPem,
+          alpnProtocols: ["http/1.1"],
+          signal,
+        }),
+      );
+    }
     const tcp = await abortable(Deno.connect({ hostname, port }), signal, (late) => late.close());
     // TCP_NODELAY: the request must not wait behind the TLS Finished record for the server's
     // delayed ACK (Nagle), which costs 40 ms per new connection (measured).

@@ -9,7 +9,8 @@
 
 import { z } from "zod";
 import type { KubeClient } from "./client.ts";
-import { KubeError } from "./errors.ts";
+import { isResponseTooLarge, KubeError } from "./errors.ts";
+import { type Logger, nullLogger } from "../log/mod.ts";
 import {
   NAD_GROUP,
   NAD_RESOURCE,
@@ -20,6 +21,8 @@ import {
 
 /** `limit` of each list page unless told otherwise (client-go's). */
 export const DEFAULT_PAGE_SIZE = 500;
+/** Smallest page a lister shrinks to after pages over the body cap. */
+export const MIN_PAGE_SIZE = 50;
 
 /** A collection that can be listed and watched. */
 export interface ListWatchResource<T> {
@@ -87,29 +90,51 @@ export interface ListResult<T> {
  *
  * @param kube the API client (its retries apply to each page)
  * @param resource what to list
+ * A page whose answer is over the transport's body cap (`"ResponseTooLarge"`, final for that
+ * request) is asked again with half the `limit`, down to {@link MIN_PAGE_SIZE}, from the same
+ * `continue` token: one log line and `kube.listPageShrunk` (a metric in the daemon) per
+ * halving. The cap itself stays (memory safety).
+ *
+ * @param kube the API client (its retries apply to each page)
+ * @param resource what to list
  * @param opts `pageSize` (default 500); `onPage`, called after each page with the number of
- *   items taken so far, once the page's answer is no longer referenced (e.g. to collect it)
+ *   items taken so far, once the page's answer is no longer referenced (e.g. to collect it);
+ *   `logger` for the halving line
  * @returns every item and the list's resourceVersion
- * @throws {KubeError} `"request"` (e.g. 403 without `list`; `transient` when unreachable);
+ * @throws {KubeError} `"request"` (e.g. 403 without `list`; `transient` when unreachable;
+ *   `"ResponseTooLarge"` when even a page of {@link MIN_PAGE_SIZE} is over the cap);
  *   `"decoding"` when an answer or an item is malformed (`msg` names the item)
  */
 export async function listAll<T>(
   kube: KubeClient,
   resource: ListWatchResource<T>,
-  opts: { pageSize?: number; onPage?: (items: number) => void } = {},
+  opts: { pageSize?: number; onPage?: (items: number) => void; logger?: Logger } = {},
 ): Promise<ListResult<T>> {
   const items: T[] = [];
   let resourceVersion: string | undefined;
   let cont: string | undefined;
-  do {
-    const page = await listPage(kube, resource, {
-      limit: opts.pageSize ?? DEFAULT_PAGE_SIZE,
-      continue: cont,
-    }, items);
+  let limit = opts.pageSize ?? DEFAULT_PAGE_SIZE;
+  for (;;) {
+    let page: { resourceVersion: string; continue?: string };
+    try {
+      page = await listPage(kube, resource, { limit, continue: cont }, items);
+    } catch (err) {
+      if (!isResponseTooLarge(err) || limit <= MIN_PAGE_SIZE) throw err;
+      const next = Math.max(MIN_PAGE_SIZE, Math.floor(limit / 2));
+      (opts.logger ?? nullLogger).warn("list page over the body cap, asking for smaller pages", {
+        resource: resource.path,
+        limit,
+        nextLimit: next,
+      });
+      kube.listPageShrunk(resource.path, next);
+      limit = next;
+      continue;
+    }
     resourceVersion ??= page.resourceVersion;
     cont = page.continue;
     opts.onPage?.(items.length);
-  } while (cont);
+    if (!cont) break;
+  }
   return { items, resourceVersion: resourceVersion! };
 }
 

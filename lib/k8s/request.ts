@@ -31,6 +31,7 @@ import type { ExecCredential, ExecCredentialSource } from "./exec_credential.ts"
 import type { KubeClientOptions, RequestBody } from "./request_options.ts";
 import { boundRanOut, retryDelay } from "./retry_policy.ts";
 import type { StreamResponse, StreamTransport } from "./stream.ts";
+import { ResponseTooLargeError } from "./http1.ts";
 import { createTransport } from "./transport.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
@@ -108,15 +109,13 @@ export class KubeRequester {
     const maxRetries = init.retries ?? this.#retries;
     let retriesUsed = 0;
     let authRetried = false;
-    let used: ExecCredential | undefined; // the exec credential of the current attempt
     const call: CallInfo = { method, path, attempts: 0 };
     const bound = this.#deadlineMs;
     const deadline = bound === undefined ? Infinity : performance.now() + bound;
     const outOfTime = () => boundRanOut(call, bound);
     for (;;) {
       if (this.aborted()) throw noAnswerError(call, "Aborted", "the request was cancelled");
-      const { headers, transport, credential } = await this.#prepare();
-      used = credential;
+      const { headers, transport, cred } = await this.#prepare();
       if (init.contentType) headers["content-type"] = init.contentType;
       const left = deadline - performance.now();
       if (left <= 0) throw outOfTime();
@@ -128,7 +127,9 @@ export class KubeRequester {
       );
       const started = performance.now();
       let res: TransportResponse | undefined;
-      let failure: { reason: "Timeout" | "ConnectionFailed"; message: string } | undefined;
+      let failure:
+        | { reason: "Timeout" | "ConnectionFailed"; message: string; neverSent?: boolean }
+        | undefined;
       call.attempts++;
       this.#requestCount++;
       try {
@@ -152,8 +153,10 @@ export class KubeRequester {
           };
         } else if (isTlsVerifyFailure(text)) {
           throw noAnswerError(call, "TlsVerification", text);
+        } else if (err instanceof ResponseTooLargeError) {
+          throw noAnswerError(call, "ResponseTooLarge", text);
         } else {
-          failure = { reason: "ConnectionFailed", message: text };
+          failure = { reason: "ConnectionFailed", message: text, neverSent: neverSent(err) };
         }
       } finally {
         timer.cancel();
@@ -185,12 +188,17 @@ export class KubeRequester {
       if (res?.status === 401 && !authRetried && (this.#conn.tokenFile || this.#conn.exec)) {
         // The token may have been rotated (or the exec credential revoked) since we read it.
         authRetried = true;
-        this.#exec?.invalidate(used);
+        this.#exec?.invalidate(cred);
         this.#logger.info("kube api answered 401, renewing the credential and retrying once", {
           method,
           path,
         });
         continue;
+      }
+      if (!(init.idempotent ?? IDEMPOTENT.has(method)) && !mayResend(res, failure)) {
+        // A POST/PATCH without precondition that may have reached the server: never twice.
+        if (!res) throw noAnswerError(call, failure!.reason, failure!.message);
+        throw httpStatusError(call, res);
       }
       const delay = retryDelay(call, {
         res,
@@ -232,7 +240,7 @@ export class KubeRequester {
   async openStream(path: string, signal?: AbortSignal): Promise<StreamResponse> {
     const call: CallInfo = { method: "GET", path, attempts: 1 };
     if (this.aborted(signal)) throw noAnswerError(call, "Aborted", "the watch was cancelled");
-    const { headers, conn, credential } = await this.#prepare();
+    const { headers, conn, cred } = await this.#prepare();
     if (!this.#streams) {
       const { createStreamTransport } = await import("./stream.ts");
       this.#streams = createStreamTransport(conn);
@@ -292,10 +300,12 @@ export class KubeRequester {
         },
       };
     }
-    if (res.status === 401 && this.#exec?.invalidate(credential)) {
-      // A watch-only client (the daemon's informers, `manifold mirror`) sends no other request
-      // that would notice: the next open runs the exec plugin again (client-go: on every 401).
-      this.#logger.info("kube api answered 401 to a watch, renewing the exec credential", { path });
+    if (res.status === 401 && cred && this.#exec?.invalidate(cred)) {
+      // A watch (or any stream) refused: the exec credential was revoked or rotated. The next
+      // open runs the plugin again (client-go refreshes on every 401 of any request).
+      this.#logger.info("kube api answered 401 to a watch, renewing the exec credential", {
+        path,
+      });
     }
     let body = "";
     try {
@@ -318,26 +328,27 @@ export class KubeRequester {
   }
 
   /** Headers with the current credential, and the transport for its client certificate. */
-  async #prepare(): Promise<{
-    headers: Record<string, string>;
-    conn: KubeConnection;
-    transport: Transport;
-    credential?: ExecCredential;
-  }> {
+  async #prepare(): Promise<
+    {
+      headers: Record<string, string>;
+      conn: KubeConnection;
+      transport: Transport;
+      cred?: ExecCredential;
+    }
+  > {
     const headers: Record<string, string> = {
       "accept": "application/json",
       "user-agent": this.#userAgent,
     };
     let conn = this.#conn;
     let token: string | undefined;
-    let credential: ExecCredential | undefined;
+    let cred: ExecCredential | undefined;
     if (conn.exec) {
       if (!this.#exec) {
         const { ExecCredentialSource } = await import("./exec_credential.ts");
         this.#exec = new ExecCredentialSource(conn.exec, { cluster: conn, signal: this.#signal });
       }
-      const cred = await this.#exec.get();
-      credential = cred;
+      cred = await this.#exec.get();
       token = cred.token;
       if (cred.clientCertPem) {
         conn = { ...conn, clientCertPem: cred.clientCertPem, clientKeyPem: cred.clientKeyPem };
@@ -354,7 +365,7 @@ export class KubeRequester {
     }
     this.#transportCert = conn.clientCertPem;
     this.#transport ??= createTransport(conn);
-    return { headers, conn, transport: this.#transport, credential };
+    return { headers, conn, transport: this.#transport, cred };
   }
 
   async #token(): Promise<string | undefined> {
@@ -394,4 +405,32 @@ export class KubeRequester {
       for (const s of signals) s.addEventListener("abort", done, { once: true });
     });
   }
+}
+
+/** Methods a retry cannot make happen twice (RFC 9110 §9.2.2). */
+const IDEMPOTENT = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
+
+/**
+ * Whether a non-idempotent call may be sent again after this attempt (client-go: write
+ * requests are retried only when nothing was sent, or when the server said to): the
+ * connection was never opened, 429, or a 5xx with `Retry-After`.
+ */
+function mayResend(
+  res: TransportResponse | undefined,
+  failure: { neverSent?: boolean } | undefined,
+): boolean {
+  if (!res) return failure?.neverSent === true;
+  if (res.status === 429) return true;
+  return res.status >= 500 && res.headers.get("retry-after") !== null;
+}
+
+/**
+ * Whether a transport error happened before any byte of the request was written: the TCP
+ * connection or the TLS handshake failed (`http1.ts` marks them; `fetch` and `node:https`
+ * say so in their text).
+ */
+function neverSent(err: unknown): boolean {
+  if ((err as { connectFailed?: boolean })?.connectFailed === true) return true;
+  return /error trying to connect|ECONNREFUSED|Connection refused|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|os error 111|os error 113|os error 101/
+    .test(errorText(err));
 }

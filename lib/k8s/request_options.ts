@@ -42,6 +42,11 @@ export interface KubeClientOptions {
    * cost.
    */
   onRequest?: (method: string, status: number) => void;
+  /**
+   * Called when a lister halved its page size after a page over the body cap, with the
+   * collection path and the new `limit`. For metrics; must not throw.
+   */
+  onListPageShrunk?: (path: string, limit: number) => void;
 }
 
 /** A request body and policy of `KubeRequester.request`. */
@@ -52,4 +57,12 @@ export interface RequestBody {
   contentType?: string;
   /** Retries for this call instead of the client's. */
   retries?: number;
+  /**
+   * The call may be sent twice without harm (default: GET, HEAD, PUT, DELETE, OPTIONS yes;
+   * POST and PATCH no). A POST/PATCH with a precondition (`metadata.uid`,
+   * `metadata.resourceVersion`) may set it: a duplicate fails the precondition. A call that
+   * is not idempotent is retried only when it provably never reached the server (the
+   * connection could not be opened), on 429, or on a 5xx with `Retry-After` (client-go).
+   */
+  idempotent?: boolean;
 }

@@ -13,7 +13,14 @@
  */
 
 import type { KubeConnection } from "./kubeconfig.ts";
-import { FetchClient, NodeInsecureClient, type TransportRequest } from "./transport.ts";
+import {
+  FetchClient,
+  NodeInsecureClient,
+  proxyApplies,
+  proxyEnv,
+  type TransportRequest,
+  warnUnpinnedOnce,
+} from "./transport.ts";
 
 /** An answer whose body is still arriving. */
 export interface StreamResponse {
@@ -52,6 +59,13 @@ export interface StreamTransport {
 export function createStreamTransport(conn: KubeConnection): StreamTransport {
   if (conn.insecureSkipTlsVerify && conn.server.startsWith("https:")) {
     return new NodeInsecureStreamTransport(conn);
+  }
+  if (conn.caCertPem && conn.server.startsWith("https:")) {
+    if (!proxyApplies(conn.server, proxyEnv())) {
+      // Pinned: node:https with the kubeconfig CA as the only trusted root.
+      return new NodeInsecureStreamTransport(conn);
+    }
+    warnUnpinnedOnce(conn.server);
   }
   return new FetchStreamTransport(conn);
 }

@@ -49,10 +49,34 @@ export function createTransport(
   if (conn.insecureSkipTlsVerify && conn.server.startsWith("https:")) {
     return new NodeInsecureTransport(conn);
   }
-  if (proxyApplies(conn.server, env) || (conn.clientCertPem && conn.clientKeyPem)) {
+  const proxied = proxyApplies(conn.server, env);
+  if (!proxied && conn.caCertPem && conn.server.startsWith("https:")) {
+    // The kubeconfig's CA alone is trusted: HTTP/1.1 over node:tls (pinned_tls.ts), which
+    // also does the client certificate.
+    return new Http1Transport(conn);
+  }
+  if (proxied || (conn.clientCertPem && conn.clientKeyPem)) {
+    if (proxied && conn.caCertPem) warnUnpinnedOnce(conn.server);
     return new FetchTransport(conn);
   }
   return new Http1Transport(conn);
+}
+
+let warnedUnpinned = false;
+
+/**
+ * Logs once per process that a proxied connection cannot pin the kubeconfig CA: `fetch`
+ * (the only transport that honours `HTTPS_PROXY`) adds `caCerts` to the default roots.
+ * @param server the API server URL
+ */
+export function warnUnpinnedOnce(server: string): void {
+  if (warnedUnpinned) return;
+  warnedUnpinned = true;
+  console.error(
+    `manifold: ${server} is reached through HTTPS_PROXY: the kubeconfig CA is trusted in ` +
+      `addition to the system roots and DENO_CERT (not pinned); unset the proxy for ` +
+      `this server (NO_PROXY) to pin it`,
+  );
 }
 
 const PROXY_VARS = [
@@ -64,7 +88,11 @@ const PROXY_VARS = [
   "no_proxy",
 ];
 
-function proxyEnv(): Record<string, string | undefined> {
+/**
+ * The proxy variables of the process environment (empty without env permission).
+ * @returns `HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY` (both cases) as set
+ */
+export function proxyEnv(): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
   for (const k of PROXY_VARS) {
     try {
@@ -205,6 +233,7 @@ export interface InsecureResponse {
  */
 export class NodeInsecureClient {
   #conn: KubeConnection;
+  #pinned: boolean;
   #https: Promise<{ https: NodeHttps; agent: import("node:https").Agent }> | undefined;
   #closed = false;
 
@@ -214,6 +243,9 @@ export class NodeInsecureClient {
    */
   constructor(conn: KubeConnection) {
     this.#conn = conn;
+    // With a CA and no insecure-skip-tls-verify: verify against that CA alone (node's `ca`
+    // replaces the trusted roots; Deno's `caCerts` would add to them).
+    this.#pinned = !conn.insecureSkipTlsVerify && !!conn.caCertPem;
   }
 
   /**
@@ -234,7 +266,8 @@ export class NodeInsecureClient {
         method: req.method,
         headers: req.headers,
         agent,
-        rejectUnauthorized: false,
+        rejectUnauthorized: this.#pinned,
+        ...(this.#pinned ? { ca: this.#conn.caCertPem } : {}),
       }, (res) => {
         const headers = new Headers();
         for (const [k, v] of Object.entries(res.headers)) {
@@ -279,7 +312,8 @@ export class NodeInsecureClient {
       const c = this.#conn;
       const agent = new https.Agent({
         keepAlive: true,
-        rejectUnauthorized: false,
+        rejectUnauthorized: this.#pinned,
+        ...(this.#pinned ? { ca: c.caCertPem } : {}),
         ...(c.clientCertPem && c.clientKeyPem
           ? { cert: c.clientCertPem, key: c.clientKeyPem }
           : {}),

@@ -259,6 +259,7 @@ class ListWatchLoop<T> {
     const list = await listAll(this.#kube, this.#resource, {
       pageSize: this.#opts.pageSize,
       onPage: this.#opts.onPage,
+      logger: this.#log,
     });
     await this.#serial(() => this.#handler.replace(list.items, list.resourceVersion));
     this.#rv = list.resourceVersion;

@@ -41,6 +41,7 @@ export class KubeRestError extends Error {
 const RESOURCES: Record<string, { plural: string; namespaced: boolean }> = {
   "v1/Namespace": { plural: "namespaces", namespaced: false },
   "v1/ServiceAccount": { plural: "serviceaccounts", namespaced: true },
+  "v1/Secret": { plural: "secrets", namespaced: true },
   "v1/ConfigMap": { plural: "configmaps", namespaced: true },
   "v1/Pod": { plural: "pods", namespaced: true },
   "v1/Event": { plural: "events", namespaced: true },

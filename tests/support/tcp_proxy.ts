@@ -20,6 +20,13 @@ export interface TcpProxy {
   pause(): void;
   /** Lets held bytes flow again. */
   resume(): void;
+  /**
+   * Black-holes every connection open now: from now on their bytes (both directions) are
+   * dropped silently and the connections stay open, as a dead NAT entry or a crashed middlebox
+   * does; connections accepted later flow normally.
+   * @returns how many connections were black-holed
+   */
+  blackhole(): number;
   /** Closes the listener and every connection; idempotent. */
   close(): Promise<void>;
 }
@@ -39,6 +46,7 @@ export function startTcpProxy(
   let gate: Promise<void> | undefined;
   let open: (() => void) | undefined;
   let accepted = 0;
+  const holed = new Set<Deno.Conn>();
   const proxy: TcpProxy = {
     port: (listener.addr as Deno.NetAddr).port,
     delayMs: opts.delayMs ?? 0,
@@ -51,6 +59,10 @@ export function startTcpProxy(
     resume() {
       open?.();
       gate = open = undefined;
+    },
+    blackhole() {
+      for (const c of conns) holed.add(c);
+      return conns.size / 2;
     },
     async close() {
       proxy.resume();
@@ -86,6 +98,7 @@ export function startTcpProxy(
         const wait = head.at - performance.now();
         if (wait > 0.5) await new Promise((r) => setTimeout(r, wait));
         while (gate) await gate;
+        if (holed.has(src) || holed.has(dst)) continue;
         for (let off = 0; off < head.data.length;) {
           off += await dst.write(head.data.subarray(off));
         }
@@ -116,7 +129,11 @@ export function startTcpProxy(
           closeQuietly(client);
           if (upstream) closeQuietly(upstream);
           conns.delete(client);
-          if (upstream) conns.delete(upstream);
+          holed.delete(client);
+          if (upstream) {
+            conns.delete(upstream);
+            holed.delete(upstream);
+          }
         }
       })();
     }
