@@ -282,6 +282,8 @@ Deno.test("exec: a watch-only client renews a revoked credential at the watch's 
     assert.deepEqual(watches.map((r) => r.status), [200, 401, 200]);
     assert.equal((await runs(api.dir)).length, 2, "the plugin ran once more, not per attempt");
     assert.equal(lists, 1, "resumed from the kept resourceVersion, no re-list");
+    stop.abort();
+    await done;
   } finally {
     stop.abort();
     await api.stop();
