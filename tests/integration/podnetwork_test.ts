@@ -13,7 +13,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ipJson, isRoot, linkNames } from "../support/netns.ts";
+import { ipJson, linkNames } from "../support/netns.ts";
 import { expectOk, NS, podStatus, type World, worldTest } from "../support/world.ts";
 
 const KEP = "multinetwork.manifold.dev/networks";

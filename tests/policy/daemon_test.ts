@@ -10,7 +10,7 @@ import { libnftablesRunner, readRules } from "../../lib/policy/mod.ts";
 import { isRoot, sh } from "../support/netns.ts";
 import { MANIFOLD } from "../support/plugin.ts";
 import { until } from "../support/wait.ts";
-import { DaemonLab, type DaemonLabPod } from "./support/daemon_lab.ts";
+import { DaemonLab, type DaemonLabPod, daemonLabTest } from "./support/daemon_lab.ts";
 import { type KubeApiServer, realApiSuite } from "../support/kube_apiserver.ts";
 
 const root = isRoot();
@@ -247,50 +247,40 @@ Deno.test({
   },
 });
 
-Deno.test({
-  name:
-    "manifold daemon: a local pod's forged network-status neither moves its access nor gives the forged address any (issue 28 §2)",
-  ignore: !root,
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn() {
-    const lab = new DaemonLab();
-    try {
-      await lab.start();
-      const srv = await lab.pod("a", "server", { app: "db" }, 10);
-      const web = await lab.pod("a", "web", { app: "web" }, 11);
-      const oth = await lab.pod("a", "other", {}, 12);
-      const probe = await lab.pod("a", "probe", {}, 14);
-      await srv.agent.listen(80);
-      await lab.api.createPolicy(DB_POLICY);
-      await reaches(oth, srv, 80, false);
-      assert.equal(await web.agent.connects(srv.ip, 80), true, "web passes before the forgery");
+daemonLabTest(
+  "manifold daemon: a local pod's forged network-status neither moves its access nor gives the forged address any (issue 28 §2)",
+  async (lab) => {
+    const srv = await lab.pod("a", "server", { app: "db" }, 10);
+    const web = await lab.pod("a", "web", { app: "web" }, 11);
+    const oth = await lab.pod("a", "other", {}, 12);
+    const probe = await lab.pod("a", "probe", {}, 14);
+    await srv.agent.listen(80);
+    await lab.api.createPolicy(DB_POLICY);
+    await reaches(oth, srv, 80, false);
+    assert.equal(await web.agent.connects(srv.ip, 80), true, "web passes before the forgery");
 
-      // A third party allowed to patch pods claims `other`'s address for `web` (a local pod).
-      await lab.api.setPodAnnotation(
-        "a",
-        "web",
-        "k8s.v1.cni.cncf.io/network-status",
-        JSON.stringify([{ name: "a/net1", interface: "net1", ips: [`${oth.ip}/24`] }]),
-      );
-      // A later change of the same pod watch: once it is in force, the forgery was seen too.
-      await lab.api.setPodLabels("a", "probe", { app: "web" });
-      await reaches(probe, srv, 80, true, 5000);
-      assert.equal(
-        await oth.agent.connects(srv.ip, 80),
-        false,
-        "the forged address gets no access",
-      );
-      assert.equal(
-        await web.agent.connects(srv.ip, 80),
-        true,
-        "web is policed by its real address",
-      );
-    } finally {
-      await lab.cleanup();
-    }
+    // A third party allowed to patch pods claims `other`'s address for `web` (a local pod).
+    await lab.api.setPodAnnotation(
+      "a",
+      "web",
+      "k8s.v1.cni.cncf.io/network-status",
+      JSON.stringify([{ name: "a/net1", interface: "net1", ips: [`${oth.ip}/24`] }]),
+    );
+    // A later change of the same pod watch: once it is in force, the forgery was seen too.
+    await lab.api.setPodLabels("a", "probe", { app: "web" });
+    await reaches(probe, srv, 80, true, 5000);
+    assert.equal(
+      await oth.agent.connects(srv.ip, 80),
+      false,
+      "the forged address gets no access",
+    );
+    assert.equal(
+      await web.agent.connects(srv.ip, 80),
+      true,
+      "web is policed by its real address",
+    );
   },
-});
+);
 
 const real = realApiSuite({ root: true });
 real.test(

@@ -15,7 +15,7 @@ import {
   parsePod,
   PolicyApplier,
 } from "../../lib/policy/mod.ts";
-import { ip, isRoot, sh } from "../support/netns.ts";
+import { ip, sh } from "../support/netns.ts";
 import { until } from "../support/wait.ts";
 import { type LabPod, labTest } from "./support/lab.ts";
 

@@ -149,16 +149,17 @@ export class PolicyAgent {
   /**
    * A local pod's attachments from the node's own records (issue 28 §2: its network-status
    * annotation may be overwritten by anyone allowed to patch the pod): a pod with a sandbox in
-   * the attachment cache has the addresses Manifold verified at ADD (none while its ADD has not
-   * finished); a pod of this node without one keeps its annotation's networks but no address
-   * (not started here yet, host network, or not Manifold's: nothing it claims is believed).
+   * the attachment cache has the addresses Manifold verified at ADD; a pod of this node
+   * without one, or whose record has no network-status yet (ADD not finished), keeps its
+   * annotation's networks — it is still selected and policed — but no address (nothing it
+   * claims is believed).
    * `undefined` for a pod of another node: its annotation is all there is.
    */
   #localAttachments(pod: PodInfo): PodAttachment[] | undefined {
     const sandbox = this.#index.sandboxOf(pod);
-    if (sandbox) return statusAttachments(sandbox.networkStatus ?? []);
+    if (sandbox?.networkStatus) return statusAttachments(sandbox.networkStatus);
     const nodeName = this.#opts.nodeName;
-    if (nodeName === undefined || pod.nodeName !== nodeName) return undefined;
+    if (!sandbox && (nodeName === undefined || pod.nodeName !== nodeName)) return undefined;
     return (pod.attachments ?? []).map((a) => ({ ...a, ips: [] }));
   }
 

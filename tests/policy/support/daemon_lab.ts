@@ -14,7 +14,7 @@ import { type KubeApiStandIn, startKubeApi } from "../../support/kube_api.ts";
 import type { KubeApiServer } from "../../support/kube_apiserver.ts";
 import { type LabApi, realLabApi, standInLabApi } from "./lab_api.ts";
 import { type DaemonProcess, startDaemon } from "../../support/daemon.ts";
-import { Scratch } from "../../support/netns.ts";
+import { isRoot, Scratch } from "../../support/netns.ts";
 import { k8sArgs, runPlugin } from "../../support/plugin.ts";
 import { until } from "../../support/wait.ts";
 import { LabPod } from "./lab.ts";
@@ -223,4 +223,34 @@ export class DaemonLab {
     await this.standIn?.stop().catch(() => {});
     await this.scratch.cleanup();
   }
+}
+
+/**
+ * Registers a root-only test on a started {@link DaemonLab} (stand-in API), cleaned up in
+ * `finally` also on failure; skipped without root.
+ *
+ * @param name the test's name
+ * @param fn the scenario, given the started lab
+ * @param start options of {@link DaemonLab.start} (e.g. `conf`)
+ */
+export function daemonLabTest(
+  name: string,
+  fn: (lab: DaemonLab) => Promise<void>,
+  start: Parameters<DaemonLab["start"]>[0] = {},
+): void {
+  Deno.test({
+    name,
+    ignore: !isRoot(),
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn() {
+      const lab = new DaemonLab();
+      try {
+        await lab.start(start);
+        await fn(lab);
+      } finally {
+        await lab.cleanup();
+      }
+    },
+  });
 }
