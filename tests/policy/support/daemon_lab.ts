@@ -254,3 +254,21 @@ export function daemonLabTest(
     },
   });
 }
+
+/** Polls a connect until it gives `want` (each try 200 ms); returns the ms it took. */
+export async function reaches(
+  from: DaemonLabPod,
+  to: DaemonLabPod,
+  port: number,
+  want: boolean,
+  ms = 2000,
+): Promise<number> {
+  const t0 = performance.now();
+  await until(
+    async () => (await from.agent.connects(to.ip, port, 200)) === want,
+    `${from.name} → ${to.name}:${port} ${want ? "passing" : "dropped"}`,
+    ms,
+    5,
+  );
+  return performance.now() - t0;
+}
