@@ -8,20 +8,7 @@
 
 import assert from "node:assert/strict";
 import { realApiSuite } from "../support/kube_apiserver.ts";
-import { DaemonLab, daemonLabTest, reaches } from "./support/daemon_lab.ts";
-
-/** `app=web` pods may reach `app=db` pods on TCP 80 over net1. */
-const DB_POLICY = {
-  metadata: {
-    name: "db",
-    namespace: "a",
-    annotations: { "k8s.v1.cni.cncf.io/policy-for": "net1" },
-  },
-  spec: {
-    podSelector: { matchLabels: { app: "db" } },
-    ingress: [{ from: [{ podSelector: { matchLabels: { app: "web" } } }], ports: [{ port: 80 }] }],
-  },
-};
+import { DaemonLab, daemonLabTest, reaches, WEB_TO_DB_80 } from "./support/daemon_lab.ts";
 
 /**
  * A third party allowed to patch pods writes another pod's address into a local pod's
@@ -34,7 +21,7 @@ async function forgedStatus(lab: DaemonLab): Promise<void> {
   const oth = await lab.pod("a", "other", {}, 12);
   const probe = await lab.pod("a", "probe", {}, 14);
   await srv.agent.listen(80);
-  await lab.api.createPolicy(DB_POLICY);
+  await lab.api.createPolicy(WEB_TO_DB_80);
   await reaches(oth, srv, 80, false);
   assert.equal(await web.agent.connects(srv.ip, 80), true, "web passes before the forgery");
 

@@ -272,3 +272,31 @@ export async function reaches(
   );
   return performance.now() - t0;
 }
+
+/**
+ * A MultiNetworkPolicy object in namespace `a`.
+ *
+ * @param name `metadata.name`
+ * @param spec its `spec`
+ * @param policyFor the `k8s.v1.cni.cncf.io/policy-for` annotation (default `"net1"`)
+ */
+export function labPolicy(
+  name: string,
+  spec: Record<string, unknown>,
+  policyFor = "net1",
+): Record<string, unknown> {
+  return {
+    metadata: {
+      name,
+      namespace: "a",
+      annotations: { "k8s.v1.cni.cncf.io/policy-for": policyFor },
+    },
+    spec,
+  };
+}
+
+/** `app=web` pods may reach `app=db` pods on TCP 80 over net1. */
+export const WEB_TO_DB_80: Record<string, unknown> = labPolicy("db", {
+  podSelector: { matchLabels: { app: "db" } },
+  ingress: [{ from: [{ podSelector: { matchLabels: { app: "web" } } }], ports: [{ port: 80 }] }],
+});
