@@ -21,6 +21,7 @@
 
 import type { AttachmentCache, CacheKey } from "../multinet/cache/cache.ts";
 import { type CacheRecord, decodeRecord } from "../multinet/cache/record.ts";
+import type { NetworkStatus } from "../multinet/types.ts";
 
 /** A live sandbox of a pod, from its cache records. */
 export interface PodSandbox {
@@ -36,6 +37,12 @@ export interface PodSandbox {
   ifNames: string[];
   /** The key of the sandbox's newest record (the one hot-plug changes). */
   key: CacheKey;
+  /**
+   * The network-status Manifold computed and verified against the kernel for the newest
+   * record (its addresses are the pod's real ones, whatever the pod's annotation says);
+   * `undefined` while that record has none (ADD not finished).
+   */
+  networkStatus?: NetworkStatus[];
 }
 
 /** A pod as the index is asked about it. */
@@ -176,6 +183,7 @@ function groupSandboxes(records: (CacheRecord | undefined)[]): Map<string, PodSa
         createdAt: r.createdAt,
         ifNames: [r.ifName],
         key: { containerId: r.containerId, ifName: r.ifName },
+        networkStatus: r.networkStatus,
       });
       podOf.set(r.containerId, `${r.pod.namespace}/${r.pod.name}`);
       continue;
@@ -184,6 +192,7 @@ function groupSandboxes(records: (CacheRecord | undefined)[]): Map<string, PodSa
     if (r.createdAt > s.createdAt) {
       s.createdAt = r.createdAt;
       s.key = { containerId: r.containerId, ifName: r.ifName };
+      s.networkStatus = r.networkStatus;
       if (r.netns) s.netns = r.netns;
     }
   }

@@ -22,6 +22,7 @@ import {
   parseMultiNetworkPolicy,
   parseNamespace,
   parsePod,
+  type PodAttachment,
   type PodInfo,
 } from "./types.ts";
 import { errorText } from "../util/text.ts";
@@ -33,6 +34,15 @@ export interface ReconcilerOptions {
    * pod has no sandbox here (yet): such a pod is skipped until a later sync.
    */
   netnsOf: (pod: PodInfo) => string | undefined;
+  /**
+   * The attachments of a pod that runs on this node, from the node's own records (the
+   * attachment cache: what Manifold verified against the kernel at ADD), or `undefined` for a
+   * pod of another node. A local pod's addresses — as a selected pod and as a peer — come from
+   * here, never from its network-status annotation, which anyone allowed to patch the pod can
+   * overwrite (issue 28 §2); only remote pods' come from the annotation. Default: every pod's
+   * come from its annotation.
+   */
+  localAttachmentsOf?: (pod: PodInfo) => PodAttachment[] | undefined;
   /** This node's name: only its pods are programmed (default: every pod with a netns). */
   nodeName?: string;
   /** Default: a {@link PolicyApplier} over libnftables. */
@@ -180,7 +190,7 @@ export class PolicyReconciler {
     const t0 = performance.now();
     const desired = computeDesiredPolicies({
       policies: [...this.#policies.values()],
-      pods: [...this.#pods.values()],
+      pods: [...this.#pods.values()].map((p) => this.#withLocalAddresses(p)),
       namespaces: [...this.#namespaces.values()],
     }, this.#options.nodeName === undefined ? {} : { nodeName: this.#options.nodeName });
     const report: SyncReport = {
@@ -226,6 +236,16 @@ export class PolicyReconciler {
     }
     report.durationMs = performance.now() - t0;
     return report;
+  }
+
+  /**
+   * The pod with its local attachments in place of the annotation's (an unreadable annotation
+   * stays unreadable: the pod fails closed as before).
+   */
+  #withLocalAddresses(pod: PodInfo): PodInfo {
+    if (!pod.attachments) return pod;
+    const local = this.#options.localAttachmentsOf?.(pod);
+    return local === undefined ? pod : { ...pod, attachments: local };
   }
 
   #localUnselected(selected: Map<string, unknown>): [string, string][] {

@@ -246,7 +246,31 @@ export function parseAttachments(value: string): PodAttachment[] {
   }
   const r = statusList.safeParse(json);
   if (!r.success) fail("network-status", r.error);
-  return r.data.filter((e) => e.interface).map((e) => ({
+  return statusAttachments(r.data);
+}
+
+/**
+ * Network-status entries (NPWG v1.3 §5.3) already decoded — the annotation's, or the ones
+ * Manifold keeps in its attachment cache — as attachments: entries without `interface` are
+ * skipped, addresses lose their prefix.
+ *
+ * @param entries the entries, in order
+ * @returns attachments in entry order
+ * @example
+ * ```ts
+ * statusAttachments([{ name: "a/net1", interface: "net1", ips: ["10.1.0.2/24"] }])
+ * // [{ network: "a/net1", ifName: "net1", ips: ["10.1.0.2"], isDefault: false }]
+ * ```
+ */
+export function statusAttachments(
+  entries: readonly {
+    name: string;
+    interface?: string;
+    ips?: string[] | null;
+    default?: boolean | null;
+  }[],
+): PodAttachment[] {
+  return entries.filter((e) => e.interface).map((e) => ({
     network: e.name,
     ifName: e.interface!,
     ips: (e.ips ?? []).map(bareIp),

@@ -145,3 +145,33 @@ Deno.test("sandbox index: lookup reads again only when the cache directory chang
     assert.equal((await index.lookup({ namespace: "a", name: "host-net-pod" }))?.containerId, "c2");
   });
 });
+
+Deno.test("sandbox index: a sandbox carries its newest record's verified network-status", async () => {
+  await withIndex(async (cache, index) => {
+    const status = (ip: string) => [
+      { name: "cbr0", interface: "eth0", ips: ["10.0.0.2/24"], default: true },
+      { name: "a/net1", interface: "net1", ips: [`${ip}/24`], default: false },
+    ];
+    await cache.write({ ...record("c1", "web", "u1", "2026-01-01T00:00:00.000Z") });
+    assert.equal(await index.refresh(), 1);
+    assert.equal(
+      index.sandboxOf({ namespace: "a", name: "web" })?.networkStatus,
+      undefined,
+      "ADD not finished: no status",
+    );
+    await cache.write({
+      ...record("c1", "web", "u1", "2026-01-01T00:00:00.000Z"),
+      networkStatus: status("10.1.0.5"),
+    });
+    await cache.write({
+      ...record("c2", "web", "u1", "2026-01-02T00:00:00.000Z"),
+      networkStatus: status("10.1.0.9"),
+    });
+    await index.refresh();
+    assert.deepEqual(
+      index.sandboxOf({ namespace: "a", name: "web", uid: "u1" })?.networkStatus,
+      status("10.1.0.9"),
+      "the restarted sandbox's addresses",
+    );
+  });
+});

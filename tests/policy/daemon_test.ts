@@ -10,23 +10,12 @@ import { libnftablesRunner, readRules } from "../../lib/policy/mod.ts";
 import { isRoot, sh } from "../support/netns.ts";
 import { MANIFOLD } from "../support/plugin.ts";
 import { until } from "../support/wait.ts";
-import { DaemonLab, type DaemonLabPod } from "./support/daemon_lab.ts";
+import { DaemonLab, labPolicy, reaches } from "./support/daemon_lab.ts";
 import { type KubeApiServer, realApiSuite } from "../support/kube_apiserver.ts";
 
 const root = isRoot();
 
-function policy(name: string, spec: Record<string, unknown>, policyFor = "net1") {
-  return {
-    metadata: {
-      name,
-      namespace: "a",
-      annotations: { "k8s.v1.cni.cncf.io/policy-for": policyFor },
-    },
-    spec,
-  };
-}
-
-const DB_POLICY = policy("db", {
+const DB_POLICY = labPolicy("db", {
   podSelector: { matchLabels: { app: "db" } },
   ingress: [
     { from: [{ podSelector: { matchLabels: { app: "web" } } }], ports: [{ port: 80 }] },
@@ -37,24 +26,6 @@ const DB_POLICY = policy("db", {
     { from: [{ namespaceSelector: { matchLabels: { team: "b" } } }], ports: [{ port: 9000 }] },
   ],
 });
-
-/** Polls a connect until it gives `want` (each try 200 ms); returns the ms it took. */
-async function reaches(
-  from: DaemonLabPod,
-  to: DaemonLabPod,
-  port: number,
-  want: boolean,
-  ms = 2000,
-): Promise<number> {
-  const t0 = performance.now();
-  await until(
-    async () => (await from.agent.connects(to.ip, port, 200)) === want,
-    `${from.name} → ${to.name}:${port} ${want ? "passing" : "dropped"}`,
-    ms,
-    5,
-  );
-  return performance.now() - t0;
-}
 
 /** The whole scenario on a lab over the stand-in, or over `server` when given. */
 async function scenario(server?: KubeApiServer): Promise<void> {
@@ -157,7 +128,7 @@ async function scenario(server?: KubeApiServer): Promise<void> {
     // Fail closed: an invalid policy selecting the server drops everything and says why
     // (`In` without values: deploy/'s CRD admits it, the engine does not).
     await lab.api.createPolicy(
-      policy("broken", {
+      labPolicy("broken", {
         podSelector: { matchLabels: { app: "db" } },
         ingress: [{
           from: [{ podSelector: { matchExpressions: [{ key: "app", operator: "In" }] } }],

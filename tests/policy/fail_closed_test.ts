@@ -15,10 +15,8 @@ import {
   parsePod,
   PolicyApplier,
 } from "../../lib/policy/mod.ts";
-
 import { ip, sh } from "../support/netns.ts";
 import { until } from "../support/wait.ts";
-
 import { type LabPod, labTest } from "./support/lab.ts";
 
 const namespaces = [parseNamespace({ metadata: { name: "a", labels: { team: "a" } } })];

@@ -157,3 +157,28 @@ Deno.test("syncs are serialised", async () => {
   await Promise.all([1, 2, 3].map((i) => r.sync().then(() => order.push(i))));
   assert.deepEqual(order, [1, 2, 3]);
 });
+
+Deno.test("localAttachmentsOf: a local pod's addresses are the node's, its annotation's only for remote pods", async () => {
+  const runner = new FakeRunner();
+  const r = new PolicyReconciler({
+    nodeName: "n1",
+    applier: new PolicyApplier(runner),
+    netnsOf: (p) => (p.name === "db" ? "/ns/db" : undefined),
+    localAttachmentsOf: (p) =>
+      p.nodeName !== "n1"
+        ? undefined
+        : p.name === "web"
+        ? [{ network: "a/net1", ifName: "net1", ips: ["10.1.0.2"], isDefault: false }]
+        : p.attachments ?? undefined,
+  });
+  r.upsertNamespace({ metadata: { name: "a" } });
+  r.upsertPod(pod("db", { app: "db" }, "10.1.0.1"));
+  r.upsertPod(pod("web", { app: "web" }, "10.1.0.66")); // forged annotation
+  r.upsertPod(pod("remote", { app: "web" }, "10.1.0.4", "n2"));
+  r.upsertPolicy(dbPolicy);
+  await r.sync();
+  const batch = JSON.stringify(runner.log.find((l) => l.kind === "full")!.batch);
+  assert.ok(batch.includes('"10.1.0.2"'), "the local peer's own address");
+  assert.ok(batch.includes('"10.1.0.4"'), "the remote peer's annotation address");
+  assert.ok(!batch.includes("10.1.0.66"), "the local peer's forged annotation address");
+});

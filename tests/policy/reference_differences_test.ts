@@ -12,7 +12,6 @@ import {
   parseNamespace,
   parsePod,
 } from "../../lib/policy/mod.ts";
-
 import { type LabPod, labTest } from "./support/lab.ts";
 
 const namespaces = ["a", "b"].map((name) => parseNamespace({ metadata: { name } }));

@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { libnftablesRunner, readRules } from "../../lib/policy/mod.ts";
 import { realApiSuite } from "../support/kube_apiserver.ts";
 import { until } from "../support/wait.ts";
-import { DaemonLab, NODE } from "../policy/support/daemon_lab.ts";
+import { DaemonLab, NODE, WEB_TO_DB_80 } from "../policy/support/daemon_lab.ts";
 import {
   createPods,
   createRemotePod,
@@ -24,18 +24,6 @@ import {
 } from "../policy/support/scale.ts";
 
 const suite = realApiSuite({ root: true });
-
-const DB_POLICY = {
-  metadata: {
-    name: "db",
-    namespace: "a",
-    annotations: { "k8s.v1.cni.cncf.io/policy-for": "net1" },
-  },
-  spec: {
-    podSelector: { matchLabels: { app: "db" } },
-    ingress: [{ from: [{ podSelector: { matchLabels: { app: "web" } } }], ports: [{ port: 80 }] }],
-  },
-};
 
 /**
  * Heap bytes per pod of the cluster the agent may keep. Measured between two cluster sizes:
@@ -55,7 +43,7 @@ suite.test("policy agent at scale: unrelated pod changes run no sync, peers stil
         refs = await fillCluster(server, { pods: 500, policies: 40, nodes: 10, node: NODE });
       },
     });
-    await lab.api.createPolicy(DB_POLICY);
+    await lab.api.createPolicy(WEB_TO_DB_80);
     const srv = await lab.pod("a", "server", { app: "db" }, 10);
     const peer = { namespace: "a", name: "peer", nodeName: "node-3" };
     await createRemotePod(server, { ...peer, labels: { app: "idle" } }, [

@@ -275,6 +275,8 @@ export interface KubeApiStandIn {
   putNamespace(name: string, labels?: Record<string, string>): Record<string, unknown>;
   /** Replaces a pod's labels (new resourceVersion, MODIFIED to the pod watches). */
   setPodLabels(namespace: string, name: string, labels: Record<string, string>): void;
+  /** Sets one annotation of a stored pod (a third party's patch), reaching its watches. */
+  setPodAnnotation(namespace: string, name: string, key: string, value: string): void;
   /** Pod, Namespace and MultiNetworkPolicy watches open now. */
   readonly policyWatchCount: number;
   /** Forgets the pod, Namespace and MultiNetworkPolicy watch history (→ 410 for older watches). */
@@ -1090,6 +1092,16 @@ class StandIn implements KubeApiStandIn {
     const meta = pod.metadata as Json;
     if (Object.keys(labels).length) meta.labels = { ...labels };
     else delete meta.labels;
+    meta.resourceVersion = String(++this.#rv);
+    this.#emitPod("MODIFIED", pod, prev);
+  }
+
+  setPodAnnotation(namespace: string, name: string, annotation: string, value: string): void {
+    const pod = this.#pods.get(key(namespace, name));
+    if (!pod) throw new Error(`pod ${namespace}/${name} does not exist`);
+    const prev = structuredClone(pod);
+    const meta = pod.metadata as Json;
+    meta.annotations = { ...(meta.annotations as Json | undefined), [annotation]: value };
     meta.resourceVersion = String(++this.#rv);
     this.#emitPod("MODIFIED", pod, prev);
   }

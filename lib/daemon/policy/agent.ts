@@ -3,7 +3,9 @@
  * MultiNetworkPolicies, pods and namespaces of the whole cluster (lib/k8s/watch.ts: paged
  * lists, watch from the kept resourceVersion, relist on `410 Gone`) feeding a
  * {@link PolicyReconciler}; pods' network namespaces come from the attachment cache
- * (lib/daemon/sandbox_index.ts, shared with hot-plug). The cluster's pods arrive and are kept as compact records
+ * (lib/daemon/sandbox_index.ts, shared with hot-plug), and so do local pods' addresses (the
+attachment cache's verified network-status; the annotation, which anyone who may patch a pod
+can overwrite, only for remote pods). The cluster's pods arrive and are kept as compact records
  * (lib/daemon/policy/pods.ts, decoded page by page); a pod change that cannot change this
  * node's rules (another node's pod no policy's peer names, lib/daemon/policy/peers.ts) is taken
  * in without a sync (`manifold_policy_pod_changes_total{effect="ignored"}`).
@@ -31,6 +33,7 @@ import type { Logger } from "../../log/mod.ts";
 import type { EventSink } from "../../multinet/deps.ts";
 import { PolicyReconciler, type SyncReport } from "../../policy/reconcile.ts";
 import { PolicyApplier } from "../../policy/apply.ts";
+import { type PodAttachment, type PodInfo, statusAttachments } from "../../policy/types.ts";
 import { errorText } from "../../util/text.ts";
 import type { DaemonObserver, PolicyFailures } from "../observer.ts";
 import { SandboxIndex } from "../sandbox_index.ts";
@@ -137,9 +140,27 @@ export class PolicyAgent {
     });
     this.#reconciler = new PolicyReconciler({
       netnsOf: (pod) => this.#index.sandboxOf(pod)?.netns || undefined,
+      localAttachmentsOf: (pod) => this.#localAttachments(pod),
       nodeName: opts.nodeName,
       applier: this.#applier,
     });
+  }
+
+  /**
+   * A local pod's attachments from the node's own records (issue 28 §2: its network-status
+   * annotation may be overwritten by anyone allowed to patch the pod): a pod with a sandbox in
+   * the attachment cache has the addresses Manifold verified at ADD; a pod of this node
+   * without one, or whose record has no network-status yet (ADD not finished), keeps its
+   * annotation's networks — it is still selected and policed — but no address (nothing it
+   * claims is believed).
+   * `undefined` for a pod of another node: its annotation is all there is.
+   */
+  #localAttachments(pod: PodInfo): PodAttachment[] | undefined {
+    const sandbox = this.#index.sandboxOf(pod);
+    if (sandbox?.networkStatus) return statusAttachments(sandbox.networkStatus);
+    const nodeName = this.#opts.nodeName;
+    if (!sandbox && (nodeName === undefined || pod.nodeName !== nodeName)) return undefined;
+    return (pod.attachments ?? []).map((a) => ({ ...a, ips: [] }));
   }
 
   /**

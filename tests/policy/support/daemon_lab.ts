@@ -14,7 +14,7 @@ import { type KubeApiStandIn, startKubeApi } from "../../support/kube_api.ts";
 import type { KubeApiServer } from "../../support/kube_apiserver.ts";
 import { type LabApi, realLabApi, standInLabApi } from "./lab_api.ts";
 import { type DaemonProcess, startDaemon } from "../../support/daemon.ts";
-import { Scratch } from "../../support/netns.ts";
+import { isRoot, Scratch } from "../../support/netns.ts";
 import { k8sArgs, runPlugin } from "../../support/plugin.ts";
 import { until } from "../../support/wait.ts";
 import { LabPod } from "./lab.ts";
@@ -224,3 +224,79 @@ export class DaemonLab {
     await this.scratch.cleanup();
   }
 }
+
+/**
+ * Registers a root-only test on a started {@link DaemonLab} (stand-in API), cleaned up in
+ * `finally` also on failure; skipped without root.
+ *
+ * @param name the test's name
+ * @param fn the scenario, given the started lab
+ * @param start options of {@link DaemonLab.start} (e.g. `conf`)
+ */
+export function daemonLabTest(
+  name: string,
+  fn: (lab: DaemonLab) => Promise<void>,
+  start: Parameters<DaemonLab["start"]>[0] = {},
+): void {
+  Deno.test({
+    name,
+    ignore: !isRoot(),
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn() {
+      const lab = new DaemonLab();
+      try {
+        await lab.start(start);
+        await fn(lab);
+      } finally {
+        await lab.cleanup();
+      }
+    },
+  });
+}
+
+/** Polls a connect until it gives `want` (each try 200 ms); returns the ms it took. */
+export async function reaches(
+  from: DaemonLabPod,
+  to: DaemonLabPod,
+  port: number,
+  want: boolean,
+  ms = 2000,
+): Promise<number> {
+  const t0 = performance.now();
+  await until(
+    async () => (await from.agent.connects(to.ip, port, 200)) === want,
+    `${from.name} → ${to.name}:${port} ${want ? "passing" : "dropped"}`,
+    ms,
+    5,
+  );
+  return performance.now() - t0;
+}
+
+/**
+ * A MultiNetworkPolicy object in namespace `a`.
+ *
+ * @param name `metadata.name`
+ * @param spec its `spec`
+ * @param policyFor the `k8s.v1.cni.cncf.io/policy-for` annotation (default `"net1"`)
+ */
+export function labPolicy(
+  name: string,
+  spec: Record<string, unknown>,
+  policyFor = "net1",
+): Record<string, unknown> {
+  return {
+    metadata: {
+      name,
+      namespace: "a",
+      annotations: { "k8s.v1.cni.cncf.io/policy-for": policyFor },
+    },
+    spec,
+  };
+}
+
+/** `app=web` pods may reach `app=db` pods on TCP 80 over net1. */
+export const WEB_TO_DB_80: Record<string, unknown> = labPolicy("db", {
+  podSelector: { matchLabels: { app: "db" } },
+  ingress: [{ from: [{ podSelector: { matchLabels: { app: "web" } } }], ports: [{ port: 80 }] }],
+});

@@ -30,6 +30,8 @@ export interface LabApi {
   ): Promise<string>;
   /** Replaces a pod's labels. */
   setPodLabels(namespace: string, name: string, labels: Record<string, string>): Promise<void>;
+  /** Sets one annotation of a pod, as a third party allowed to patch it would. */
+  setPodAnnotation(namespace: string, name: string, key: string, value: string): Promise<void>;
   /** Creates a MultiNetworkPolicy (`metadata.namespace`/`name` set). */
   createPolicy(obj: Json): Promise<void>;
   /** Deletes a MultiNetworkPolicy. */
@@ -50,6 +52,8 @@ export function standInLabApi(api: KubeApiStandIn): LabApi {
         String((api.addPod({ ...p, uid: crypto.randomUUID() }).metadata as Json).uid),
       ),
     setPodLabels: (ns, name, labels) => Promise.resolve(api.setPodLabels(ns, name, labels)),
+    setPodAnnotation: (ns, name, key, value) =>
+      Promise.resolve(api.setPodAnnotation(ns, name, key, value)),
     createPolicy: (obj) =>
       Promise.resolve(
         void api.putMultiNetworkPolicy(obj as { metadata: { name: string; namespace: string } }),
@@ -134,6 +138,11 @@ export async function realLabApi(server: KubeApiServer): Promise<LabApi> {
       for (const k of Object.keys(pod.metadata.labels ?? {})) if (!(k in labels)) patch[k] = null;
       await admin.patch({ apiVersion: "v1", kind: "Pod", namespace, name }, {
         metadata: { labels: { ...patch, ...labels } },
+      });
+    },
+    async setPodAnnotation(namespace, name, key, value) {
+      await admin.patch({ apiVersion: "v1", kind: "Pod", namespace, name }, {
+        metadata: { annotations: { [key]: value } },
       });
     },
     async createPolicy(obj) {
