@@ -24,6 +24,7 @@ import { containerdToml, kubeletConfig, type NodeLayout, primaryConflist } from 
 import { importImages, NETCHECK_IMAGE, PAUSE_IMAGE } from "./node/images.ts";
 import { Proc, run } from "./node/procs.ts";
 import { inspectNetns, type NetnsSnapshot } from "../../lib/netlink/mod.ts";
+import { parseAllDocuments } from "yaml";
 
 export { NETCHECK_IMAGE, PAUSE_IMAGE } from "./node/images.ts";
 export type { NodeLayout } from "./node/configs.ts";
@@ -745,6 +746,13 @@ export async function startNodeCluster(opts: NodeClusterOptions = {}): Promise<N
       importImages(layout.containerdSocket, [PAUSE_IMAGE, NETCHECK_IMAGE])
     );
     // The plugin's credentials, as a DaemonSet's service account would mount them.
+    // deploy/'s CRDs (NetworkAttachmentDefinition, MultiNetworkPolicy, PodNetwork), as a cluster has them.
+    for (const f of ["00-crd.yaml", "01-crd-multinetworkpolicy.yaml", "02-crd-multinetwork.yaml"]) {
+      for (const doc of parseAllDocuments(await Deno.readTextFile(`${REPO}/deploy/${f}`))) {
+        const o = doc.toJS();
+        if (o?.kind === "CustomResourceDefinition") await api.admin.installCrd(o);
+      }
+    }
     await Deno.writeTextFile(`${dir}/sa/token`, api.adminToken, { mode: 0o600 });
     await Deno.writeTextFile(`${dir}/sa/ca.crt`, api.caPem);
     await installManifold(node, opts.pluginConf ?? {});
@@ -808,7 +816,10 @@ async function installManifold(
     "--primary-timeout-ms",
     "10000",
     "--plugin-conf",
-    JSON.stringify(pluginConf),
+    // binDir: `manifold daemon` finds delegates only there (it ignores the requests' CNI_PATH),
+    // and `manifold install --cni-bin-dir` does not write it: without it daemon mode looks in
+    // /opt/cni/bin (a defect of the installer found by this tier; see the node tier's doc).
+    JSON.stringify({ binDir: l.cniBinDir, ...pluginConf }),
   ];
   if (node.daemonSocket) args.push("--daemon-socket", node.daemonSocket);
   await run(`${REPO}/scripts/manifold`, args);
