@@ -816,10 +816,7 @@ async function installManifold(
     "--primary-timeout-ms",
     "10000",
     "--plugin-conf",
-    // binDir: `manifold daemon` finds delegates only there (it ignores the requests' CNI_PATH),
-    // and `manifold install --cni-bin-dir` does not write it: without it daemon mode looks in
-    // /opt/cni/bin (a defect of the installer found by this tier; see the node tier's doc).
-    JSON.stringify({ binDir: l.cniBinDir, ...pluginConf }),
+    JSON.stringify(pluginConf),
   ];
   if (node.daemonSocket) args.push("--daemon-socket", node.daemonSocket);
   await run(`${REPO}/scripts/manifold`, args);
