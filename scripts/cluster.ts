@@ -7,12 +7,19 @@
  *
  * @module
  */
-import { startNodeCluster } from "../tests/support/node_cluster.ts";
+import { nodeTierMissing, startNodeCluster } from "../tests/support/node_cluster.ts";
 
 const [state, mode = "per-call"] = Deno.args;
 if (!state || (mode !== "per-call" && mode !== "daemon")) {
   console.error("usage: deno run -A scripts/cluster.ts STATE_DIR [per-call|daemon]");
   Deno.exit(2);
+}
+const missing = nodeTierMissing();
+if (missing) {
+  console.error(
+    `cluster.sh: cannot start a node: missing ${missing} (see docs/development.md, the node tier)`,
+  );
+  Deno.exit(1);
 }
 const node = await startNodeCluster({ mode });
 const kubeconfig = `${node.layout.dir}/admin.kubeconfig`;
