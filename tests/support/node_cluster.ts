@@ -24,6 +24,7 @@ import { containerdToml, kubeletConfig, type NodeLayout, primaryConflist } from 
 import { importImages, NETCHECK_IMAGE, PAUSE_IMAGE } from "./node/images.ts";
 import { Proc, run } from "./node/procs.ts";
 import { inspectNetns, type NetnsSnapshot } from "../../lib/netlink/mod.ts";
+import { findLeaks, type LeakReport } from "./leaks.ts";
 import { parseAllDocuments } from "yaml";
 
 export { NETCHECK_IMAGE, PAUSE_IMAGE } from "./node/images.ts";
@@ -495,6 +496,18 @@ export class NodeCluster {
     return text ? JSON.parse(text) : [];
   }
 
+  /**
+   * What the node still holds of the sandboxes `containerIds` (tests/support/leaks.ts): host-local
+   * leases in the node's ipam dir, live cache records in Manifold's cache dir.
+   */
+  leaks(containerIds: string[]): Promise<LeakReport> {
+    return findLeaks({
+      containerIds,
+      ipamDir: this.layout.ipamDir,
+      cacheDir: this.layout.cacheDir,
+    });
+  }
+
   /** The log of a component: `containerd`, `kubelet`, `daemon`, `kube-controller-manager`, … */
   logPath(component: string): string {
     return this.#log(component);
@@ -616,7 +629,9 @@ export class NodeCluster {
 
   /** Cgroups that did not exist before start: every dir new under each v1 controller's root. */
   async #removeCgroups(): Promise<void> {
-    for (const dir of await cgroupDirs()) {
+    // Deepest first: a container's cgroup before containerd's namespace level.
+    const dirs = (await cgroupDirs()).sort((a, b) => b.length - a.length);
+    for (const dir of dirs) {
       if (this.#cgroupsBefore.has(dir)) continue;
       await rmdirDeep(dir);
     }
@@ -663,7 +678,13 @@ async function cgroupDirs(): Promise<string[]> {
     for await (const c of Deno.readDir("/sys/fs/cgroup")) {
       if (!c.isDirectory) continue;
       for await (const e of Deno.readDir(`/sys/fs/cgroup/${c.name}`)) {
-        if (e.isDirectory) res.push(`/sys/fs/cgroup/${c.name}/${e.name}`);
+        if (!e.isDirectory) continue;
+        res.push(`/sys/fs/cgroup/${c.name}/${e.name}`);
+        // containerd's namespace level (shared by nodes running at once): its children too.
+        if (e.name !== "k8s.io") continue;
+        for await (const k of Deno.readDir(`/sys/fs/cgroup/${c.name}/k8s.io`)) {
+          if (k.isDirectory) res.push(`/sys/fs/cgroup/${c.name}/k8s.io/${k.name}`);
+        }
       }
     }
   } catch { /* no cgroup fs */ }
