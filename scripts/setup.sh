@@ -17,6 +17,10 @@ ldconfig -p 2>/dev/null | grep -q 'libmnl.so.0' || need_apt+=(libmnl0)
 { command -v nft && ldconfig -p | grep -q 'libnftables.so.1'; } >/dev/null 2>&1 || need_apt+=(nftables) # nft + libnftables1 (MultiNetworkPolicy)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
+# The node tier (tests/node/): its own containerd (with ctr) and runc, images built with gcc -static.
+command -v containerd >/dev/null 2>&1 || need_apt+=(containerd)
+command -v runc >/dev/null 2>&1 || need_apt+=(runc)
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 # tests/deploy/delegate_paths_test.ts traces the delegates the daemon runs.
 command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)

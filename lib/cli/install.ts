@@ -58,7 +58,8 @@ Plugin settings (keys of the generated config):
                                 key plugin-conf.json, mounted); --plugin-conf keys win over it
 Daemon (manifold daemon, the DaemonSet's main container):
   --daemon-socket PATH          daemonSocket: the binary forwards each request to the daemon
-                                listening there (host path, e.g. /run/manifold/manifold.sock)
+                                listening there (host path, e.g. /run/manifold/manifold.sock);
+                                with --cni-bin-dir also binDir (the daemon's delegates' dir)
   --no-daemon-fallback          daemonFallback: false: a request the daemon does not answer fails
                                 instead of running in-process (needs --daemon-socket)
 Lifecycle:
@@ -240,6 +241,11 @@ function pluginConfFromFlags(values: InstallFlags): Record<string, unknown> {
   }
   if (values["daemon-socket"] !== undefined) {
     pluginConf.daemonSocket = absolute("daemon-socket", values["daemon-socket"]);
+    // `manifold daemon` runs delegates from the config's binDir only (never a request's
+    // CNI_PATH): a non-default --cni-bin-dir must reach it, or it looks in /opt/cni/bin.
+    if (values["cni-bin-dir"] !== undefined && pluginConf.binDir === undefined) {
+      pluginConf.binDir = absolute("cni-bin-dir", values["cni-bin-dir"]);
+    }
   }
   if (values["no-daemon-fallback"]) {
     if (values["daemon-socket"] === undefined) {

@@ -160,6 +160,24 @@ Deno.test("install --daemon-socket / --no-daemon-fallback reach the generated co
     const withDaemon = await generated(["--daemon-socket", "/run/manifold/manifold.sock"]);
     assert.equal(withDaemon.daemonSocket, "/run/manifold/manifold.sock");
     assert.ok(!("daemonFallback" in withDaemon), "fallback stays the plugin's default (on)");
+    assert.ok(!("binDir" in withDaemon), "default bin dir: no binDir");
+    // The daemon finds delegates only in binDir: a non-default --cni-bin-dir must reach it.
+    const binDir = await generated([
+      "--daemon-socket",
+      "/run/manifold/manifold.sock",
+      "--cni-bin-dir",
+      "/var/lib/cni/bin",
+    ]);
+    assert.equal(binDir.binDir, "/var/lib/cni/bin");
+    const ownBinDir = await generated([
+      "--daemon-socket",
+      "/run/manifold/manifold.sock",
+      "--cni-bin-dir",
+      "/var/lib/cni/bin",
+      "--plugin-conf",
+      '{"binDir":"/usr/libexec/cni"}',
+    ]);
+    assert.equal(ownBinDir.binDir, "/usr/libexec/cni", "--plugin-conf's binDir wins");
     const strict = await generated([
       "--daemon-socket",
       "/run/manifold/manifold.sock",
