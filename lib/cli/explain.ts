@@ -330,9 +330,7 @@ async function clusterConfig(
   } finally {
     kube.close();
   }
-  const data = (body as { data?: Record<string, unknown> } | null)?.data;
-  const text = data?.[key];
-  if (typeof text !== "string") throw new Error(`${source} has no data key "${key}"`);
+  const text = install.pluginConfText(body, source);
   const { entry, assumed } = install.clusterViewEntry(
     install.parsePluginConf(text, `${source} key ${key}`),
   );
