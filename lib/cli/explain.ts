@@ -116,10 +116,14 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
     let conf: ManifoldConf;
     let configLabel = opts.configPath;
     let assumed: string[] | undefined;
-    if (
-      !opts.configGiven && !(await isFile(host(opts.configPath))) &&
-      kubeFlagsGiven(opts.kube, env)
-    ) {
+    const localConfig = opts.configGiven || await isFile(host(opts.configPath));
+    if (!localConfig && !kubeFlagsGiven(opts.kube, env)) {
+      throw new Error(
+        `no ${opts.configPath} on this machine and no kubeconfig (--kubeconfig, $KUBECONFIG, ` +
+          "~/.kube/config) to read deploy/'s ConfigMap with: pass --config PATH or a kubeconfig",
+      );
+    }
+    if (!localConfig) {
       // A workstation: no node config here. deploy/'s ConfigMap is the nodes' source of truth.
       connection = await kubeConnectionFromFlags(opts.kube, env);
       if (!connection) throw new Error("no kubeconfig to read Manifold's ConfigMap with");
