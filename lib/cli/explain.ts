@@ -29,6 +29,7 @@ import {
 } from "./kube_flags.ts";
 import { parseNetworkConfig } from "../cni/types.ts";
 import { INSTALL_DEFAULTS, MANIFOLD_CONFIG_NAME, underRoot } from "../install/mod.ts";
+import type { KubeClient } from "../k8s/client.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import type { NadSource } from "../multinet/nad/source.ts";
@@ -116,10 +117,14 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
     let conf: ManifoldConf;
     let configLabel = opts.configPath;
     let assumed: string[] | undefined;
-    if (
-      !opts.configGiven && !(await isFile(host(opts.configPath))) &&
-      kubeFlagsGiven(opts.kube, env)
-    ) {
+    const localConfig = opts.configGiven || await isFile(host(opts.configPath));
+    if (!localConfig && !kubeFlagsGiven(opts.kube, env)) {
+      throw new Error(
+        `no ${opts.configPath} on this machine and no kubeconfig (--kubeconfig, $KUBECONFIG, ` +
+          "~/.kube/config) to read deploy/'s ConfigMap with: pass --config PATH or a kubeconfig",
+      );
+    }
+    if (!localConfig) {
       // A workstation: no node config here. deploy/'s ConfigMap is the nodes' source of truth.
       connection = await kubeConnectionFromFlags(opts.kube, env);
       if (!connection) throw new Error("no kubeconfig to read Manifold's ConfigMap with");
@@ -167,6 +172,7 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       if (opts.pod) {
         podInfo = await apiPodSource(kube).get(opts.pod.namespace, opts.pod.name);
         if (!podInfo) throw new Error(`pod ${opts.pod.namespace}/${opts.pod.name} not found`);
+        if (assumed) assumed.unshift(await whoseView(kube, opts.pod.namespace, opts.pod.name));
       }
     } else if (opts.pod) {
       throw new Error(
@@ -330,13 +336,29 @@ async function clusterConfig(
   } finally {
     kube.close();
   }
-  const data = (body as { data?: Record<string, unknown> } | null)?.data;
-  const text = data?.[key];
-  if (typeof text !== "string") throw new Error(`${source} has no data key "${key}"`);
+  const text = install.pluginConfText(body, source);
   const { entry, assumed } = install.clusterViewEntry(
     install.parsePluginConf(text, `${source} key ${key}`),
   );
   return { conf: parseManifoldConf(entry), source, assumed };
+}
+
+/**
+ * Which node's view the cluster view stands for: the node the pod is bound to
+ * (`spec.nodeName`, read once more: the plan's pod source keeps only UID and annotations), whose
+ * node-local inputs could not be read from here.
+ *
+ * @param kube the operator's client
+ * @param namespace the pod's namespace
+ * @param name the pod's name
+ * @returns one `assumed:` line naming the node, or saying the pod is not bound to one
+ */
+async function whoseView(kube: KubeClient, namespace: string, name: string): Promise<string> {
+  const pod = await kube.getPod(namespace, name);
+  const node = (pod.raw.spec as { nodeName?: unknown } | undefined)?.nodeName;
+  return typeof node === "string" && node !== ""
+    ? `the pod runs on node "${node}": its node-local inputs below are not read from there`
+    : "the pod is not bound to a node yet: any node's view, node-local inputs as below";
 }
 
 /** The host paths of the config as this process sees them (below the host root). */

@@ -9,6 +9,7 @@
  * @module
  */
 
+import { z } from "zod";
 import { POD_ANNOTATIONS_CAPABILITY } from "../multinet/types.ts";
 import { MANIFOLD_NETWORK_NAME } from "./conflist.ts";
 
@@ -18,6 +19,32 @@ export const MANIFOLD_CONFIG_MAP = {
   name: "manifold-config",
   key: "plugin-conf.json",
 } as const;
+
+/** The part of a `v1` ConfigMap read here: string data (binaryData and the rest ignored). */
+const ConfigMapData = z.object({ data: z.record(z.string(), z.string()).optional() });
+
+/**
+ * The `plugin-conf.json` text of the ConfigMap as the API returned it (untrusted: checked with
+ * zod, not cast).
+ *
+ * @param body the decoded JSON body of `GET /api/v1/namespaces/{ns}/configmaps/{name}`
+ * @param source what it came from, for the message (e.g. `"configmap kube-system/manifold-config"`)
+ * @returns the text of the data key {@link MANIFOLD_CONFIG_MAP}`.key`
+ * @throws {Error} when the body is not a ConfigMap with string data, or the key is missing
+ * @example
+ * ```ts
+ * pluginConfText({ data: { "plugin-conf.json": "{}" } }, "configmap x"); // "{}"
+ * ```
+ */
+export function pluginConfText(body: unknown, source: string): string {
+  const parsed = ConfigMapData.safeParse(body);
+  if (!parsed.success) {
+    throw new Error(`${source} is not a ConfigMap with string data: ${parsed.error.message}`);
+  }
+  const text = parsed.data.data?.[MANIFOLD_CONFIG_MAP.key];
+  if (text === undefined) throw new Error(`${source} has no data key "${MANIFOLD_CONFIG_MAP.key}"`);
+  return text;
+}
 
 /**
  * Parses the keys of the plugin entry given as JSON text (`--plugin-conf`, the ConfigMap's

@@ -472,3 +472,23 @@ Deno.test("explain: usage errors and help", async () => {
     "Pod n/p\nConfig /c (cniVersion 1.0.0)\nDry run of ADD: nothing is attached and no delegate runs.\n",
   );
 });
+
+Deno.test("explain with neither a node config nor a kubeconfig says what to pass, not a readfile error", async () => {
+  const home = await Deno.makeTempDir({ prefix: "mft-explain-none-" });
+  try {
+    let stdout = "";
+    let stderr = "";
+    const code = await runExplain(["web", "-n", NS, "--cni-conf-dir", `${home}/net.d`], {
+      stdout: (s) => void (stdout += s),
+      stderr: (s) => void (stderr += s),
+      env: { HOME: home },
+    });
+    assert.equal(code, 1, stderr);
+    assert.equal(stdout, "");
+    assert.match(stderr, /no \S+\/net\.d\/00-manifold\.conflist on this machine and no kubeconfig/);
+    assert.match(stderr, /pass --config PATH or a kubeconfig/);
+    assert.doesNotMatch(stderr, /readfile/i);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});

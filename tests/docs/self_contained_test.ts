@@ -67,3 +67,78 @@ Deno.test("fresh clone: no Markdown link of README or docs/ leaves the repositor
   }
   assert.deepEqual(escaping, []);
 });
+
+/** README.md and every page of docs/, read once. */
+function pages(): Array<{ file: string; text: string }> {
+  return [join(ROOT, "README.md"), ...walk(join(ROOT, "docs"))]
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => ({ file: relative(ROOT, f), text: Deno.readTextFileSync(f) }));
+}
+
+/**
+ * Every path of the checkout and every file name in it (a page may name a file by its name);
+ * symbolic links are named, not followed (test fixtures hold sysfs-like loops).
+ */
+function checkoutNames(): Set<string> {
+  const names = new Set<string>();
+  const visit = (path: string) => {
+    const rel = relative(ROOT, path);
+    names.add(rel);
+    names.add(rel.slice(rel.lastIndexOf("/") + 1));
+    if (Deno.lstatSync(path).isDirectory) {
+      for (const e of Deno.readDirSync(path)) visit(join(path, e.name));
+    }
+  };
+  for (const top of [...USER_FACING, "tests", ".ci"]) visit(join(ROOT, top));
+  return names;
+}
+
+Deno.test("fresh clone: every document README or docs/ names in backticks is in the checkout", () => {
+  const names = checkoutNames();
+  const missing: string[] = [];
+  for (const { file, text } of pages()) {
+    for (const m of text.matchAll(/`([^`\s]+\.(?:md|txt))`/g)) {
+      const name = m[1].replace(/^\.\//, "");
+      const besides = relative(ROOT, join(ROOT, file, "..", name));
+      if (!names.has(name) && !names.has(besides)) missing.push(`${file}: ${m[1]}`);
+    }
+  }
+  assert.deepEqual(missing, []);
+});
+
+/**
+ * The specs a page cites, each with the upstream document a reader can open: a page that cites one
+ * links it, inline or by a reference definition (the KEP also through docs/kep-3698.md, which links
+ * it upstream).
+ */
+const SPECS = [
+  {
+    cites: /\bNPWG\b/,
+    target: String.raw`https://github\.com/k8snetworkplumbingwg/multi-net-spec\b`,
+  },
+  {
+    cites: /\bCNI (?:§|spec\b|specification\b)/,
+    target: String.raw`https://github\.com/containernetworking/cni/blob/[^/\s)]+/SPEC\.md`,
+  },
+  {
+    cites: /\bKEP\b/,
+    target: String
+      .raw`(?:https://github\.com/kubernetes/enhancements/\S*3698|(?:docs/)?kep-3698\.md)`,
+  },
+].map(({ cites, target }) => ({
+  cites,
+  /** An inline link `[text](target…)` or a reference definition `[id]: target…`. */
+  link: new RegExp(String.raw`\]\(${target}|^\[[^\]]+\]: ${target}`, "m"),
+}));
+
+Deno.test("fresh clone: a page that cites the NPWG spec, the CNI spec or the KEP links it upstream", () => {
+  const unlinked: string[] = [];
+  for (const { file, text } of pages()) {
+    for (const spec of SPECS) {
+      if (spec.cites.test(text) && !spec.link.test(text)) {
+        unlinked.push(`${file}: ${spec.cites.source}`);
+      }
+    }
+  }
+  assert.deepEqual(unlinked, []);
+});

@@ -7,7 +7,7 @@ import {
   parsePod,
 } from "../../lib/k8s/mod.ts";
 
-// Shaped like /work/shared/reference/kube-api/01-get-pod.http (trimmed).
+// Shaped like the captured kube-apiserver answer 01-get-pod.http (trimmed).
 const POD = {
   kind: "Pod",
   apiVersion: "v1",

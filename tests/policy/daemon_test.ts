@@ -83,7 +83,12 @@ async function scenario(server?: KubeApiServer): Promise<void> {
       "--json",
     ]);
     const table = JSON.parse(asJson.stdout).multiNetworkPolicy.table as Record<string, unknown>[];
-    assert.deepEqual(table, await readRules(srv.path, { runner }));
+    // The same rules; counters left out (a stray packet, e.g. an IPv6 neighbour solicitation, may
+    // hit a rule between the two reads: seen once in a full run on a loaded machine).
+    assert.deepEqual(
+      withoutCounters(table),
+      withoutCounters(await readRules(srv.path, { runner })),
+    );
 
     // Pod label change moves a peer in, then out, within 2 s each.
     await lab.api.setPodLabels("a", "other", { app: "web" });
@@ -224,3 +229,12 @@ real.test(
   (server) => scenario(server),
 );
 real.end();
+
+/** `value` with every nft `counter` statement's packets and bytes left out (they move). */
+function withoutCounters(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutCounters);
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [k, k === "counter" ? "<counter>" : withoutCounters(v)]),
+  );
+}

@@ -59,7 +59,7 @@ suite.test("explain from a workstation: deploy/'s ConfigMap, NADs from the API, 
         name: "web",
         annotations: { "k8s.v1.cni.cncf.io/networks": "macvlan-conf@data1" },
       },
-      spec: { containers: [{ name: "c", image: "pause" }] },
+      spec: { nodeName: "worker-1", containers: [{ name: "c", image: "pause" }] },
     });
     const missing = await ws.run(["explain", "web", "-n", NS]);
     assert.equal(missing.code, 1, missing.stderr);
@@ -100,6 +100,8 @@ suite.test("explain from a workstation: deploy/'s ConfigMap, NADs from the API, 
     // The ConfigMap's keys reached the plan (daemonSocket is not a plan input; the mirror and
     // chroot paths are the node's): each node-local input is named.
     const assumed: string[] = report.assumed;
+    // Which node's view: the one the pod is bound to, named first.
+    assert.match(assumed[0], /^the pod runs on node "worker-1": /, assumed.join("\n"));
     assert.ok(assumed.some((a) => a.includes('"nadMirrorDir"')), assumed.join("\n"));
     assert.ok(assumed.some((a) => a.includes('"chrootDir"')), assumed.join("\n"));
     assert.ok(assumed.some((a) => a.includes("cluster network")), assumed.join("\n"));
@@ -109,6 +111,7 @@ suite.test("explain from a workstation: deploy/'s ConfigMap, NADs from the API, 
     assert.equal(text.code, 0, text.stderr);
     assert.match(text.stdout, /^Config configmap kube-system\/manifold-config/m);
     assert.match(text.stdout, /^assumed: the cluster network is each node's first CNI config/m);
+    assert.match(text.stdout, /^assumed: the pod runs on node "worker-1"/m);
 
     // The ConfigMap is the source of truth: a key changed there shows in the next explain.
     await api.admin.patch(

@@ -2,7 +2,7 @@
  * An in-process stand-in for kube-apiserver v1.32, serving HTTPS on 127.0.0.1 (ephemeral
  * port) for tests that run the plugin as a child process. It answers the few REST calls
  * Manifold makes with the paths, status codes, `Status` bodies and content-type rules of
- * the real server (captured in `/work/shared/reference/kube-api/*.http`):
+ * the real server (captured `*.http` answers, see `MANIFOLD_KUBE_API_CAPTURES`):
  *
  * - `GET /version`
  * - `GET /api/v1/namespaces/{ns}/pods[?limit=&continue=]`, `GET /api/v1/namespaces/{ns}/pods/{name}[/status]`,
@@ -33,7 +33,7 @@
  *   (`Too large resource version`); `timeoutSeconds` ends the stream cleanly. Every NAD
  *   write ({@link KubeApiStandIn.addNad}, `updateNad`, `deleteNad`) takes a new
  *   resourceVersion from the same counter as pods and events (etcd's revision) and is sent
- *   to the open watches. (No real watch capture exists in `/work/shared/reference/kube-api/`;
+ *   to the open watches. (No real watch capture exists among the captured answers;
  *   the shapes follow apiserver's `cacher` and `metav1.WatchEvent`.) An HTTP `410 Gone`
  *   answer, as older apiservers and etcd-direct watches give, is injected with
  *   `fault({ path, status: 410 })`.

@@ -4,9 +4,8 @@ import { createCa, defaultCertSet, issueCert } from "./certs.ts";
 import { type KubeApiStandIn, mergePatch, startKubeApi } from "./kube_api.ts";
 
 /**
- * `Status` bodies of a real kube-apiserver v1.32, copied from
- * /work/shared/reference/kube-api/*.http (the test below re-checks them against those
- * files when present). The 403 depends on the user name, so it is a function.
+ * `Status` bodies of a real kube-apiserver v1.32, copied from the captured `*.http` answers (the
+ * test below re-checks them against those files when `MANIFOLD_KUBE_API_CAPTURES` names them). The 403 depends on the user name, so it is a function.
  */
 const CAPTURED: Record<string, unknown> = {
   "02-get-pod-404.http": {
