@@ -37,7 +37,7 @@ export interface Profile {
 /** The group of a script URL: lib/<dir>, an npm package, Deno's own (ext:), or other. */
 function group(url: string): string {
   if (url.startsWith(ROOT)) return url.slice(ROOT.length).split("/").slice(0, 2).join("/");
-  const npm = url.match(/node_modules\/(?:\.deno\/[^/]+\/node_modules\/)?((?:@[^/]+\/)?[^/]+)/);
+  const npm = url.match(/(?:node_modules|\/npm\/[^/]+)\/((?:@[^/]+\/)?[^/]+)\//);
   if (npm) return `npm:${npm[1]}`;
   if (url.startsWith("ext:") || url.startsWith("node:")) return "deno (ext:, node:)";
   return url === "" ? "(eval/anonymous)" : "other";
