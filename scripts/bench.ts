@@ -104,6 +104,9 @@ const w = await world({
   conf: { logLevel: "verbose" }, // the timeline line (verbose), not every debug line
 });
 const proxy = await apiLatencyProxy(w, Number(values["api-latency"]));
+/** The NAD mirror process and the empty script, stopped and removed also on failure. */
+let mirror: Deno.ChildProcess | undefined;
+let emptyFile: string | undefined;
 try {
   if (LATENCY > 0) w.api.fault({ delayMs: LATENCY, times: Infinity });
   const runtimeMode = {
@@ -118,7 +121,7 @@ try {
 
   // The node-local NAD mirror, kept by `manifold mirror` as the DaemonSet runs it.
   const mirrorDir = `${await w.scratch.dir()}/nads`;
-  const mirror = new Deno.Command(MANIFOLD, {
+  mirror = new Deno.Command(MANIFOLD, {
     args: ["mirror", "--dir", mirrorDir, "--kubeconfig", String(w.conf.kubeconfig)],
     stdout: "null",
     stderr: "null",
@@ -167,12 +170,12 @@ try {
   const { direct, defaultDirect, bridgeDirect, runDirect } = await directFloor(w);
 
   /** An empty `deno run` with the launcher's flags: the floor of every call (ms). */
-  const emptyFile = await Deno.makeTempFile({ suffix: ".ts" });
-  await Deno.writeTextFile(emptyFile, "void 0;\n");
+  const empty = emptyFile = await Deno.makeTempFile({ suffix: ".ts" });
+  await Deno.writeTextFile(empty, "void 0;\n");
   const emptyRun = async (): Promise<number> => {
     const start = performance.now();
     const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "--quiet", "--no-prompt", "--cached-only", "--no-check", emptyFile],
+      args: ["run", "--quiet", "--no-prompt", "--cached-only", "--no-check", empty],
       stdin: "null",
       stdout: "null",
       stderr: "null",
@@ -408,10 +411,12 @@ try {
         `${(over / n).toFixed(1).padStart(9)} ${stats(s.del).p50.toFixed(1).padStart(8)}`,
     );
   }
-  mirror.kill("SIGTERM");
-  await mirror.status;
-  await Deno.remove(emptyFile);
 } finally {
+  if (mirror) {
+    mirror.kill("SIGTERM");
+    await mirror.status;
+  }
+  if (emptyFile) await Deno.remove(emptyFile).catch(() => {});
   await proxy?.close();
   await w.api.stop();
   await w.scratch.cleanup();
