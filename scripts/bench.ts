@@ -23,6 +23,12 @@
  * `--latency-ms` (the stand-in's own delay before it answers) it delays connection set-up and
  * TLS as well, as a distant API server does.
  *
+ * Process mode ends with the table of issue 30: min / median / max per scenario of the first
+ * 10 measured iterations (own overhead = total − the delegates' time of the same iteration),
+ * VERSION against an empty `deno run` (the floor), peak RSS. `--vs multus --multus PATH` (a
+ * Multus thin `multus` binary, e.g. v4.2.2 built from source) runs Multus on the same pod in the
+ * same loop, interleaved, and prints the ratios of the medians.
+ *
  * @module
  */
 
@@ -42,6 +48,8 @@ const { values } = parseArgs({
     soak: { type: "string", default: "0" },
     "api-latency": { type: "string", default: "0" },
     "status-publish": { type: "string", default: "sync" },
+    vs: { type: "string" },
+    multus: { type: "string" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -49,7 +57,7 @@ if (values.help) {
   console.log(
     "usage: deno run -A scripts/bench.ts [--mode process|daemon] [--iterations 30] " +
       "[--latency-ms 3] [--api-latency MS] [--scale-iterations 10] [--concurrent 50] " +
-      "[--soak N] [--status-publish sync|async]  (root)",
+      "[--soak N] [--status-publish sync|async] [--vs multus --multus PATH]  (root)",
   );
   Deno.exit(0);
 }
@@ -96,6 +104,9 @@ const w = await world({
   conf: { logLevel: "verbose" }, // the timeline line (verbose), not every debug line
 });
 const proxy = await apiLatencyProxy(w, Number(values["api-latency"]));
+/** The NAD mirror process and the empty script, stopped and removed also on failure. */
+let mirror: Deno.ChildProcess | undefined;
+let emptyFile: string | undefined;
 try {
   if (LATENCY > 0) w.api.fault({ delayMs: LATENCY, times: Infinity });
   const runtimeMode = {
@@ -110,7 +121,7 @@ try {
 
   // The node-local NAD mirror, kept by `manifold mirror` as the DaemonSet runs it.
   const mirrorDir = `${await w.scratch.dir()}/nads`;
-  const mirror = new Deno.Command(MANIFOLD, {
+  mirror = new Deno.Command(MANIFOLD, {
     args: ["mirror", "--dir", mirrorDir, "--kubeconfig", String(w.conf.kubeconfig)],
     stdout: "null",
     stderr: "null",
@@ -123,7 +134,7 @@ try {
    * RSS (separate runs: the launcher's own fork + exec, ≈ 1 ms, is no part of the plugin).
    */
   const measured = async (
-    command: "ADD" | "DEL",
+    command: "ADD" | "DEL" | "VERSION",
     containerId: string,
     config: Record<string, unknown>,
     args?: string,
@@ -158,6 +169,46 @@ try {
 
   const { direct, defaultDirect, bridgeDirect, runDirect } = await directFloor(w);
 
+  /** An empty `deno run` with the launcher's flags: the floor of every call (ms). */
+  const empty = emptyFile = await Deno.makeTempFile({ suffix: ".ts" });
+  await Deno.writeTextFile(empty, "void 0;\n");
+  const emptyRun = async (): Promise<number> => {
+    const start = performance.now();
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--quiet", "--no-prompt", "--cached-only", "--no-check", empty],
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    if (!out.success) throw new Error("empty deno run failed");
+    return performance.now() - start;
+  };
+
+  /**
+   * Multus thin (`--vs multus`): the same default network (its delegate list from the conf
+   * dir), the same two NADs read from the same API (the pod's annotation), the same delegates.
+   */
+  let multus: { bin: string; conf: Record<string, unknown> } | undefined;
+  if (values.vs === "multus") {
+    if (!values.multus) {
+      console.error("bench: --vs multus needs --multus PATH (a Multus thin binary)");
+      Deno.exit(2);
+    }
+    const defaultList = JSON.parse(await Deno.readTextFile(`${w.dirs.conf}/10-default.conflist`));
+    multus = {
+      bin: values.multus,
+      conf: {
+        cniVersion: defaultList.cniVersion ?? "1.0.0",
+        name: "multus-cni-network",
+        type: "multus",
+        kubeconfig: w.conf.kubeconfig,
+        cniDir: `${await w.scratch.dir()}/multus-cache`,
+        binDir: "/usr/lib/cni",
+        delegates: [defaultList],
+      },
+    };
+  }
+
   const t = {
     addApi: [] as number[],
     delApi: [] as number[],
@@ -173,6 +224,10 @@ try {
     reqDel: [] as number[],
     reqAddRt: [] as number[],
     getsAddRt: [] as number[],
+    version: [] as number[],
+    empty: [] as number[],
+    multusAdd: [] as number[],
+    multusDel: [] as number[],
   };
   const count = () => w.api.requests.length;
 
@@ -206,7 +261,25 @@ try {
     must(await measured("DEL", id, mirrorMode), "DEL (mirror mode)");
     // 4. The delegates alone.
     const floor = await runDirect(`bench${i}c${crypto.randomUUID().slice(0, 8)}`, direct);
+    // 5. VERSION, and an empty `deno run` (the floor every call pays).
+    const version = await measured("VERSION", `bench${i}v`, w.conf);
+    must(version, "VERSION");
+    const empty = await emptyRun();
+    // 6. Multus thin on the same pod (--vs multus).
+    let mAdd: number | undefined, mDel: number | undefined;
+    if (multus) {
+      id = `bench${i}x${crypto.randomUUID().slice(0, 8)}`;
+      const a = await w.call("ADD", { containerId: id, config: multus.conf, plugin: multus.bin });
+      if (a.code !== 0) throw new Error(`Multus ADD failed: ${a.stdout} ${a.stderr}`);
+      const d = await w.call("DEL", { containerId: id, config: multus.conf, plugin: multus.bin });
+      if (d.code !== 0) throw new Error(`Multus DEL failed: ${d.stdout} ${d.stderr}`);
+      mAdd = a.ms;
+      mDel = d.ms;
+    }
     if (warm) continue;
+    t.version.push(version.ms);
+    t.empty.push(empty);
+    if (mAdd !== undefined) t.multusAdd.push(mAdd), t.multusDel.push(mDel!);
     t.addApi.push(add.ms);
     t.delApi.push(del.ms);
     t.addRt.push(addRt.ms);
@@ -298,6 +371,30 @@ try {
   row("  of which GETs (runtime mode)", t.getsAddRt, "req");
   row("API requests per ADD (mirror mode, events included)", t.reqAddMirror, "req");
   row("API requests per DEL", t.reqDel, "req");
+  const mmm = (xs: number[]) => {
+    const s = [...xs].slice(0, 10).sort((a, b) => a - b);
+    return `${s[0].toFixed(1)} / ${s[s.length >> 1].toFixed(1)} / ${s[s.length - 1].toFixed(1)}`;
+  };
+  const own = (xs: number[], ds: number[]) => xs.map((x, i) => x - ds[i]);
+  console.log(`\nIssue 30 table: min / median / max of ${Math.min(N, 10)} runs, ms (RSS MiB)\n`);
+  const goal = (name: string, xs: number[], target: string) =>
+    console.log(`${name.padEnd(52)} ${mmm(xs).padStart(24)}   goal ${target}`);
+  goal("ADD own overhead, runtime annotations + NAD mirror", own(t.addMirror, t.addDirect), "≤ 45");
+  goal("ADD own overhead, runtime annotations (NAD GETs)", own(t.addRt, t.addDirect), "—");
+  goal("ADD own overhead, one pod GET", own(t.addApi, t.addDirect), "≤ 65");
+  goal("DEL own overhead", own(t.delApi, t.delDirect), "≤ 30");
+  goal("VERSION", t.version, "≤ floor + 5");
+  goal("  floor: an empty deno run", t.empty, "—");
+  goal("peak RSS (MiB)", t.rss.map((k) => k / 1024), "≤ 60");
+  if (t.multusAdd.length > 0) {
+    const med = (xs: number[]) => stats(xs).p50;
+    goal("Multus thin ADD (total)", t.multusAdd, "—");
+    goal("Multus thin DEL (total)", t.multusDel, "—");
+    console.log(
+      `ADD Manifold/Multus (medians, pod GET): ${(med(t.addApi) / med(t.multusAdd)).toFixed(2)}× ` +
+        `(goal ≤ 1.6×); DEL ${(med(t.delApi) / med(t.multusDel)).toFixed(2)}× (goal ≤ 1.3×)`,
+    );
+  }
   console.log(
     `\nScaling (annotations from the API, default + n−1 bridge NADs, ${SCALE_N} iterations): p50 ms`,
   );
@@ -314,9 +411,12 @@ try {
         `${(over / n).toFixed(1).padStart(9)} ${stats(s.del).p50.toFixed(1).padStart(8)}`,
     );
   }
-  mirror.kill("SIGTERM");
-  await mirror.status;
 } finally {
+  if (mirror) {
+    mirror.kill("SIGTERM");
+    await mirror.status;
+  }
+  if (emptyFile) await Deno.remove(emptyFile).catch(() => {});
   await proxy?.close();
   await w.api.stop();
   await w.scratch.cleanup();

@@ -108,3 +108,17 @@ Deno.test("the plugin path (main.ts's modules without its lib/cli tools) never l
   }).output();
   assert.match(new TextDecoder().decode(metrics.stdout), /npm:prom-client@15\./);
 });
+
+Deno.test("VERSION loads only the import-free lib/cni/version.ts (no zod, no dispatcher)", async () => {
+  const text = await Deno.readTextFile(new URL("main.ts", ROOT));
+  const branch = text.slice(text.indexOf('if (command === "VERSION")'));
+  assert.ok(branch.length < text.length, "main.ts answers VERSION before loading the dispatcher");
+  const first = branch.slice(0, branch.indexOf("let stdin"));
+  assert.deepEqual([...first.matchAll(/load<[^>]*>\(\s*"([^"]+)"/g)].map((m) => m[1]), [
+    "./lib/cni/version.ts",
+  ]);
+  const graph = await info("lib/cni/version.ts");
+  assert.deepEqual(graph.modules.map((m) => m.specifier.slice(ROOT.href.length)), [
+    "lib/cni/version.ts",
+  ]);
+});
