@@ -14,7 +14,8 @@ import { exists, until } from "../support/wait.ts";
 import { expectOk } from "../support/world.ts";
 import { deployObjects, done, networkStatus, POD, realWorld, startMirror } from "./cluster.ts";
 
-const suite = realApiSuite({ audit: true, root: true });
+const EDITOR = "pod-editor";
+const suite = realApiSuite({ audit: true, root: true, users: [{ name: EDITOR }] });
 const SA = "system:serviceaccount:kube-system:manifold";
 
 suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccount token needs nothing more", async (api) => {
@@ -36,6 +37,8 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
       "Deployment",
       "ServiceAccount",
       "ServiceAccount",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
     ],
   );
   for (const o of objects) {
@@ -179,6 +182,79 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
       assert.equal(ok.status, 200, JSON.stringify(ok.body));
       const after = await w.pod();
       assert.equal(after.metadata.labels?.x, undefined, "label write did not happen");
+
+      // 4. deploy/60-status-policy.yaml: a user with only `patch pods` in the namespace is
+      // refused a network-status change (the ADD above wrote it as the ServiceAccount, through
+      // pods/status, with the policy in place), while a label edit by the same user passes.
+      await api.admin.create({
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRole",
+        metadata: { name: "pod-patcher" },
+        rules: [{ apiGroups: [""], resources: ["pods"], verbs: ["patch"] }],
+      });
+      const rb = await api.admin.raw(
+        "POST",
+        `/apis/rbac.authorization.k8s.io/v1/namespaces/${w.ns}/rolebindings`,
+        {
+          body: {
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "RoleBinding",
+            metadata: { name: "pod-patcher", namespace: w.ns },
+            roleRef: {
+              apiGroup: "rbac.authorization.k8s.io",
+              kind: "ClusterRole",
+              name: "pod-patcher",
+            },
+            subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: EDITOR }],
+          },
+        },
+      );
+      assert.equal(rb.status, 201, JSON.stringify(rb.body));
+      const editor = api.client(api.token(EDITOR));
+      try {
+        const forged = JSON.stringify([{ name: "x/evil", interface: "net1", ips: ["10.0.0.66"] }]);
+        const editorPatch = (annotations: Record<string, string | null>, labels = {}) =>
+          editor.raw("PATCH", objectPath("v1", "Pod", w.ns, POD), {
+            body: { metadata: { annotations, labels } },
+            contentType: "application/merge-patch+json",
+          });
+        // The policy's informer takes effect within seconds of its creation: poll.
+        let refusal = { status: 0, body: undefined as unknown };
+        await until(
+          async () => {
+            refusal = await editorPatch({ "k8s.v1.cni.cncf.io/network-status": forged });
+            return refusal.status === 403;
+          },
+          `network-status refused to ${EDITOR}`,
+          30_000,
+          500,
+        );
+        assert.match(JSON.stringify(refusal.body), /manifold-network-status-writers/);
+        for (
+          const key of [
+            "k8s.v1.cni.cncf.io/networks-status",
+            "multinetwork.manifold.dev/networks-status",
+          ]
+        ) {
+          const r = await editorPatch({ [key]: forged });
+          assert.equal(r.status, 403, `${key}: ${r.status}`);
+        }
+        const removed = await editorPatch({ "k8s.v1.cni.cncf.io/network-status": null });
+        assert.equal(removed.status, 403, `removal: ${removed.status}`);
+        const label = await editorPatch({}, { tier: "web" });
+        assert.equal(label.status, 200, JSON.stringify(label.body));
+        const now = await w.pod();
+        assert.equal(now.metadata.labels?.tier, "web");
+        assert.equal(networkStatus(now)?.length, 3, "the status Manifold wrote is intact");
+        // The node agent's ServiceAccount still writes network-status through pods/status.
+        const own = await sa.raw("PATCH", `${objectPath("v1", "Pod", w.ns, POD)}/status`, {
+          body: { metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": "[]" } } },
+          contentType: "application/merge-patch+json",
+        });
+        assert.equal(own.status, 200, JSON.stringify(own.body));
+      } finally {
+        editor.close();
+      }
     } finally {
       await done(w);
     }
