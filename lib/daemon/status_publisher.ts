@@ -8,11 +8,17 @@
  *   meanwhile is not published);
  * - writes with the pod's UID as precondition: a pod deleted and recreated under the same name
  *   (409) or deleted (404) is dropped, never retried;
+ * - writes the sandbox record's CURRENT status (whoever wrote it last: ADD, hot-plug, KEP),
+ *   never the copy queued at ADD time, so a hot-plug during an outage is not overwritten;
+ * - gives up after {@link PERMANENT_ATTEMPTS} attempts failing with a permanent 4xx (400, 403,
+ *   a 422 other than the UID precondition), with a `StatusPublishFailed` Warning event on the
+ *   pod and `manifold_status_publish_gave_up_total`;
  * - retries every other failure with exponential back-off (500 ms doubling, 30 s cap, ±20 %
  *   jitter), after the API client's own retries (which honour `Retry-After`);
  * - sends the status's events (AddedInterface under `"events": "all"`) once it is written;
  * - after a restart, re-drives from the cache (level-triggered, {@link StatusPublisher.redrive}):
- *   every pod of this node whose newest live record's status differs from its annotation.
+ *   every pod of this node whose newest live record's status differs from its annotation; a
+ *   record without a pod UID is skipped (logged), never written with the API's current UID.
  *
  * @module
  */
@@ -34,6 +40,21 @@ export interface StatusPublishObserver {
   published(lagSeconds: number): void;
   /** Statuses queued and not yet written (or dropped), after every change. */
   pending(count: number): void;
+  /** A status was given up after {@link PERMANENT_ATTEMPTS} permanent failures. */
+  gaveUp?(): void;
+}
+
+/** Attempts after which a status whose PATCH fails with a permanent 4xx is given up. */
+export const PERMANENT_ATTEMPTS = 5;
+
+/** The HTTP status of a failed write (a KubeError, or a CniError made from one), else 0. */
+function httpStatus(e: unknown): number {
+  for (let x = e, depth = 0; x && depth < 4; depth++) {
+    const s = (x as { status?: unknown }).status;
+    if (typeof s === "number" && s > 0) return s;
+    x = (x as { cause?: unknown }).cause;
+  }
+  return 0;
 }
 
 /** Options of {@link StatusPublisher}. */
@@ -128,6 +149,13 @@ export class StatusPublisher implements StatusQueue {
     for (const key of await cache.list()) {
       const record = await cache.read(key.containerId, key.ifName).catch(() => undefined);
       if (!record || record.deletedAt || !record.networkStatus || !record.pod.name) continue;
+      if (!record.pod.uid) {
+        logger.info("record without a pod UID not re-driven", {
+          pod: `${record.pod.namespace}/${record.pod.name}`,
+          containerId: record.containerId,
+        });
+        continue;
+      }
       const podKey = `${record.pod.namespace}/${record.pod.name}`;
       const known = newest.get(podKey);
       if (!known || known.createdAt < record.createdAt) newest.set(podKey, record);
@@ -138,14 +166,20 @@ export class StatusPublisher implements StatusQueue {
       if (!pod) continue;
       const annotations = pod.metadata.annotations ?? {};
       const uid = pod.metadata.uid ?? "";
-      if (record.pod.uid && uid && record.pod.uid !== uid && !isStaticPod(annotations)) continue;
+      const static_ = isStaticPod(annotations);
+      if (uid && record.pod.uid !== uid && !static_) continue;
       const extra = record.statusAnnotations ?? {};
       const text = serializeNetworkStatus(record.networkStatus!);
       const same = annotations[NETWORK_STATUS_ANNOTATION] === text &&
         Object.entries(extra).every(([k, v]) => annotations[k] === v);
       if (same) continue;
       this.enqueue({
-        pod: { ...record.pod, uid, infraContainerId: record.containerId },
+        // The record's UID (a static pod's mirror has its own: the API's, as ADD wrote it).
+        pod: {
+          ...record.pod,
+          uid: static_ && uid ? uid : record.pod.uid,
+          infraContainerId: record.containerId,
+        },
         containerId: record.containerId,
         ifName: record.ifName,
         entries: record.networkStatus!,
@@ -224,7 +258,10 @@ export class StatusPublisher implements StatusQueue {
         settle();
         return;
       }
-      await sink.publish(item.pod, item.containerId, item.entries, item.extra);
+      // The record's current status: hot-plug and KEP rewrite it after ADD queued its copy.
+      const entries = record.networkStatus ?? item.entries;
+      const extra = record.networkStatus ? record.statusAnnotations : item.extra;
+      await sink.publish(item.pod, item.containerId, entries, extra);
       observer?.published((performance.now() - p.since) / 1000);
       settle();
       for (const ev of item.events) this.#opts.events.emit(item.pod, ev);
@@ -238,6 +275,23 @@ export class StatusPublisher implements StatusQueue {
         return;
       }
       p.failures++;
+      const status = httpStatus(e);
+      const permanent = status === 400 || status === 403 || status === 422;
+      if (permanent && p.failures >= PERMANENT_ATTEMPTS) {
+        log.error("network-status given up after permanent failures", {
+          error: errorText(e),
+          status,
+          failures: p.failures,
+        });
+        settle();
+        observer?.gaveUp?.();
+        this.#opts.events.emit(item.pod, {
+          reason: "StatusPublishFailed",
+          message: `network-status not written after ${p.failures} attempts: HTTP ${status}`,
+          type: "Warning",
+        });
+        return;
+      }
       const base = Math.min(
         (this.#opts.backoffMs ?? 500) * 2 ** (p.failures - 1),
         this.#opts.maxBackoffMs ?? 30_000,
