@@ -11,6 +11,7 @@ import { realApiSuite } from "../support/kube_apiserver.ts";
 import { objectPath } from "../support/kube_rest.ts";
 import { linkNames } from "../support/netns.ts";
 import { exists, until } from "../support/wait.ts";
+import { MANIFOLD } from "../support/plugin.ts";
 import { expectOk } from "../support/world.ts";
 import { deployObjects, done, networkStatus, POD, realWorld, startMirror } from "./cluster.ts";
 
@@ -252,6 +253,31 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
           contentType: "application/merge-patch+json",
         });
         assert.equal(own.status, 200, JSON.stringify(own.body));
+
+        // `manifold doctor` with the ServiceAccount's kubeconfig: installed and bound; then
+        // without the binding: a warning naming what is exposed.
+        const policyCheck = async () => {
+          const out = await new Deno.Command(MANIFOLD, {
+            args: ["doctor", "--kubeconfig", w.kubeconfig, "--json"],
+            stdout: "piped",
+            stderr: "piped",
+          }).output();
+          const report = JSON.parse(new TextDecoder().decode(out.stdout));
+          return report.checks.find((c: { name: string }) =>
+            c.name === "api: network-status admission policy"
+          );
+        };
+        const bound = await policyCheck();
+        assert.equal(bound?.status, "ok", JSON.stringify(bound));
+        await api.admin.delete(
+          "admissionregistration.k8s.io/v1",
+          "ValidatingAdmissionPolicyBinding",
+          undefined,
+          "manifold-network-status-writers",
+        );
+        const unbound = await policyCheck();
+        assert.equal(unbound?.status, "warn", JSON.stringify(unbound));
+        assert.match(unbound.message, /not bound/);
       } finally {
         editor.close();
       }
