@@ -14,7 +14,8 @@
  *   a 422 other than the UID precondition), with a `StatusPublishFailed` Warning event on the
  *   pod and `manifold_status_publish_gave_up_total`;
  * - retries every other failure with exponential back-off (500 ms doubling, 30 s cap, ±20 %
- *   jitter), after the API client's own retries (which honour `Retry-After`);
+ *   jitter), after the API client's own retries (which honour `Retry-After`); a `Retry-After`
+ *   the client would not wait (longer than `apiDeadlineMs`) is waited here instead, exactly;
  * - sends the status's events (AddedInterface under `"events": "all"`) once it is written;
  * - after a restart, re-drives from the cache (level-triggered, {@link StatusPublisher.redrive}):
  *   every pod of this node whose newest live record's status differs from its annotation; a
@@ -46,6 +47,16 @@ export interface StatusPublishObserver {
 
 /** Attempts after which a status whose PATCH fails with a permanent 4xx is given up. */
 export const PERMANENT_ATTEMPTS = 5;
+
+/** The server's `Retry-After` (ms) a failed write carries (a KubeError's, through `cause`). */
+function retryAfter(e: unknown): number | undefined {
+  for (let x = e, depth = 0; x && depth < 4; depth++) {
+    const ms = (x as { retryAfterMs?: unknown }).retryAfterMs;
+    if (typeof ms === "number" && ms >= 0) return ms;
+    x = (x as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
 
 /** The HTTP status of a failed write (a KubeError, or a CniError made from one), else 0. */
 function httpStatus(e: unknown): number {
@@ -296,7 +307,10 @@ export class StatusPublisher implements StatusQueue {
         (this.#opts.backoffMs ?? 500) * 2 ** (p.failures - 1),
         this.#opts.maxBackoffMs ?? 30_000,
       );
-      const delay = Math.round(base * (0.8 + 0.4 * Math.random()));
+      // A server's Retry-After is honoured even beyond the call's bound (apiDeadlineMs): the
+      // API client failed the call rather than wait; this queue waits instead.
+      const asked = retryAfter(e);
+      const delay = asked ?? Math.round(base * (0.8 + 0.4 * Math.random()));
       p.due = performance.now() + delay;
       log.warn("network-status not written, retrying", {
         error: errorText(e),

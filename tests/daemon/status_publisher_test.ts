@@ -209,6 +209,30 @@ Deno.test("a permanent 4xx (403) is given up after 5 attempts with a Warning eve
   await pub.stop();
 });
 
+Deno.test("a Retry-After the API client would not wait (beyond its bound) is waited here, once", async () => {
+  const times: number[] = [];
+  const r = recorder((n) => {
+    times.push(performance.now());
+    return n === 0
+      ? Promise.reject(
+        cniErrorFromKube(
+          new KubeError("request", "Kubernetes API PATCH failed with 503", {
+            status: 503,
+            transient: true,
+            retryAfterMs: 400,
+          }),
+        ),
+      )
+      : Promise.resolve();
+  });
+  const pub = publisher(r, [record("p", "c1", "10.0.0.1/24")]); // back-off 10 ms, cap 40 ms
+  pub.enqueue(item("p", "c1", "10.0.0.1/24"));
+  await until(() => pub.pending === 0, "written after the server's wait", 5000);
+  assert.equal(r.writes.length, 2, "exactly one PATCH after the failed one");
+  assert.ok(times[1] - times[0] >= 400, `waited ${times[1] - times[0]} ms`);
+  await pub.stop();
+});
+
 Deno.test("re-drive: a record without a pod UID is skipped, never written with the API's UID", async () => {
   const r = recorder();
   const noUid = record("p", "a1", "10.0.0.1/24");
