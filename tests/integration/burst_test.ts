@@ -77,3 +77,26 @@ Deno.test({
     assertClean(r);
   },
 });
+
+Deno.test({
+  name:
+    "async, Retry-After: 30 beyond apiDeadlineMs: the daemon waits it and sends exactly one PATCH after ≥ 30 s",
+  ...root,
+  async fn() {
+    // The client's bound (5 s) is shorter than the server's wish: the API client fails the
+    // call at once, and the publisher (issue 28 §6) waits the 30 s instead of its own back-off.
+    const r = await runBurst({
+      pods: 1,
+      statusPublish: "async",
+      throttle: { retryAfterSeconds: 30 },
+      conf: { apiDeadlineMs: 5_000 },
+      requestTimeoutMs: 60_000,
+    });
+    assert.deepEqual(r.adds.map((a) => a.code), [0]);
+    assert.deepEqual(r.patches, { 429: 1, 200: 1 }, "one 429, then exactly one PATCH");
+    assert.equal(r.retryGapsMs.length, 1);
+    assert.ok(r.retryGapsMs[0] >= 30_000, `retried after ${Math.round(r.retryGapsMs[0])} ms`);
+    assert.equal(r.statusesWritten, 1);
+    assertClean(r);
+  },
+});
