@@ -140,7 +140,15 @@ export class StatusPublisher implements StatusQueue {
     const same = prev && !this.#inFlight.has(key) && prev.item.containerId === item.containerId &&
       prev.item.ifName === item.ifName;
     if (same && item.events.length === 0) item = { ...item, events: prev.item.events };
-    this.#byPod.set(key, { item, since: prev?.since ?? now, failures: 0, due: now });
+    // A status waiting out a back-off or a server's Retry-After keeps waiting (the re-drive at
+    // start may queue the same sandbox again); the same sandbox keeps its failure count.
+    const waiting = prev && !this.#inFlight.has(key) ? prev : undefined;
+    this.#byPod.set(key, {
+      item,
+      since: prev?.since ?? now,
+      failures: same ? prev.failures : 0,
+      due: Math.max(now, waiting?.due ?? now),
+    });
     this.#opts.observer?.pending(this.#byPod.size);
     this.#pump();
   }
