@@ -148,6 +148,8 @@ export async function loadKubeconfigUnder(
 interface ApiAnswer {
   status: number;
   message: string;
+  /** The parsed JSON body; undefined when not JSON. */
+  body?: unknown;
 }
 
 /** Sends one request with the connection's credentials; resolves to the answer. */
@@ -220,10 +222,12 @@ async function checkApi(
       signal: AbortSignal.timeout(opts.timeoutMs),
     });
     let message = "";
+    let parsed: unknown;
     try {
-      message = String((JSON.parse(res.body) as { message?: unknown }).message ?? "");
-    } catch { /* not a Status */ }
-    return { status: res.status, message };
+      parsed = JSON.parse(res.body);
+      message = String((parsed as { message?: unknown })?.message ?? "");
+    } catch { /* not JSON */ }
+    return { status: res.status, message, body: parsed };
   };
   try {
     try {
@@ -247,8 +251,58 @@ async function checkApi(
         opts.add(name, "fail", `request failed: ${oneLine(errorText(e))}`);
       }
     }
+    try {
+      await checkStatusPolicy(request, opts.add);
+    } catch (e) {
+      opts.add(STATUS_POLICY_CHECK, "warn", `request failed: ${oneLine(errorText(e))}`);
+    }
   } finally {
     transport.close();
+  }
+}
+
+/** Name of deploy/60-status-policy.yaml's ValidatingAdmissionPolicy and of its binding. */
+export const STATUS_POLICY = "manifold-network-status-writers";
+/** The doctor check reporting {@link STATUS_POLICY}. */
+const STATUS_POLICY_CHECK = "api: network-status admission policy";
+
+/**
+ * Whether deploy/60-status-policy.yaml is installed (the ValidatingAdmissionPolicy) and bound
+ * (a binding of that name naming it with the `Deny` action). Without it, anyone who may patch
+ * a pod may write its network-status (docs/multi-network-policy.md): a warning, not a failure.
+ */
+async function checkStatusPolicy(request: ApiRequest, add: AddCheck): Promise<void> {
+  const base = "/apis/admissionregistration.k8s.io/v1";
+  const hint = "apply deploy/60-status-policy.yaml (docs/multi-network-policy.md)";
+  const policy = await request("GET", `${base}/validatingadmissionpolicies/${STATUS_POLICY}`);
+  if (policy.status !== 200) {
+    add(
+      STATUS_POLICY_CHECK,
+      "warn",
+      policy.status === 404
+        ? `${STATUS_POLICY} not installed: anyone who may patch a pod may write its network-status`
+        : `${STATUS_POLICY} not readable: HTTP ${policy.status} ${policy.message}`,
+      hint,
+    );
+    return;
+  }
+  const binding = await request(
+    "GET",
+    `${base}/validatingadmissionpolicybindings/${STATUS_POLICY}`,
+  );
+  const spec = (binding.body as { spec?: { policyName?: unknown; validationActions?: unknown } })
+    ?.spec;
+  const bound = binding.status === 200 && spec?.policyName === STATUS_POLICY &&
+    Array.isArray(spec.validationActions) && spec.validationActions.includes("Deny");
+  if (bound) add(STATUS_POLICY_CHECK, "ok", `${STATUS_POLICY} installed and bound (Deny)`);
+  else {
+    add(
+      STATUS_POLICY_CHECK,
+      "warn",
+      `${STATUS_POLICY} installed but not bound with Deny (HTTP ${binding.status}): ` +
+        "it refuses nothing",
+      hint,
+    );
   }
 }
 

@@ -331,6 +331,7 @@ async function startPublisher(
     cache: new AttachmentCache(opts.conf.cniDir),
     observer: {
       published: (s) => observer.statusPublished?.(s),
+      gaveUp: () => observer.statusGaveUp?.(),
       pending: (n) => observer.statusPending?.(n),
     },
     logger: logger.with({ component: "status" }),

@@ -240,6 +240,12 @@ export function createDaemonMetrics(
     help: 'Network-statuses queued by ADD ("statusPublish": "async") and not yet written.',
     registers,
   });
+  const publishGaveUp = new Counter({
+    name: "manifold_status_publish_gave_up_total",
+    help: "Network-statuses given up after 5 permanent failures of their PATCH (400, 403, " +
+      "non-UID 422); each also raised a StatusPublishFailed Warning event on the pod.",
+    registers,
+  });
   const fallbacks = opts.fallbackFile === undefined
     ? undefined
     : new LineCounter(opts.fallbackFile);
@@ -337,6 +343,9 @@ export function createDaemonMetrics(
     },
     statusPending(count) {
       publishPending.set(count);
+    },
+    statusGaveUp() {
+      publishGaveUp.inc();
     },
   };
   return {

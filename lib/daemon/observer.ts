@@ -94,6 +94,11 @@ export interface DaemonObserver {
   statusPublished?(lagSeconds: number): void;
   /** `"statusPublish": "async"`: statuses queued and not yet written, after every change. */
   statusPending?(count: number): void;
+  /**
+   * `"statusPublish": "async"`: a network-status was given up after 5 permanent failures
+   * (HTTP 400, 403, or a 422 other than the UID precondition).
+   */
+  statusGaveUp?(): void;
 }
 
 /**

@@ -8,11 +8,18 @@
  *   meanwhile is not published);
  * - writes with the pod's UID as precondition: a pod deleted and recreated under the same name
  *   (409) or deleted (404) is dropped, never retried;
+ * - writes the sandbox record's CURRENT status (whoever wrote it last: ADD, hot-plug, KEP),
+ *   never the copy queued at ADD time, so a hot-plug during an outage is not overwritten;
+ * - gives up after {@link PERMANENT_ATTEMPTS} attempts failing with a permanent 4xx (400, 403,
+ *   a 422 other than the UID precondition), with a `StatusPublishFailed` Warning event on the
+ *   pod and `manifold_status_publish_gave_up_total`;
  * - retries every other failure with exponential back-off (500 ms doubling, 30 s cap, ±20 %
- *   jitter), after the API client's own retries (which honour `Retry-After`);
+ *   jitter), after the API client's own retries (which honour `Retry-After`); a `Retry-After`
+ *   the client would not wait (longer than `apiDeadlineMs`) is waited here instead, exactly;
  * - sends the status's events (AddedInterface under `"events": "all"`) once it is written;
  * - after a restart, re-drives from the cache (level-triggered, {@link StatusPublisher.redrive}):
- *   every pod of this node whose newest live record's status differs from its annotation.
+ *   every pod of this node whose newest live record's status differs from its annotation; a
+ *   record without a pod UID is skipped (logged), never written with the API's current UID.
  *
  * @module
  */
@@ -34,6 +41,31 @@ export interface StatusPublishObserver {
   published(lagSeconds: number): void;
   /** Statuses queued and not yet written (or dropped), after every change. */
   pending(count: number): void;
+  /** A status was given up after {@link PERMANENT_ATTEMPTS} permanent failures. */
+  gaveUp?(): void;
+}
+
+/** Attempts after which a status whose PATCH fails with a permanent 4xx is given up. */
+export const PERMANENT_ATTEMPTS = 5;
+
+/** The server's `Retry-After` (ms) a failed write carries (a KubeError's, through `cause`). */
+function retryAfter(e: unknown): number | undefined {
+  for (let x = e, depth = 0; x && depth < 4; depth++) {
+    const ms = (x as { retryAfterMs?: unknown }).retryAfterMs;
+    if (typeof ms === "number" && ms >= 0) return ms;
+    x = (x as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/** The HTTP status of a failed write (a KubeError, or a CniError made from one), else 0. */
+function httpStatus(e: unknown): number {
+  for (let x = e, depth = 0; x && depth < 4; depth++) {
+    const s = (x as { status?: unknown }).status;
+    if (typeof s === "number" && s > 0) return s;
+    x = (x as { cause?: unknown }).cause;
+  }
+  return 0;
 }
 
 /** Options of {@link StatusPublisher}. */
@@ -108,7 +140,15 @@ export class StatusPublisher implements StatusQueue {
     const same = prev && !this.#inFlight.has(key) && prev.item.containerId === item.containerId &&
       prev.item.ifName === item.ifName;
     if (same && item.events.length === 0) item = { ...item, events: prev.item.events };
-    this.#byPod.set(key, { item, since: prev?.since ?? now, failures: 0, due: now });
+    // A status waiting out a back-off or a server's Retry-After keeps waiting (the re-drive at
+    // start may queue the same sandbox again); the same sandbox keeps its failure count.
+    const waiting = prev && !this.#inFlight.has(key) ? prev : undefined;
+    this.#byPod.set(key, {
+      item,
+      since: prev?.since ?? now,
+      failures: same ? prev.failures : 0,
+      due: Math.max(now, waiting?.due ?? now),
+    });
     this.#opts.observer?.pending(this.#byPod.size);
     this.#pump();
   }
@@ -128,6 +168,13 @@ export class StatusPublisher implements StatusQueue {
     for (const key of await cache.list()) {
       const record = await cache.read(key.containerId, key.ifName).catch(() => undefined);
       if (!record || record.deletedAt || !record.networkStatus || !record.pod.name) continue;
+      if (!record.pod.uid) {
+        logger.info("record without a pod UID not re-driven", {
+          pod: `${record.pod.namespace}/${record.pod.name}`,
+          containerId: record.containerId,
+        });
+        continue;
+      }
       const podKey = `${record.pod.namespace}/${record.pod.name}`;
       const known = newest.get(podKey);
       if (!known || known.createdAt < record.createdAt) newest.set(podKey, record);
@@ -138,14 +185,20 @@ export class StatusPublisher implements StatusQueue {
       if (!pod) continue;
       const annotations = pod.metadata.annotations ?? {};
       const uid = pod.metadata.uid ?? "";
-      if (record.pod.uid && uid && record.pod.uid !== uid && !isStaticPod(annotations)) continue;
+      const static_ = isStaticPod(annotations);
+      if (uid && record.pod.uid !== uid && !static_) continue;
       const extra = record.statusAnnotations ?? {};
       const text = serializeNetworkStatus(record.networkStatus!);
       const same = annotations[NETWORK_STATUS_ANNOTATION] === text &&
         Object.entries(extra).every(([k, v]) => annotations[k] === v);
       if (same) continue;
       this.enqueue({
-        pod: { ...record.pod, uid, infraContainerId: record.containerId },
+        // The record's UID (a static pod's mirror has its own: the API's, as ADD wrote it).
+        pod: {
+          ...record.pod,
+          uid: static_ && uid ? uid : record.pod.uid,
+          infraContainerId: record.containerId,
+        },
         containerId: record.containerId,
         ifName: record.ifName,
         entries: record.networkStatus!,
@@ -224,7 +277,10 @@ export class StatusPublisher implements StatusQueue {
         settle();
         return;
       }
-      await sink.publish(item.pod, item.containerId, item.entries, item.extra);
+      // The record's current status: hot-plug and KEP rewrite it after ADD queued its copy.
+      const entries = record.networkStatus ?? item.entries;
+      const extra = record.networkStatus ? record.statusAnnotations : item.extra;
+      await sink.publish(item.pod, item.containerId, entries, extra);
       observer?.published((performance.now() - p.since) / 1000);
       settle();
       for (const ev of item.events) this.#opts.events.emit(item.pod, ev);
@@ -238,11 +294,31 @@ export class StatusPublisher implements StatusQueue {
         return;
       }
       p.failures++;
+      const status = httpStatus(e);
+      const permanent = status === 400 || status === 403 || status === 422;
+      if (permanent && p.failures >= PERMANENT_ATTEMPTS) {
+        log.error("network-status given up after permanent failures", {
+          error: errorText(e),
+          status,
+          failures: p.failures,
+        });
+        settle();
+        observer?.gaveUp?.();
+        this.#opts.events.emit(item.pod, {
+          reason: "StatusPublishFailed",
+          message: `network-status not written after ${p.failures} attempts: HTTP ${status}`,
+          type: "Warning",
+        });
+        return;
+      }
       const base = Math.min(
         (this.#opts.backoffMs ?? 500) * 2 ** (p.failures - 1),
         this.#opts.maxBackoffMs ?? 30_000,
       );
-      const delay = Math.round(base * (0.8 + 0.4 * Math.random()));
+      // A server's Retry-After is honoured even beyond the call's bound (apiDeadlineMs): the
+      // API client failed the call rather than wait; this queue waits instead.
+      const asked = retryAfter(e);
+      const delay = asked ?? Math.round(base * (0.8 + 0.4 * Math.random()));
       p.due = performance.now() + delay;
       log.warn("network-status not written, retrying", {
         error: errorText(e),

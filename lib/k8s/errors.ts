@@ -40,6 +40,11 @@ export interface KubeErrorInit {
   attempts?: number;
   /** Whether trying again later may succeed; see {@link isTransientStatus}. Default false. */
   transient?: boolean;
+  /**
+   * The server's `Retry-After` in ms, when the call failed because waiting for it would pass
+   * the call's bound (a caller without that bound, e.g. the async status publisher, waits it).
+   */
+  retryAfterMs?: number;
 }
 
 /**
@@ -72,6 +77,8 @@ export class KubeError extends Error {
   readonly attempts: number;
   /** Whether trying again later may succeed (connection errors, timeouts, 401, 429, 5xx). */
   readonly transient: boolean;
+  /** See {@link KubeErrorInit.retryAfterMs}; undefined when the server asked for no wait. */
+  readonly retryAfterMs?: number;
 
   /**
    * Creates the error.
@@ -92,6 +99,7 @@ export class KubeError extends Error {
     this.path = init.path ?? "";
     this.attempts = init.attempts ?? 0;
     this.transient = init.transient ?? false;
+    if (init.retryAfterMs !== undefined) this.retryAfterMs = init.retryAfterMs;
   }
 
   /**

@@ -95,6 +95,7 @@ export function retryDelay(call: CallInfo, state: RetryState): number | undefine
       const e = httpStatusError(call, res);
       throw new KubeError("request", e.msg, {
         ...e,
+        retryAfterMs: hinted,
         details: `${e.details ? `${e.details}; ` : ""}${
           hinted === undefined
             ? "no time left to retry"

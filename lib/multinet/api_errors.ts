@@ -52,6 +52,8 @@ export function cniErrorFromKube(e: unknown): unknown {
   if (!(e instanceof KubeError)) return e;
   const err = new CniError(kubeErrorCode(e), e.msg, e.details);
   err.stack = e.stack;
+  // The HTTP facts (status) stay readable: the async publisher gives up on permanent 4xx.
+  err.cause = e;
   return err;
 }
 

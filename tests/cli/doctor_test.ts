@@ -30,6 +30,22 @@ async function healthyNode(pluginConf: Record<string, unknown> = {}): Promise<No
       `${h.confDir}/10-fake.conflist`,
       JSON.stringify({ cniVersion: "1.0.0", name: "fake-net", plugins: [{ type: "mf-fake" }] }),
     );
+    // deploy/60-status-policy.yaml installed and bound (the stand-in has no admission API).
+    const vap = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolic";
+    api.fault({
+      method: "GET",
+      path: new RegExp(`^${vap}ies/manifold-network-status-writers$`),
+      body: JSON.stringify({ kind: "ValidatingAdmissionPolicy" }),
+      times: Infinity,
+    });
+    api.fault({
+      method: "GET",
+      path: new RegExp(`^${vap}ybindings/manifold-network-status-writers$`),
+      body: JSON.stringify({
+        spec: { policyName: "manifold-network-status-writers", validationActions: ["Deny"] },
+      }),
+      times: Infinity,
+    });
     await Deno.writeTextFile(`${h.saDir}/token`, api.token);
     await Deno.writeTextFile(`${h.saDir}/ca.crt`, api.caCertPem);
     await runInstaller({

@@ -16,6 +16,8 @@ import { PodGoneError } from "../../lib/multinet/status/sinks.ts";
 import { serializeNetworkStatus } from "../../lib/multinet/status/network_status.ts";
 import type { NetworkStatus } from "../../lib/multinet/types.ts";
 import { StatusPublisher } from "../../lib/daemon/status_publisher.ts";
+import { KubeError } from "../../lib/k8s/errors.ts";
+import { cniErrorFromKube } from "../../lib/multinet/api_errors.ts";
 import { until } from "../support/wait.ts";
 
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
@@ -62,10 +64,11 @@ function item(name: string, containerId: string, ip: string): QueuedStatus {
 
 interface Recorder {
   sink: StatusSink;
-  writes: { pod: string; ips: string[] }[];
+  writes: { pod: string; ips: string[]; uid?: string }[];
   events: string[];
   pending: number[];
   lags: number[];
+  gaveUp: number;
 }
 
 function recorder(behave: (n: number) => Promise<void> = () => Promise.resolve()): Recorder {
@@ -74,11 +77,16 @@ function recorder(behave: (n: number) => Promise<void> = () => Promise.resolve()
     events: [],
     pending: [],
     lags: [],
+    gaveUp: 0,
     sink: {
       kind: "test",
       publish: async (pod, _c, entries) => {
         const n = r.writes.length;
-        r.writes.push({ pod: pod!.name, ips: entries.flatMap((e) => e.ips ?? []) });
+        r.writes.push({
+          pod: pod!.name,
+          ips: entries.flatMap((e) => e.ips ?? []),
+          uid: pod!.uid,
+        });
         await behave(n);
       },
     },
@@ -94,7 +102,11 @@ function publisher(r: Recorder, records: CacheRecord[]) {
       flush: () => Promise.resolve(),
     },
     cache: memCache(records),
-    observer: { published: (s) => r.lags.push(s), pending: (n) => r.pending.push(n) },
+    observer: {
+      published: (s) => r.lags.push(s),
+      pending: (n) => r.pending.push(n),
+      gaveUp: () => r.gaveUp++,
+    },
     logger: nullLogger,
     backoffMs: 10,
     maxBackoffMs: 40,
@@ -155,7 +167,85 @@ Deno.test("a replaced pod is dropped at once, without its events; a DELeted sand
   await pub.stop();
 });
 
-Deno.test("re-drive: the newest live record of each pod whose annotation differs, with the API's UID", async () => {
+Deno.test("the record's current status is written, not the copy queued at ADD (hot-plug during an outage)", async () => {
+  const r = recorder((n) =>
+    n < 2
+      ? Promise.reject(new CniError(11, "Kubernetes API PATCH failed with 503"))
+      : Promise.resolve()
+  );
+  const rec = record("p", "c1", "10.0.0.1/24");
+  const pub = publisher(r, [rec]);
+  pub.enqueue(item("p", "c1", "10.0.0.1/24"));
+  await until(() => r.writes.length >= 1, "the first (failing) write");
+  // Hot-plug rewrites the record's status while the API refuses the PATCHes.
+  rec.networkStatus = [
+    ...status("10.0.0.1/24"),
+    { name: "ns/hot", interface: "net1", ips: ["10.1.0.9/24"], default: false },
+  ];
+  await until(() => pub.pending === 0, "written after the outage");
+  assert.deepEqual(r.writes.at(-1)!.ips, ["10.0.0.1/24", "10.1.0.9/24"]);
+  await pub.stop();
+});
+
+Deno.test("a permanent 4xx (403) is given up after 5 attempts with a Warning event and a metric", async () => {
+  const forbidden = () =>
+    Promise.reject(
+      cniErrorFromKube(
+        new KubeError("request", "Kubernetes API PATCH failed with 403 Forbidden", {
+          status: 403,
+        }),
+      ),
+    );
+  const r = recorder(forbidden);
+  const pub = publisher(r, [record("p", "c1", "10.0.0.1/24")]);
+  pub.enqueue(item("p", "c1", "10.0.0.1/24"));
+  await until(() => pub.pending === 0, "given up", 10_000);
+  await new Promise((res) => setTimeout(res, 100)); // longer than any back-off
+  assert.equal(r.writes.length, 5);
+  assert.equal(r.gaveUp, 1);
+  assert.deepEqual(r.events, [
+    "p StatusPublishFailed network-status not written after 5 attempts: HTTP 403",
+  ]);
+  await pub.stop();
+});
+
+Deno.test("a Retry-After the API client would not wait (beyond its bound) is waited here, once", async () => {
+  const times: number[] = [];
+  const r = recorder((n) => {
+    times.push(performance.now());
+    return n === 0
+      ? Promise.reject(
+        cniErrorFromKube(
+          new KubeError("request", "Kubernetes API PATCH failed with 503", {
+            status: 503,
+            transient: true,
+            retryAfterMs: 400,
+          }),
+        ),
+      )
+      : Promise.resolve();
+  });
+  const pub = publisher(r, [record("p", "c1", "10.0.0.1/24")]); // back-off 10 ms, cap 40 ms
+  pub.enqueue(item("p", "c1", "10.0.0.1/24"));
+  await until(() => pub.pending === 0, "written after the server's wait", 5000);
+  assert.equal(r.writes.length, 2, "exactly one PATCH after the failed one");
+  assert.ok(times[1] - times[0] >= 400, `waited ${times[1] - times[0]} ms`);
+  await pub.stop();
+});
+
+Deno.test("re-drive: a record without a pod UID is skipped, never written with the API's UID", async () => {
+  const r = recorder();
+  const noUid = record("p", "a1", "10.0.0.1/24");
+  noUid.pod = { namespace: "ns", name: "p", uid: "" }; // a record of an old version
+  const pub = publisher(r, [noUid]);
+  const queued = await pub.redrive(() => ({ metadata: { uid: "recreated", annotations: {} } }));
+  await new Promise((res) => setTimeout(res, 60));
+  assert.equal(queued, 0);
+  assert.deepEqual(r.writes, []);
+  await pub.stop();
+});
+
+Deno.test("re-drive: the newest live record of each pod whose annotation differs, with the record's UID", async () => {
   const r = recorder();
   const recs = [
     record("differs", "a1", "10.0.0.1/24"),
@@ -183,8 +273,8 @@ Deno.test("re-drive: the newest live record of each pod whose annotation differs
   await until(() => pub.pending === 0, "written");
   assert.equal(queued, 2);
   assert.deepEqual(
-    r.writes.map((w) => `${w.pod} ${w.ips}`).sort(),
-    ["differs 10.0.0.1/24", "two 10.0.0.6/24"],
+    r.writes.map((w) => `${w.pod} ${w.ips} ${w.uid}`).sort(),
+    ["differs 10.0.0.1/24 uid-differs", "two 10.0.0.6/24 uid-two"],
   );
   await pub.stop();
 });

@@ -85,7 +85,9 @@ const ruleSchema = z.object({
   apiGroups: z.array(z.string()).min(1),
   resources: z.array(z.string()).min(1),
   verbs: z.array(z.enum(["get", "list", "watch", "create", "update", "patch", "delete"])).min(1),
-}).strict(); // no resourceNames/nonResourceURLs surprises
+  // Only `manifold doctor`'s read of deploy/60-status-policy.yaml's objects names a resource.
+  resourceNames: z.array(z.literal("manifold-network-status-writers")).length(1).optional(),
+}).strict(); // no nonResourceURLs surprises
 
 const roleSchema = z.object({
   apiVersion: z.literal("rbac.authorization.k8s.io/v1"),
@@ -195,6 +197,8 @@ Deno.test("every manifest has apiVersion, kind and metadata.name; kubectl apply 
       "ClusterRole",
       "ClusterRoleBinding",
       "Deployment",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
     ],
   );
   for (const { file, doc } of all) {
@@ -307,7 +311,11 @@ Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildca
   const grants = new Set<string>();
   for (const rule of r.data!.rules) {
     for (const g of rule.apiGroups) {
-      for (const res of rule.resources) for (const v of rule.verbs) grants.add(`${g}|${res}|${v}`);
+      for (const res of rule.resources) {
+        for (const v of rule.verbs) {
+          grants.add(`${g}|${res}|${v}${rule.resourceNames ? `|${rule.resourceNames}` : ""}`);
+        }
+      }
     }
   }
   assert.deepEqual(
@@ -330,6 +338,8 @@ Deno.test("ClusterRole is least privilege: exactly the plugin's verbs, no wildca
       "multinetwork.manifold.dev|podnetworks|get",
       "resource.k8s.io|resourceclaims|get",
       "resource.k8s.io|resourceslices|list",
+      "admissionregistration.k8s.io|validatingadmissionpolicies|get|manifold-network-status-writers",
+      "admissionregistration.k8s.io|validatingadmissionpolicybindings|get|manifold-network-status-writers",
     ].sort(),
   );
 });

@@ -15,8 +15,8 @@ import { runBurst } from "../support/burst.ts";
 const root = { ignore: !isRoot(), sanitizeResources: false, sanitizeOps: false };
 const PODS = 20;
 
-function assertClean(r: Awaited<ReturnType<typeof runBurst>>) {
-  assert.equal(r.dels.filter((d) => d.code === 0).length, PODS, "every DEL succeeds");
+function assertClean(r: Awaited<ReturnType<typeof runBurst>>, pods = PODS) {
+  assert.equal(r.dels.filter((d) => d.code === 0).length, pods, "every DEL succeeds");
   assert.equal(r.leasesLeft, 0, "no lease left");
   assert.equal(r.interfacesLeft, 0, "no interface left in the sandboxes");
   assert.equal(r.bridgePortsLeft, 0, "no veth left on the bridges");
@@ -75,5 +75,28 @@ Deno.test({
     );
     assert.equal(r.statusesWritten, PODS, "every status written afterwards");
     assertClean(r);
+  },
+});
+
+Deno.test({
+  name:
+    "async, Retry-After: 30 beyond apiDeadlineMs: the daemon waits it and sends exactly one PATCH after ≥ 30 s",
+  ...root,
+  async fn() {
+    // The client's bound (5 s) is shorter than the server's wish: the API client fails the
+    // call at once, and the publisher (issue 28 §6) waits the 30 s instead of its own back-off.
+    const r = await runBurst({
+      pods: 1,
+      statusPublish: "async",
+      throttle: { retryAfterSeconds: 30 },
+      conf: { apiDeadlineMs: 5_000 },
+      requestTimeoutMs: 60_000,
+    });
+    assert.deepEqual(r.adds.map((a) => a.code), [0]);
+    assert.deepEqual(r.patches, { 429: 1, 200: 1 }, "one 429, then exactly one PATCH");
+    assert.equal(r.retryGapsMs.length, 1);
+    assert.ok(r.retryGapsMs[0] >= 30_000, `retried after ${Math.round(r.retryGapsMs[0])} ms`);
+    assert.equal(r.statusesWritten, 1);
+    assertClean(r, 1);
   },
 });

@@ -11,10 +11,12 @@ import { realApiSuite } from "../support/kube_apiserver.ts";
 import { objectPath } from "../support/kube_rest.ts";
 import { linkNames } from "../support/netns.ts";
 import { exists, until } from "../support/wait.ts";
+import { MANIFOLD } from "../support/plugin.ts";
 import { expectOk } from "../support/world.ts";
 import { deployObjects, done, networkStatus, POD, realWorld, startMirror } from "./cluster.ts";
 
-const suite = realApiSuite({ audit: true, root: true });
+const EDITOR = "pod-editor";
+const suite = realApiSuite({ audit: true, root: true, users: [{ name: EDITOR }] });
 const SA = "system:serviceaccount:kube-system:manifold";
 
 suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccount token needs nothing more", async (api) => {
@@ -36,6 +38,8 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
       "Deployment",
       "ServiceAccount",
       "ServiceAccount",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
     ],
   );
   for (const o of objects) {
@@ -179,6 +183,104 @@ suite.test("deploy/ is accepted by the server; the plugin with its ServiceAccoun
       assert.equal(ok.status, 200, JSON.stringify(ok.body));
       const after = await w.pod();
       assert.equal(after.metadata.labels?.x, undefined, "label write did not happen");
+
+      // 4. deploy/60-status-policy.yaml: a user with only `patch pods` in the namespace is
+      // refused a network-status change (the ADD above wrote it as the ServiceAccount, through
+      // pods/status, with the policy in place), while a label edit by the same user passes.
+      await api.admin.create({
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRole",
+        metadata: { name: "pod-patcher" },
+        rules: [{ apiGroups: [""], resources: ["pods"], verbs: ["patch"] }],
+      });
+      const rb = await api.admin.raw(
+        "POST",
+        `/apis/rbac.authorization.k8s.io/v1/namespaces/${w.ns}/rolebindings`,
+        {
+          body: {
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "RoleBinding",
+            metadata: { name: "pod-patcher", namespace: w.ns },
+            roleRef: {
+              apiGroup: "rbac.authorization.k8s.io",
+              kind: "ClusterRole",
+              name: "pod-patcher",
+            },
+            subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: EDITOR }],
+          },
+        },
+      );
+      assert.equal(rb.status, 201, JSON.stringify(rb.body));
+      const editor = api.client(api.token(EDITOR));
+      try {
+        const forged = JSON.stringify([{ name: "x/evil", interface: "net1", ips: ["10.0.0.66"] }]);
+        const editorPatch = (annotations: Record<string, string | null>, labels = {}) =>
+          editor.raw("PATCH", objectPath("v1", "Pod", w.ns, POD), {
+            body: { metadata: { annotations, labels } },
+            contentType: "application/merge-patch+json",
+          });
+        // The policy's informer takes effect within seconds of its creation: poll.
+        let refusal = { status: 0, body: undefined as unknown };
+        await until(
+          async () => {
+            refusal = await editorPatch({ "k8s.v1.cni.cncf.io/network-status": forged });
+            return refusal.status === 403;
+          },
+          `network-status refused to ${EDITOR}`,
+          30_000,
+          500,
+        );
+        assert.match(JSON.stringify(refusal.body), /manifold-network-status-writers/);
+        for (
+          const key of [
+            "k8s.v1.cni.cncf.io/networks-status",
+            "multinetwork.manifold.dev/networks-status",
+          ]
+        ) {
+          const r = await editorPatch({ [key]: forged });
+          assert.equal(r.status, 403, `${key}: ${r.status}`);
+        }
+        const removed = await editorPatch({ "k8s.v1.cni.cncf.io/network-status": null });
+        assert.equal(removed.status, 403, `removal: ${removed.status}`);
+        const label = await editorPatch({}, { tier: "web" });
+        assert.equal(label.status, 200, JSON.stringify(label.body));
+        const now = await w.pod();
+        assert.equal(now.metadata.labels?.tier, "web");
+        assert.equal(networkStatus(now)?.length, 3, "the status Manifold wrote is intact");
+        // The node agent's ServiceAccount still writes network-status through pods/status.
+        const own = await sa.raw("PATCH", `${objectPath("v1", "Pod", w.ns, POD)}/status`, {
+          body: { metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": "[]" } } },
+          contentType: "application/merge-patch+json",
+        });
+        assert.equal(own.status, 200, JSON.stringify(own.body));
+
+        // `manifold doctor` with the ServiceAccount's kubeconfig: installed and bound; then
+        // without the binding: a warning naming what is exposed.
+        const policyCheck = async () => {
+          const out = await new Deno.Command(MANIFOLD, {
+            args: ["doctor", "--kubeconfig", w.kubeconfig, "--json"],
+            stdout: "piped",
+            stderr: "piped",
+          }).output();
+          const report = JSON.parse(new TextDecoder().decode(out.stdout));
+          return report.checks.find((c: { name: string }) =>
+            c.name === "api: network-status admission policy"
+          );
+        };
+        const bound = await policyCheck();
+        assert.equal(bound?.status, "ok", JSON.stringify(bound));
+        await api.admin.delete(
+          "admissionregistration.k8s.io/v1",
+          "ValidatingAdmissionPolicyBinding",
+          undefined,
+          "manifold-network-status-writers",
+        );
+        const unbound = await policyCheck();
+        assert.equal(unbound?.status, "warn", JSON.stringify(unbound));
+        assert.match(unbound.message, /not bound/);
+      } finally {
+        editor.close();
+      }
     } finally {
       await done(w);
     }

@@ -18,9 +18,10 @@ import { startTcpProxy, type TcpProxy } from "../support/tcp_proxy.ts";
 import { until } from "../support/wait.ts";
 import { expectOk } from "../support/world.ts";
 import { k8sArgs } from "../support/plugin.ts";
-import { done, networkStatus, POD, type RealWorld, realWorld } from "./cluster.ts";
+import { deployObjects, done, networkStatus, POD, type RealWorld, realWorld } from "./cluster.ts";
 
-const suite = realApiSuite({ root: true });
+const NO_STATUS_USER = "node-without-pods-status";
+const suite = realApiSuite({ root: true, users: [{ name: NO_STATUS_USER }] });
 const NETS = "k8s.v1.cni.cncf.io/networks";
 const STATUS = "k8s.v1.cni.cncf.io/network-status";
 const ANNOTATIONS = "io.kubernetes.cri.pod-annotations";
@@ -190,6 +191,62 @@ suite.test("async: the pod replaced before the queued PATCH is not written (UID 
     d.kill("SIGKILL");
     await d.exited();
     await proxy.close();
+    await done(w);
+  }
+});
+
+suite.test("async: 403 on the status PATCH (RBAC) gives up after 5 attempts with a StatusPublishFailed Warning event", async (api) => {
+  // deploy/'s node role without `patch pods/status`, for a user of its own: the server
+  // itself answers 403 to every status PATCH.
+  const role = (await deployObjects()).find((o) =>
+    o.kind === "ClusterRole" && o.metadata?.name === "manifold"
+  )!;
+  const rules = (role.rules as { resources: string[] }[]).filter((r) =>
+    !r.resources.includes("pods/status")
+  );
+  await api.admin.ensure({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRole",
+    metadata: { name: NO_STATUS_USER },
+    rules,
+  });
+  await api.admin.ensure({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name: NO_STATUS_USER },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: NO_STATUS_USER },
+    subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: NO_STATUS_USER }],
+  });
+  const w = await realWorld(api, {
+    token: api.token(NO_STATUS_USER),
+    conf: { statusPublish: "async" },
+  });
+  const d = await readyDaemon(await w.scratch.dir(), w.conf);
+  try {
+    expectOk(
+      await w.call("ADD", { config: withRuntimeAnnotations(d.conf, { [NETS]: "bridge-net" }) }),
+      "async ADD",
+    );
+    await until(
+      async () =>
+        (await api.admin.events(w.ns, POD)).some((e) => e.reason === "StatusPublishFailed"),
+      "the StatusPublishFailed event",
+      60_000,
+      500,
+    );
+    const ev = (await api.admin.events(w.ns, POD)).find((e) => e.reason === "StatusPublishFailed")!;
+    assert.equal(ev.type, "Warning");
+    assert.match(ev.message, /after 5 attempts: HTTP 403/);
+    assert.equal(await d.metric("manifold_status_publish_gave_up_total"), 1);
+    assert.equal(await d.metric("manifold_status_pending"), 0, "given up, not pending");
+    assert.equal(networkStatus(await w.pod()), undefined);
+    expectOk(await w.call("DEL", { config: d.conf }), "DEL");
+    d.kill("SIGTERM");
+    const { stderr } = await d.exited();
+    assert.match(stderr, /network-status given up after permanent failures.*"status":403/);
+  } finally {
+    d.kill("SIGKILL");
+    await d.exited();
     await done(w);
   }
 });

@@ -61,6 +61,14 @@ const RESOURCES: Record<string, { plural: string; namespaced: boolean }> = {
     plural: "customresourcedefinitions",
     namespaced: false,
   },
+  "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy": {
+    plural: "validatingadmissionpolicies",
+    namespaced: false,
+  },
+  "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding": {
+    plural: "validatingadmissionpolicybindings",
+    namespaced: false,
+  },
   "k8s.cni.cncf.io/v1/NetworkAttachmentDefinition": {
     plural: "network-attachment-definitions",
     namespaced: true,
