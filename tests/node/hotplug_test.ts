@@ -1,0 +1,111 @@
+/**
+ * Issue 27 §2, hot-plug on a real node (daemon mode, `"hotPlug": true`): an edit of a Running
+ * pod's `k8s.v1.cni.cncf.io/networks` adds an interface the kernel shows in the pod's netns and
+ * network-status lists; removing the element again removes both (and its host-local lease).
+ */
+import assert from "node:assert/strict";
+import { type NodeCluster, nodeTest, poll, startNodeCluster } from "../support/node_cluster.ts";
+import { bridgeNad, deployment } from "../support/node/workloads.ts";
+import type { KubeObject } from "../support/kube_rest.ts";
+
+const NS = "hp";
+
+async function fresh(node: NodeCluster, pod: KubeObject): Promise<KubeObject> {
+  return await node.admin.get("v1", "Pod", NS, pod.metadata.name);
+}
+
+async function kernelNames(node: NodeCluster, pod: KubeObject): Promise<string[]> {
+  return (await node.podNetns(pod)).interfaces.map((i) => i.name).filter((n) => n !== "lo")
+    .sort();
+}
+
+function annotate(node: NodeCluster, pod: KubeObject, networks: string): Promise<KubeObject> {
+  return node.admin.patch(
+    { apiVersion: "v1", kind: "Pod", namespace: NS, name: pod.metadata.name },
+    { metadata: { annotations: { "k8s.v1.cni.cncf.io/networks": networks } } },
+  );
+}
+
+/** Names of host-local lease files (addresses) under the node's ipam dir for `network`. */
+async function leases(node: NodeCluster, network: string): Promise<string[]> {
+  const res: string[] = [];
+  try {
+    for await (const e of Deno.readDir(`${node.layout.ipamDir}/${network}`)) {
+      if (/^\d+\.\d+\.\d+\.\d+$/.test(e.name)) res.push(e.name);
+    }
+  } catch { /* no dir yet */ }
+  return res;
+}
+
+nodeTest(
+  "node (daemon): hot-plug adds and removes an interface of a Running pod (kernel + status)",
+  async () => {
+    const node = await startNodeCluster({ mode: "daemon", pluginConf: { hotPlug: true } });
+    const tag = crypto.randomUUID().slice(0, 4);
+    const brA = `mha${tag}`, brB = `mhb${tag}`;
+    try {
+      console.log(`node started in ${node.startMs} ms`);
+      await node.createNamespace(NS);
+      await node.createNad(NS, "net-a", bridgeNad(node, "net-a", brA, "10.32.1.0/24"));
+      await node.createNad(NS, "net-b", bridgeNad(node, "net-b", brB, "10.32.2.0/24"));
+      // A bare pod (no Deployment: a template edit would replace the pod instead).
+      const template = deployment(NS, "hp", 1, "net-a").spec.template;
+      await node.apply({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { ...template.metadata, name: "hp-0", namespace: NS },
+        spec: template.spec,
+      });
+      let [pod] = await node.waitPodsRunning(NS, "app=hp", 1);
+      const sandbox = (await node.podSandbox(pod)).id;
+      assert.deepEqual(await kernelNames(node, pod), ["eth0", "net1"]);
+      assert.deepEqual(await leases(node, "net-b"), []);
+
+      // Add net-b: net2 appears in the kernel and in network-status.
+      await annotate(node, pod, "net-a,net-b");
+      pod = await poll(
+        "net2 in network-status",
+        async () => {
+          const p = await fresh(node, pod);
+          return node.networkStatus(p).some((s) => s.interface === "net2") ? p : undefined;
+        },
+        60_000,
+        500,
+      );
+      assert.deepEqual(await kernelNames(node, pod), ["eth0", "net1", "net2"]);
+      const net2 = node.networkStatus(pod).find((s) => s.interface === "net2");
+      assert.equal(net2.name, `${NS}/net-b`);
+      const snap = await node.podNetns(pod);
+      const link = snap.interfaces.find((i) => i.name === "net2")!;
+      assert.equal(link.mac, net2.mac);
+      assert.ok(link.addresses.includes(net2.ips[0]), `${net2.ips} in ${link.addresses}`);
+      assert.equal((await leases(node, "net-b")).length, 1, "net-b lease");
+      // Same sandbox: the pod was not restarted.
+      assert.equal((await node.podSandbox(pod)).id, sandbox);
+
+      // Remove it again: gone from the kernel, network-status and the lease file.
+      await annotate(node, pod, "net-a");
+      pod = await poll(
+        "net2 gone from network-status",
+        async () => {
+          const p = await fresh(node, pod);
+          return node.networkStatus(p).some((s) => s.interface === "net2") ? undefined : p;
+        },
+        60_000,
+        500,
+      );
+      assert.deepEqual(await kernelNames(node, pod), ["eth0", "net1"]);
+      assert.deepEqual(
+        node.networkStatus(pod).map((s) => s.interface),
+        ["eth0", "net1"],
+      );
+      assert.deepEqual(await leases(node, "net-b"), [], "net-b lease released");
+      assert.equal((await node.podSandbox(pod)).id, sandbox);
+    } finally {
+      await node.stop();
+      for (const b of [brA, brB]) {
+        await new Deno.Command("ip", { args: ["link", "del", b], stderr: "null" }).output();
+      }
+    }
+  },
+);
