@@ -48,9 +48,13 @@ async function idsOnDisk(node: NodeCluster): Promise<string[]> {
   return [...ids];
 }
 
-async function running(node: NodeCluster): Promise<number> {
-  const pods = await node.listPods(NS, "app=web");
-  return pods.filter((p) => p.status?.phase === "Running").length;
+/** ADDs the daemon answered so far (its log's `served` lines, every incarnation). */
+async function servedAdds(node: NodeCluster): Promise<number> {
+  const log = await Deno.readTextFile(node.logPath("daemon")).catch(() => "");
+  return log.split("\n").filter((l) =>
+    l.includes('"msg":"served"') && l.includes('"command":"ADD"')
+  )
+    .length;
 }
 
 nodeTest(
@@ -62,24 +66,28 @@ nodeTest(
       await node.createNamespace(NS);
       await node.createNad(NS, "net-a", bridgeNad(node, "net-a", br, "10.35.0.0/24"));
       await node.apply(deployment(NS, "web", 0, "net-a"));
-      // Two bursts of 15 pods: the daemon is SIGKILLed during the first (once 3 run), stopped
-      // cleanly (SIGTERM) during the second (once 18 run), and restarted 2 s later each time.
-      // Meanwhile the forwarder runs the requests in-process (`daemonFallback`).
-      const bounce = async (scaleTo: number, at: number, kill: boolean) => {
+      // Two bursts of 15 pods: the daemon is SIGKILLed during the first, stopped cleanly
+      // (SIGTERM) during the second, each time once it has served 2 ADDs of the burst (its log,
+      // polled every 20 ms: ADDs take ≈ 80 ms each here, so the rest are queued or in flight), and
+      // restarted 2 s later. Meanwhile the forwarder runs the requests in-process
+      // (`daemonFallback`).
+      const bounce = async (scaleTo: number, kill: boolean) => {
+        const base = await servedAdds(node);
         await node.scale(NS, "web", scaleTo);
-        await poll(`${at} pods Running`, async () => (await running(node)) >= at, 180_000, 200);
+        await poll("2 ADDs served", async () => (await servedAdds(node)) >= base + 2, 180_000, 20);
         await node.stopDaemon(kill);
+        const served = (await servedAdds(node)) - base;
         console.log(
-          `daemon ${kill ? "SIGKILLed" : "stopped (SIGTERM)"} with ${await running(
-            node,
-          )}/${scaleTo} Running`,
+          `daemon ${kill ? "SIGKILLed" : "stopped (SIGTERM)"} after ${served}/${
+            scaleTo - (kill ? 0 : PODS / 2)
+          } ADDs of the burst`,
         );
         await new Promise((r) => setTimeout(r, 2000));
         await node.startDaemon();
       };
-      await bounce(PODS / 2, 3, true);
+      await bounce(PODS / 2, true);
       await node.waitPodsRunning(NS, "app=web", PODS / 2, 300_000);
-      await bounce(PODS, PODS / 2 + 3, false);
+      await bounce(PODS, false);
 
       const pods = await node.waitPodsRunning(NS, "app=web", PODS, 300_000);
       for (const pod of pods) {
