@@ -2,6 +2,8 @@
  * Issue 27 §2, hot-plug on a real node (daemon mode, `"hotPlug": true`): an edit of a Running
  * pod's `k8s.v1.cni.cncf.io/networks` adds an interface the kernel shows in the pod's netns and
  * network-status lists; removing the element again removes both (and its host-local lease).
+ * Hot-plugged once more (JSON form, named interface), the pod's deletion (sandbox DEL) removes
+ * the hot-plugged attachment with the rest: no lease, no live cache record.
  */
 import assert from "node:assert/strict";
 import { type NodeCluster, nodeTest, poll, startNodeCluster } from "../support/node_cluster.ts";
@@ -101,6 +103,37 @@ nodeTest(
       );
       assert.deepEqual(await leases(node, "net-b"), [], "net-b lease released");
       assert.equal((await node.podSandbox(pod)).id, sandbox);
+
+      // Hot-plugged again (JSON form, named interface), then the pod deleted: the sandbox's DEL
+      // removes the hot-plugged attachment too (lease, cache record).
+      await annotate(
+        node,
+        pod,
+        JSON.stringify([{ name: "net-a" }, { name: "net-b", interface: "data9" }]),
+      );
+      pod = await poll(
+        "data9 in network-status",
+        async () => {
+          const p = await fresh(node, pod);
+          return node.networkStatus(p).some((s) => s.interface === "data9") ? p : undefined;
+        },
+        60_000,
+        500,
+      );
+      assert.deepEqual(await kernelNames(node, pod), ["data9", "eth0", "net1"]);
+      await node.admin.request("DELETE", `/api/v1/namespaces/${NS}/pods/${pod.metadata.name}`);
+      await node.waitPodsGone(NS, "app=hp");
+      const leaks = await poll(
+        "the sandbox's traces gone",
+        async () => {
+          const r = await node.leaks([sandbox]);
+          return Object.values(r).every((v) => v.length === 0) ? r : undefined;
+        },
+        60_000,
+        500,
+      ).catch(() => node.leaks([sandbox]));
+      assert.deepEqual(leaks, { interfaces: [], leases: [], cache: [], files: [] });
+      assert.deepEqual(await leases(node, "net-b"), [], "hot-plugged lease released by DEL");
     } finally {
       await node.stop();
       for (const b of [brA, brB]) {
