@@ -2,7 +2,7 @@
  * Issue 27 §2, MultiNetworkPolicy on a real node (daemon mode, `"multiNetworkPolicy": true`):
  * real TCP between real pods over a secondary network (netcheck `connect` run in the client
  * pod's container with `ctr task exec`, to netcheck `echo-server` in the server pod), allowed
- * and denied as the policy says, and changed by a pod label edit.
+ * and denied as the policy says, changed by a pod label edit, and in force on a recreated pod.
  */
 import assert from "node:assert/strict";
 import {
@@ -150,6 +150,15 @@ nodeTest(
       await relabel(node, by("web"), "other");
       await expectReach(node, by("web"), db, false);
       assert.ok(await connects(node, by("other"), db), "relabelled other still allowed");
+
+      // db recreated (new sandbox, new address): policed from its start, the peers as labelled.
+      await node.admin.request("DELETE", `/api/v1/namespaces/${NS}/pods/db`);
+      await poll("db gone", async () => (await node.listPods(NS, "app=db")).length === 0, 60_000);
+      await node.apply(pod("db", "db"));
+      const [db2] = await node.waitPodsRunning(NS, "app=db", 1);
+      const db2Ip = net1Ip(node, db2);
+      await expectReach(node, by("other"), db2Ip, true);
+      assert.equal(await connects(node, by("web"), db2Ip), false, "web (now app=other) → new db");
     } finally {
       await node.stop();
       await new Deno.Command("ip", { args: ["link", "del", br], stderr: "null" }).output();
