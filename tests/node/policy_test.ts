@@ -165,3 +165,73 @@ nodeTest(
     }
   },
 );
+
+nodeTest(
+  "node (daemon): MultiNetworkPolicy on a network hot-plugged into running pods",
+  async () => {
+    const node = await startNodeCluster({
+      mode: "daemon",
+      pluginConf: { multiNetworkPolicy: true, hotPlug: true },
+    });
+    const tag = crypto.randomUUID().slice(0, 4);
+    const brA = `mpa${tag}`, brB = `mpb${tag}`;
+    try {
+      await node.createNamespace(NS);
+      await node.createNad(NS, "net-a", bridgeNad(node, "net-a", brA, "10.33.1.0/24"));
+      await node.createNad(NS, "net-b", bridgeNad(node, "net-b", brB, "10.33.2.0/24"));
+      for (const [n, app] of [["db", "db"], ["other", "other"]]) await node.apply(pod(n, app));
+      await node.waitPodsRunning(NS, "role=mnp", 2);
+      // The policy names net-b, which no pod has yet.
+      await node.apply({
+        apiVersion: "k8s.cni.cncf.io/v1beta1",
+        kind: "MultiNetworkPolicy",
+        metadata: {
+          name: "db",
+          namespace: NS,
+          annotations: { "k8s.v1.cni.cncf.io/policy-for": "net-b" },
+        },
+        spec: {
+          podSelector: { matchLabels: { app: "db" } },
+          policyTypes: ["Ingress"],
+          ingress: [{
+            from: [{ podSelector: { matchLabels: { app: "web" } } }],
+            ports: [{ protocol: "TCP", port: PORT }],
+          }],
+        },
+      });
+      for (const n of ["db", "other"]) {
+        await node.admin.patch(
+          { apiVersion: "v1", kind: "Pod", namespace: NS, name: n },
+          { metadata: { annotations: { "k8s.v1.cni.cncf.io/networks": "net-a,net-b" } } },
+        );
+      }
+      const pods = await poll(
+        "net-b hot-plugged into both pods",
+        async () => {
+          const ps = await node.listPods(NS, "role=mnp");
+          return ps.every((p) => node.networkStatus(p).some((s) => s.interface === "net2"))
+            ? ps
+            : undefined;
+        },
+        60_000,
+        500,
+      );
+      const by = (n: string) => pods.find((p) => p.metadata.name === n)!;
+      const dbB = node.networkStatus(by("db")).find((s) => s.interface === "net2").ips[0]
+        .replace(/\/\d+$/, "");
+      // net-a is not policed; on the hot-plugged net-b, other is not a peer.
+      assert.ok(await connects(node, by("other"), net1Ip(node, by("db"))), "net-a open");
+      await expectReach(node, by("other"), dbB, false);
+      await node.admin.patch(
+        { apiVersion: "v1", kind: "Pod", namespace: NS, name: "other" },
+        { metadata: { labels: { app: "web" } } },
+      );
+      await expectReach(node, by("other"), dbB, true);
+    } finally {
+      await node.stop();
+      for (const b of [brA, brB]) {
+        await new Deno.Command("ip", { args: ["link", "del", b], stderr: "null" }).output();
+      }
+    }
+  },
+);
