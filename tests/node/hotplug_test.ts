@@ -142,3 +142,77 @@ nodeTest(
     }
   },
 );
+
+nodeTest(
+  "node (daemon): a hot-plugged network survives a node reboot; the dead sandbox leaves nothing",
+  async () => {
+    const node = await startNodeCluster({ mode: "daemon", pluginConf: { hotPlug: true } });
+    const tag = crypto.randomUUID().slice(0, 4);
+    const brA = `mra${tag}`, brB = `mrb${tag}`;
+    try {
+      await node.createNamespace(NS);
+      await node.createNad(NS, "net-a", bridgeNad(node, "net-a", brA, "10.32.1.0/24"));
+      await node.createNad(NS, "net-b", bridgeNad(node, "net-b", brB, "10.32.2.0/24"));
+      const template = deployment(NS, "hp", 1, "net-a").spec.template;
+      await node.apply({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { ...template.metadata, name: "hp-0", namespace: NS },
+        spec: template.spec,
+      });
+      let [pod] = await node.waitPodsRunning(NS, "app=hp", 1);
+      const sandbox = (await node.podSandbox(pod)).id;
+      await annotate(node, pod, "net-a,net-b");
+      pod = await poll(
+        "net2 in network-status",
+        async () => {
+          const p = await fresh(node, pod);
+          return node.networkStatus(p).some((s) => s.interface === "net2") ? p : undefined;
+        },
+        60_000,
+        500,
+      );
+      const [before] = await leases(node, "net-b");
+
+      // Power cut and boot: kubelet recreates the sandbox from the pod as it is now (the
+      // edited annotation), and the dead sandbox's DEL releases the hot-plugged attachment.
+      await node.reboot();
+      pod = await poll(
+        "the pod Running on a new sandbox",
+        async () => {
+          const p = await fresh(node, pod);
+          const sb = await node.podSandbox(p).catch(() => undefined);
+          return sb && sb.id !== sandbox && p.status?.phase === "Running" &&
+              node.networkStatus(p).some((s) => s.interface === "net2")
+            ? p
+            : undefined;
+        },
+        120_000,
+        1000,
+      );
+      assert.deepEqual(await kernelNames(node, pod), ["eth0", "net1", "net2"]);
+      const leaks = await poll(
+        "the dead sandbox's traces gone",
+        async () => {
+          const r = await node.leaks([sandbox]);
+          return Object.values(r).every((v) => v.length === 0) ? r : undefined;
+        },
+        60_000,
+        1000,
+      ).catch(() => node.leaks([sandbox]));
+      assert.deepEqual(leaks, { interfaces: [], leases: [], cache: [], files: [] });
+      const after = await leases(node, "net-b");
+      assert.equal(after.length, 1, `one net-b lease: ${after}`);
+      // The old lease (named by the dead sandbox) is gone; the new sandbox holds its own.
+      const holder = (await Deno.readTextFile(`${node.layout.ipamDir}/net-b/${after[0]}`)).split(
+        /\r?\n/,
+      )[0];
+      assert.notEqual(holder, sandbox, `${before} → ${after}`);
+    } finally {
+      await node.stop();
+      for (const b of [brA, brB]) {
+        await new Deno.Command("ip", { args: ["link", "del", b], stderr: "null" }).output();
+      }
+    }
+  },
+);
