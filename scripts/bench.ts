@@ -21,7 +21,9 @@
  * sync|async`, the daemon's setting). `--api-latency MS` (every mode) puts a loopback TCP
  * proxy in front of the API stand-in that adds MS to each chunk each way (RTT = 2 × MS); unlike
  * `--latency-ms` (the stand-in's own delay before it answers) it delays connection set-up and
- * TLS as well, as a distant API server does.
+ * TLS as well, as a distant API server does. `--node` runs scripts/bench_node.ts instead: pod
+ * start-up latency of a 0 → `--pods 50` Deployment burst on a real node (the node tier's
+ * harness), per call and daemon (`--mode per-call` or `--mode daemon` for one), `--rounds 1` per mode.
  *
  * Process mode ends with the table of issue 30: min / median / max per scenario of the first
  * 10 measured iterations (own overhead = total − the delegates' time of the same iteration),
@@ -50,6 +52,9 @@ const { values } = parseArgs({
     "status-publish": { type: "string", default: "sync" },
     vs: { type: "string" },
     multus: { type: "string" },
+    node: { type: "boolean", default: false },
+    pods: { type: "string", default: "50" },
+    rounds: { type: "string", default: "1" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -57,8 +62,20 @@ if (values.help) {
   console.log(
     "usage: deno run -A scripts/bench.ts [--mode process|daemon] [--iterations 30] " +
       "[--latency-ms 3] [--api-latency MS] [--scale-iterations 10] [--concurrent 50] " +
-      "[--soak N] [--status-publish sync|async] [--vs multus --multus PATH]  (root)",
+      "[--soak N] [--status-publish sync|async] [--vs multus --multus PATH]  (root)\n" +
+      "       deno run -A scripts/bench.ts --node [--mode per-call|daemon (default both)] [--pods 50] " +
+      "[--rounds 1]  (root; MANIFOLD_KUBE_APISERVER)",
   );
+  Deno.exit(0);
+}
+if (values.node) {
+  const { benchNode } = await import("./bench_node.ts");
+  const modes = values.mode === "daemon"
+    ? ["daemon" as const]
+    : values.mode === "per-call"
+    ? ["per-call" as const]
+    : ["per-call" as const, "daemon" as const];
+  await benchNode({ pods: Number(values.pods), rounds: Number(values.rounds), modes });
   Deno.exit(0);
 }
 if (values.mode === "daemon") {

@@ -73,6 +73,10 @@ const RESOURCES: Record<string, { plural: string; namespaced: boolean }> = {
     plural: "network-attachment-definitions",
     namespaced: true,
   },
+  "k8s.cni.cncf.io/v1beta1/MultiNetworkPolicy": {
+    plural: "multi-networkpolicies",
+    namespaced: true,
+  },
 };
 
 /** The NAD CRD's name (deploy/00-crd.yaml). */
