@@ -43,7 +43,7 @@ mirror=${MANIFOLD_DEBIAN_MIRROR:-$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.li
 mirror=${mirror:-http://deb.debian.org/debian}
 cache=${MANIFOLD_IMAGE_CACHE:-${HOME:-/root}/.cache/manifold-image}
 mkdir -p "$cache" "$(dirname "$out")"
-key=$(printf '%s\n' bookworm minbase "$packages" "$mirror" "$SOURCE_DATE_EPOCH" | sha256sum | cut -c1-16)
+key=$(printf '%s\n' bookworm minbase "$packages" "$mirror" | sha256sum | cut -c1-16)
 base="$cache/rootfs-$key.tar"
 if [ ! -s "$base" ]; then
   log "mmdebstrap bookworm ($packages) from $mirror"
