@@ -20,39 +20,19 @@
  * @module
  */
 
+import { abortable } from "../util/abortable.ts";
+import { IDEMPOTENT_METHODS, MAX_RESPONSE_BYTES, ResponseTooLargeError } from "./http_semantics.ts";
+export { abortable } from "../util/abortable.ts";
+export { MAX_RESPONSE_BYTES, ResponseTooLargeError } from "./http_semantics.ts";
 import { checkPinnedPeer } from "./tls_pin.ts";
 import type { KubeConnection } from "./kubeconfig.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 import { type ByteConn, connectPinnedTls } from "./pinned_tls.ts";
 
-/**
- * Largest response body accepted (bytes); larger answers fail the request with
- * {@link ResponseTooLargeError} (memory safety: a list page is held whole).
- */
-export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
-
-/**
- * An answer whose body exceeds {@link MAX_RESPONSE_BYTES}: final for that request (sending it
- * again gets the same body); a lister asks for smaller pages instead.
- */
-export class ResponseTooLargeError extends Error {
-  /**
-   * @param limit the cap that was exceeded, bytes
-   */
-  constructor(readonly limit: number) {
-    super(`response body over ${limit} bytes`);
-    this.name = "ResponseTooLargeError";
-  }
-}
 /** Idle keep-alive connections kept per transport. */
 const MAX_IDLE = 4;
 
 const CRLF2 = new Uint8Array([13, 10, 13, 10]);
-/**
- * Methods sent again on a new connection when a kept-alive one closed before answering (the
- * request may have reached the server: Go's `net/http` replays only idempotent requests).
- */
-const REPLAYABLE = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -211,7 +191,7 @@ export class Http1Transport implements Transport {
       // A kept-alive connection the server closed meanwhile: once more on a new one.
       if (
         reused && err instanceof ConnectionClosedError && err.beforeResponse &&
-        !req.signal.aborted && !this.#closed && REPLAYABLE.has(req.method)
+        !req.signal.aborted && !this.#closed && IDEMPOTENT_METHODS.has(req.method)
       ) {
         return await this.#exchange(await this.#open(req.signal), req);
       }
@@ -394,49 +374,4 @@ async function readChunked(conn: Connection): Promise<Uint8Array> {
     off += p.length;
   }
   return out;
-}
-
-/**
- * Races `p` with `signal`; on abort rejects with the signal's reason and hands a late result
- * to `discard` (e.g. to close a connection that arrived too late). A `discard` that throws —
- * closing a connection the caller already closed throws `BadResource` — is ignored: it ran
- * outside any caller, so its error would be an unhandled rejection, which ends a Deno process
- * (`manifold daemon` died so when a TLS handshake finished just after its request timed out,
- * during a burst of 200 sandboxes).
- * @param p the operation
- * @param signal aborts the wait
- * @param discard receives `p`'s value when it arrives after the abort
- * @returns `p`'s value
- * @throws the signal's reason when aborted first; `p`'s error otherwise
- * @example await abortable(Promise.resolve(1), new AbortController().signal, () => {}) // 1
- */
-export function abortable<T>(
-  p: Promise<T>,
-  signal: AbortSignal,
-  discard: (late: T) => void,
-): Promise<T> {
-  const late = (v: T) => {
-    try {
-      discard(v);
-    } catch { /* already released */ }
-  };
-  if (signal.aborted) {
-    p.then(late, () => {});
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => {
-      p.then(late, () => {});
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then((v) => {
-      signal.removeEventListener("abort", onAbort);
-      if (signal.aborted) return;
-      resolve(v);
-    }, (e) => {
-      signal.removeEventListener("abort", onAbort);
-      reject(e);
-    });
-  });
 }

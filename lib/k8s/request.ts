@@ -31,7 +31,12 @@ import type { ExecCredential, ExecCredentialSource } from "./exec_credential.ts"
 import type { KubeClientOptions, RequestBody } from "./request_options.ts";
 import { boundRanOut, retryDelay } from "./retry_policy.ts";
 import type { StreamResponse, StreamTransport } from "./stream.ts";
-import { ResponseTooLargeError } from "./http1.ts";
+import {
+  IDEMPOTENT_METHODS,
+  mayResend,
+  neverSent,
+  ResponseTooLargeError,
+} from "./http_semantics.ts";
 import { createTransport } from "./transport.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
@@ -195,7 +200,7 @@ export class KubeRequester {
         });
         continue;
       }
-      if (!(init.idempotent ?? IDEMPOTENT.has(method)) && !mayResend(res, failure)) {
+      if (!(init.idempotent ?? IDEMPOTENT_METHODS.has(method)) && !mayResend(res, failure)) {
         // A POST/PATCH without precondition that may have reached the server: never twice.
         if (!res) throw noAnswerError(call, failure!.reason, failure!.message);
         throw httpStatusError(call, res);
@@ -405,32 +410,4 @@ export class KubeRequester {
       for (const s of signals) s.addEventListener("abort", done, { once: true });
     });
   }
-}
-
-/** Methods a retry cannot make happen twice (RFC 9110 §9.2.2). */
-const IDEMPOTENT = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
-
-/**
- * Whether a non-idempotent call may be sent again after this attempt (client-go: write
- * requests are retried only when nothing was sent, or when the server said to): the
- * connection was never opened, 429, or a 5xx with `Retry-After`.
- */
-function mayResend(
-  res: TransportResponse | undefined,
-  failure: { neverSent?: boolean } | undefined,
-): boolean {
-  if (!res) return failure?.neverSent === true;
-  if (res.status === 429) return true;
-  return res.status >= 500 && res.headers.get("retry-after") !== null;
-}
-
-/**
- * Whether a transport error happened before any byte of the request was written: the TCP
- * connection or the TLS handshake failed (`http1.ts` marks them; `fetch` and `node:https`
- * say so in their text).
- */
-function neverSent(err: unknown): boolean {
-  if ((err as { connectFailed?: boolean })?.connectFailed === true) return true;
-  return /error trying to connect|ECONNREFUSED|Connection refused|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|os error 111|os error 113|os error 101/
-    .test(errorText(err));
 }

@@ -5,3 +5,4 @@
  */
 export * from "./timer.ts";
 export * from "./text.ts";
+export * from "./abortable.ts";

@@ -23,26 +23,34 @@ can overwrite, only for remote pods). The cluster's pods arrive and are kept as 
  * @module
  */
 
-import {
-  type KubeClient,
-  listWatch,
-  type ListWatchHandler,
-  type WatchChange,
-} from "../../k8s/mod.ts";
+import { type KubeClient, listWatch } from "../../k8s/mod.ts";
 import type { Logger } from "../../log/mod.ts";
 import type { EventSink } from "../../multinet/deps.ts";
 import { PolicyReconciler, type SyncReport } from "../../policy/reconcile.ts";
+
 import { PolicyApplier } from "../../policy/apply.ts";
+
 import { type PodAttachment, type PodInfo, statusAttachments } from "../../policy/types.ts";
+
 import { errorText } from "../../util/text.ts";
+
 import type { DaemonObserver, PolicyFailures } from "../observer.ts";
 import { SandboxIndex } from "../sandbox_index.ts";
+
 import { AttachmentCache } from "../../multinet/cache/cache.ts";
+
 import { NoSandboxTracker } from "./no_sandbox.ts";
+
 import { type PolicyKind as Kind, policyObjectHandler } from "./object_handler.ts";
+
 import { PolicyPeers } from "./peers.ts";
-import { PodTable, type PolicyPod, policyPodsListWatch } from "./pods.ts";
+
+import { PodTable, policyPodsListWatch } from "./pods.ts";
+
+import { policyPodHandler } from "./pod_handler.ts";
+
 import { PolicyProblemReporter } from "./report.ts";
+
 import { type KubeObject, MNP_LIST_WATCH, NAMESPACE_LIST_WATCH } from "./watch.ts";
 
 export { kickingObserver } from "./kick.ts";
@@ -220,72 +228,36 @@ export class PolicyAgent {
     }
     const pods = policyPodsListWatch({ nodeName: this.#opts.nodeName });
     this.#watches.push(
-      listWatch(kube, this.#podHandler(), {
-        resource: pods,
-        signal,
-        logger,
-        onPage: this.#opts.afterPodPage,
-      }).catch(ended("pod")),
+      listWatch(
+        kube,
+        policyPodHandler({
+          reconciler: this.#reconciler,
+          peers: this.#peers,
+          nodeName: this.#opts.nodeName,
+          logger: this.#opts.logger,
+          observer: this.#opts.observer,
+          afterPodChange: this.#opts.afterPodChange,
+          pods: () => this.#pods,
+          replaced: (next) => {
+            this.#pods = next;
+            this.#listed.add("pod");
+            this.#afterList = true;
+            this.#schedule("yes");
+          },
+          schedule: () => this.#schedule("yes"),
+        }),
+        {
+          resource: pods,
+          signal,
+          logger,
+          onPage: this.#opts.afterPodPage,
+        },
+      ).catch(ended("pod")),
     );
     this.#resync = setInterval(
       () => this.#schedule("full"),
       this.#opts.resyncMs ?? DEFAULT_POLICY_RESYNC_MS,
     );
-  }
-
-  /**
-   * The cluster's pods, compact (lib/daemon/policy/pods.ts): a change that cannot change this
-   * node's rules (not on this node, named by no policy's peer before or after: {@link PolicyPeers})
-   * is taken in without a sync.
-   */
-  #podHandler(): ListWatchHandler<PolicyPod> {
-    const r = this.#reconciler;
-    const ignored = (p: PolicyPod) =>
-      this.#opts.logger.warn("policy input ignored", {
-        kind: "pod",
-        object: `${p.namespace}/${p.name}`,
-        error: p.error,
-      });
-    const counted = (matters: boolean) => {
-      this.#opts.observer.policyPodChange?.(matters ? "sync" : "ignored");
-      this.#opts.afterPodChange?.();
-      if (matters) this.#schedule("yes");
-    };
-    return {
-      replace: (items) => {
-        const next = new PodTable();
-        for (const p of items) {
-          if (p.pod) next.set(p.pod);
-          else ignored(p);
-        }
-        for (const old of this.#pods.values()) {
-          if (!next.get(old.namespace, old.name)) r.deletePod(old.namespace, old.name);
-        }
-        for (const pod of next.values()) r.upsertPodInfo(pod);
-        this.#pods = next;
-        this.#listed.add("pod");
-        this.#afterList = true;
-        this.#schedule("yes");
-        return Promise.resolve();
-      },
-      apply: (change: WatchChange<PolicyPod>) => {
-        const p = change.object;
-        const before = this.#pods.get(p.namespace, p.name);
-        if (change.type === "DELETED" || !p.pod) {
-          if (change.type !== "DELETED") ignored(p); // undecodable: treated as absent
-          if (!before) return Promise.resolve();
-          this.#pods.delete(p.namespace, p.name);
-          r.deletePod(p.namespace, p.name);
-          counted(this.#peers.matters(this.#opts.nodeName, before));
-        } else {
-          this.#pods.set(p.pod);
-          r.upsertPodInfo(p.pod);
-          counted(this.#peers.matters(this.#opts.nodeName, before, p.pod));
-        }
-        return Promise.resolve();
-      },
-      progress: () => Promise.resolve(),
-    };
   }
 
   /** True once MultiNetworkPolicies, pods and namespaces have all been listed. */
