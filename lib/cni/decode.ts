@@ -1,5 +1,6 @@
 /**
- * Decoding untrusted JSON text with a zod schema at the edge (STYLE.md "Validation"),
+ * Decoding untrusted JSON text with a zod schema at the edge (parse, then use: nothing
+ * reads a field the schema did not check),
  * with the CNI error the spec gives for it: code 6, "failed to decode content"; and
  * the one nesting-depth limit every untrusted JSON document Manifold parses goes
  * through ({@link checkJsonDepth}: stdin config, the selection annotation, NAD

@@ -87,7 +87,7 @@ export class CniError extends Error {
 
   /**
    * Returns a copy whose `msg` is prefixed with context, e.g. `[ns/pod:net-a]`,
-   * keeping code and details (STYLE.md "Errors").
+   * keeping code and details.
    */
   withContext(context: string): CniError {
     const err = new CniError(this.code, `${context} ${this.msg}`, this.details);

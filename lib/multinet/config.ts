@@ -1,6 +1,6 @@
 /**
  * Manifold's own CNI configuration (the stdin of the `manifold` binary). Accepts
- * Multus's keys with the same meaning (multus-behaviour.md b.1), so an existing
+ * Multus's keys with the same meaning (docs/multus.md maps them), so an existing
  * `00-multus.conf` works by changing `"type"`. Additions are marked "Manifold:".
  *
  * @module

@@ -22,7 +22,8 @@ const USER_FACING = [
   "conformance",
 ];
 /** Names of the project's own build environment, which a clone does not have. */
-const OUTSIDE = /\.\.\/shared\b|\/work\/(?:shared|main|\.library)\b/;
+const OUTSIDE =
+  /\.\.\/shared\b|\/work\/(?:shared|main|\.library)\b|\bSTYLE\.md\b|\bmultus-behaviour\.md\b/;
 
 function walk(path: string): string[] {
   const st = Deno.statSync(path);
@@ -49,6 +50,10 @@ Deno.test("the pattern catches what a clone cannot follow, and only that", () =>
   assert.ok(OUTSIDE.test("KUBE=/work/shared/kube/kube-apiserver"));
   assert.ok(!OUTSIDE.test("43 MiB of shared file pages"));
   assert.ok(!OUTSIDE.test("see ../docs/shared_keys.md"));
+  // The house style and the Multus notes live beside the project, not in it.
+  assert.ok(OUTSIDE.test('retries are bounded (STYLE.md "Trust")'));
+  assert.ok(OUTSIDE.test("the same meaning (multus-behaviour.md b.1)"));
+  assert.ok(!OUTSIDE.test("docs/multus.md maps them"));
 });
 
 Deno.test("fresh clone: no user-facing file names ../shared or the build machine's /work", () => {

@@ -4,8 +4,8 @@
  * per (pod, change) — 1 s, 2 s, 4 s, … capped at 10 min — and a change that failed
  * {@link HOTPLUG_MAX_FAILURES} times is not tried again until the change itself changes (the
  * pod's selection annotation, or the pod's UID). Every retry of a failed ADD is a delegate ADD
- * plus its rollback (IPAM churn), so retries are bounded (STYLE.md "Trust": back-off with a
- * cap). Pure: the caller passes the clock and sets its own timers.
+ * plus its rollback (IPAM churn), so retries are bounded (back-off with a cap, never an
+ * unbounded loop driven by a stranger's input). Pure: the caller passes the clock and sets its own timers.
  *
  * @module
  */

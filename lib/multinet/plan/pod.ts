@@ -92,7 +92,7 @@ export function isStaticPod(annotations: Record<string, string>): boolean {
 }
 
 /**
- * `[ns/pod:network]`, the context prefix of errors and logs (STYLE.md "Errors").
+ * `[ns/pod:network]`, the context prefix of errors and logs.
  * @example attachmentContext({namespace:"ns",name:"p",uid:"",infraContainerId:"c"}, "ns/net-a") // "[ns/p:ns/net-a]"
  */
 export function attachmentContext(pod: PodRef | undefined, network: string): string {
