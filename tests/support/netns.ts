@@ -104,9 +104,22 @@ export async function linkNames(netns: string): Promise<string[]> {
   return links.map((l) => l.ifname).filter((n) => n !== "lo").sort();
 }
 
-/** True when the process runs as root (integration tests need it). */
+let rootNoticeShown = false;
+
+/**
+ * True when the process runs as root (integration tests need it). When not, the first call
+ * prints one line saying that the tests needing root are skipped (each such test then shows
+ * as ignored), so a run without root never passes silently.
+ */
 export function isRoot(): boolean {
-  return Deno.uid() === 0;
+  const root = Deno.uid() === 0;
+  if (!root && !rootNoticeShown) {
+    rootNoticeShown = true;
+    console.log(
+      "tests needing root (network namespaces, links, real delegates) are skipped: not root",
+    );
+  }
+  return root;
 }
 
 /**
