@@ -12,4 +12,5 @@ export * from "./kubeconfig.ts";
 export * from "./binary.ts";
 export * from "./installer.ts";
 export * from "./credentials.ts";
+export * from "./token_expiry.ts";
 export * from "./config_map.ts";

@@ -225,6 +225,12 @@ suite.test("per-call ADDs after the first token is invalidated still publish net
       2,
       log,
     );
+    // Nothing went wrong in between (e.g. a check the binary's permissions do not allow).
+    assert.deepEqual(
+      log.split("\n").filter((l) => /"level":"(warning|error)"/.test(l)),
+      [],
+      "no warning or error from the installer",
+    );
   } finally {
     const out: { code: number; stderr: string } | undefined = installer
       ? await installer.stop()
@@ -266,7 +272,9 @@ suite.test("the token leaving the volume: the installer says so and keeps the la
       l.includes("cannot refresh the plugin's credentials")
     )!;
     assert.match(line, /"level":"warning"/);
-    assert.match(line, /token/);
+    assert.match(line, /keeps the last copy/);
+    assert.equal(JSON.parse(line).tokenFile, mirror);
+    assert.match(JSON.parse(line).error, /serviceaccount\/token/);
     assert.equal(await readIf(mirror), token, "the last token is kept");
     assert.equal((await Deno.lstat(mirror)).mode! & 0o777, 0o600);
   } finally {
