@@ -18,6 +18,7 @@ import { linkNames, Scratch } from "../support/netns.ts";
 import { MANIFOLD } from "../support/plugin.ts";
 import { ProjectedVolume } from "../support/projected_volume.ts";
 import { until } from "../support/wait.ts";
+import { tokenDue } from "../../lib/install/mod.ts";
 import { expectOk } from "../support/world.ts";
 import { deployObjects, done, networkStatus, POD, realWorld } from "./cluster.ts";
 
@@ -284,6 +285,54 @@ suite.test("the token leaving the volume: the installer says so and keeps the la
     await api.admin.delete("v1", "Secret", SA_NS, holder).catch(() => {});
     await scratch.cleanup();
     if (out) assert.equal(out.code, 0, out.stderr.slice(-2000));
+  }
+});
+
+suite.test("tokenDue agrees with the server: status.expirationTimestamp (what kubelet rotates against) for a plain and an extended token", async (api) => {
+  await deployAccount(api);
+  const name = `mft-due-${crypto.randomUUID().slice(0, 8)}`;
+  try {
+    // A pod of the ServiceAccount (never run: no kubelet), as the DaemonSet's pod would be.
+    const pod = await api.admin.create({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name, namespace: SA_NS },
+      spec: {
+        serviceAccountName: SA,
+        automountServiceAccountToken: false,
+        nodeName: "envtest-node",
+        containers: [{ name: "app", image: "registry.k8s.io/pause:3.10" }],
+      },
+    });
+    const request = async (seconds: number, bound: Record<string, unknown>) => {
+      const r = await api.admin.request(
+        "POST",
+        `/api/v1/namespaces/${SA_NS}/serviceaccounts/${SA}/token`,
+        {
+          body: {
+            apiVersion: "authentication.k8s.io/v1",
+            kind: "TokenRequest",
+            spec: { expirationSeconds: seconds, boundObjectRef: bound },
+          },
+        },
+      );
+      return { token: r.status.token as string, expires: Date.parse(r.status.expirationTimestamp) };
+    };
+    const podRef = { apiVersion: "v1", kind: "Pod", name, uid: pod.metadata.uid };
+    // kubelet's default projected request (3607 s, bound to the pod): signed for a year
+    // (--service-account-extend-token-expiration, on by default), due after 3607 s.
+    const ext = await request(3607, podRef);
+    const extDue = tokenDue(ext.token);
+    assert.equal(extDue?.claim, "warnafter");
+    assert.equal(extDue?.due.getTime(), ext.expires);
+    assert.ok(extDue.issuedAt && ext.expires - extDue.issuedAt.getTime() === 3607_000);
+    // Any other lifetime is not extended: due at exp.
+    const plain = await request(600, podRef);
+    const plainDue = tokenDue(plain.token);
+    assert.equal(plainDue?.claim, "exp");
+    assert.equal(plainDue?.due.getTime(), plain.expires);
+  } finally {
+    await api.admin.delete("v1", "Pod", SA_NS, name).catch(() => {});
   }
 });
 
