@@ -288,7 +288,7 @@ suite.test("the token leaving the volume: the installer says so and keeps the la
   }
 });
 
-suite.test("tokenDue agrees with the server: status.expirationTimestamp (what kubelet rotates against) for a plain and an extended token", async (api) => {
+suite.test("tokenDue agrees with the server: status.expirationTimestamp (what kubelet rotates against) for a plain and an extended token; a pod-bound token dies with its pod", async (api) => {
   await deployAccount(api);
   const name = `mft-due-${crypto.randomUUID().slice(0, 8)}`;
   try {
@@ -331,6 +331,16 @@ suite.test("tokenDue agrees with the server: status.expirationTimestamp (what ku
     const plainDue = tokenDue(plain.token);
     assert.equal(plainDue?.claim, "exp");
     assert.equal(plainDue?.due.getTime(), plain.expires);
+
+    // A projected token is bound to its pod: once the pod object is gone (a DaemonSet pod
+    // replaced or removed) the server refuses it, a year of exp notwithstanding; the copy
+    // the plugin reads is only good again when the next pod's installer mirrors its own.
+    assert.equal(await whoIs(api, ext.token), USER);
+    const deleted = performance.now();
+    await api.admin.delete("v1", "Pod", SA_NS, name);
+    await until(async () => (await whoIs(api, ext.token)) === undefined, "token refused", 30_000);
+    const ms = Math.round(performance.now() - deleted);
+    console.log(`the pod-bound token was refused ${ms} ms after the pod's deletion`);
   } finally {
     await api.admin.delete("v1", "Pod", SA_NS, name).catch(() => {});
   }
