@@ -270,12 +270,14 @@ async function warnIfTokenExpired(inst: Installer, w: WatchState): Promise<void>
   if (w.expiredWarned === expiredAt) return;
   w.expiredWarned = expiredAt;
   inst.log.warn(
-    "the plugin's service-account token has expired and kubelet has not replaced it: the " +
-      "plugin's API calls are refused (ServiceAccount deleted? kubelet unable to get a token?)",
+    "the plugin's service-account token has expired and kubelet has not replaced it " +
+      "(ServiceAccount deleted? kubelet unable to get a new token?): the API server refuses " +
+      "it, or will once it is past acceptedUntil",
     {
       tokenFile: path,
       expiredAt,
       claim: due.claim,
+      acceptedUntil: due.expires.toISOString(),
       ...(due.issuedAt ? { issuedAt: due.issuedAt.toISOString() } : {}),
     },
   );

@@ -5,11 +5,15 @@
  * or kubelet cannot reach the API server) and the plugin's API calls are being refused.
  *
  * A projected token is a JWT (RFC 7519) whose payload carries `iat` and `exp`; when the API
- * server extended its lifetime (`--service-account-extend-token-expiration`, a 3607 s request
- * from kubelet signed for a year) the payload's `kubernetes.io.warnafter` is the lifetime
- * kubelet asked for, and kubelet rotates against that (it refreshes a token once 80 % of its
- * lifetime has passed; Kubernetes API reference, `ServiceAccountTokenProjection.expirationSeconds`).
- * Source: kubernetes pkg/serviceaccount/claims.go (`privateClaims`, `WarnAfter`).
+ * server extended its lifetime (`--service-account-extend-token-expiration`, on by default: a
+ * 3607 s pod-bound request — kubelet's default — is signed for a year) the payload's
+ * `kubernetes.io.warnafter` is the lifetime kubelet asked for, which is also the TokenRequest's
+ * `status.expirationTimestamp` that kubelet rotates against: it requests a new token once
+ * `now > expirationTimestamp − 20 % of expirationSeconds − jitter (≤ 10 s)`, or the token is
+ * 24 h old, and keeps serving the old one while refreshing fails until it expires
+ * (kubernetes pkg/kubelet/token/token_manager.go `requiresRefresh`; the claims:
+ * pkg/serviceaccount/claims.go `privateClaims.WarnAfter`). tests/realapi/token_rotation_test.ts
+ * checks both cases against the real API server.
  *
  * @module
  */
@@ -29,6 +33,8 @@ export interface TokenDue {
   due: Date;
   /** Which claim gave {@link TokenDue.due}. */
   claim: "warnafter" | "exp";
+  /** `exp`: when the API server stops accepting it (for an extended token, a year on). */
+  expires: Date;
   /** `iat` (issued at), when present. */
   issuedAt?: Date;
 }
@@ -58,9 +64,10 @@ export function tokenDue(token: string): TokenDue | undefined {
   const { iat, exp } = parsed.data;
   const warnafter = parsed.data["kubernetes.io"]?.warnafter;
   const issuedAt = iat === undefined ? undefined : new Date(iat * 1000);
+  const expires = new Date(exp * 1000);
   return warnafter !== undefined
-    ? { due: new Date(warnafter * 1000), claim: "warnafter", issuedAt }
-    : { due: new Date(exp * 1000), claim: "exp", issuedAt };
+    ? { due: new Date(warnafter * 1000), claim: "warnafter", expires, issuedAt }
+    : { due: expires, claim: "exp", expires, issuedAt };
 }
 
 /** base64url (RFC 4648 §5) without padding to bytes. @throws {Error} on a bad character */

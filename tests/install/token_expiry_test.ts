@@ -29,6 +29,7 @@ Deno.test("tokenDue: exp, or kubernetes.io.warnafter of an extended token; nothi
   assert.deepEqual(t, {
     due: new Date(1_700_000_600_000),
     claim: "exp",
+    expires: new Date(1_700_000_600_000),
     issuedAt: new Date(1_700_000_000_000),
   });
   // The API server signed a 3607 s request for a year: kubelet's lifetime is warnafter.
@@ -43,6 +44,7 @@ Deno.test("tokenDue: exp, or kubernetes.io.warnafter of an extended token; nothi
   );
   assert.equal(ext?.claim, "warnafter");
   assert.equal(ext?.due.getTime(), 1_700_003_607_000);
+  assert.equal(ext?.expires.getTime(), 1_731_536_000_000, "the server accepts it until exp");
   assert.equal(tokenDue(jwt({ exp: 5 }))?.issuedAt, undefined);
   for (
     const opaque of [
@@ -124,6 +126,7 @@ Deno.test("an expired token kubelet did not replace: one warning per token, none
     assert.equal(warned[0].fields?.tokenFile, "/etc/cni/net.d/manifold.d/token");
     assert.equal(warned[0].fields?.expiredAt, new Date(staleExp * 1000).toISOString());
     assert.equal(warned[0].fields?.claim, "exp");
+    assert.equal(warned[0].fields?.acceptedUntil, warned[0].fields?.expiredAt);
     assert.ok(!JSON.stringify(warned[0]).includes(stale), "the token itself is never logged");
     assert.equal(await readIf(mirror), stale, "still mirrored: the plugin has nothing better");
 

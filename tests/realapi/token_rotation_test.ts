@@ -325,6 +325,7 @@ suite.test("tokenDue agrees with the server: status.expirationTimestamp (what ku
     const extDue = tokenDue(ext.token);
     assert.equal(extDue?.claim, "warnafter");
     assert.equal(extDue?.due.getTime(), ext.expires);
+    assert.ok(extDue.expires.getTime() - ext.expires > 30 * 86_400_000, "signed for far longer");
     assert.ok(extDue.issuedAt && ext.expires - extDue.issuedAt.getTime() === 3607_000);
     // Any other lifetime is not extended: due at exp.
     const plain = await request(600, podRef);
