@@ -27,7 +27,9 @@ export interface PluginCredentialsOptions {
 
 /**
  * Mirrors the token (required, not empty) and the CA (when present) and writes the plugin's
- * kubeconfig naming them by host path; files that are already current are left alone.
+ * kubeconfig naming them by host path; files that are already current are left alone. The
+ * token copy is always a regular file with mode 0600, written by the installer (root in the
+ * DaemonSet): a copy with the right bytes but other permission bits, or a link, is replaced.
  *
  * @param options server, service-account directory, target directory, path mapping, logger
  * @returns the kubeconfig's host path
@@ -41,7 +43,7 @@ export async function writePluginCredentials(options: PluginCredentialsOptions):
   await Deno.mkdir(subdir, { recursive: true, mode: 0o700 });
   const token = `${saDir}/${SERVICE_ACCOUNT_FILES.token}`;
   const hostToken = `${subdir}/${SERVICE_ACCOUNT_FILES.token}`;
-  if (!(await sameContent(token, hostToken))) {
+  if (!(await sameContent(token, hostToken)) || !(await ownPrivateFile(hostToken))) {
     const text = await Deno.readFile(token); // NotFound: no service account mounted
     if (text.length === 0) throw new Error(`service-account token ${token} is empty`);
     await writeFileAtomic(hostToken, text, { mode: 0o600 });
@@ -66,4 +68,19 @@ export async function writePluginCredentials(options: PluginCredentialsOptions):
     log.info("wrote the plugin's kubeconfig", { path, server: options.server });
   }
   return `${subdirHost}/${KUBECONFIG_NAME}`;
+}
+
+/**
+ * True when `path` is a regular file (not a link) with mode 0600. (Its owner is whoever wrote
+ * it, the installer; comparing with the process's uid would need `--allow-sys`, which the
+ * compiled binary does not have.)
+ */
+async function ownPrivateFile(path: string): Promise<boolean> {
+  try {
+    const st = await Deno.lstat(path);
+    return st.isFile && ((st.mode ?? 0) & 0o7777) === 0o600;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
 }

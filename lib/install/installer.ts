@@ -24,8 +24,9 @@ import {
   MANIFOLD_CONFIG_NAME,
   renderConfig,
 } from "./conflist.ts";
-import { MANIFOLD_CONF_SUBDIR } from "./kubeconfig.ts";
+import { MANIFOLD_CONF_SUBDIR, SERVICE_ACCOUNT_FILES } from "./kubeconfig.ts";
 import { writePluginCredentials } from "./credentials.ts";
+import { tokenDue } from "./token_expiry.ts";
 import { findPrimaryConfig } from "./primary.ts";
 import { sleepUnlessAborted } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
@@ -137,6 +138,8 @@ interface WatchState {
   lastPrimary?: string;
   writes: number;
   credentialWarned: boolean;
+  /** Due time (ISO) of the expired token last warned about; undefined while the token is current. */
+  expiredWarned?: string;
 }
 
 /** What one poll found: the config to write, or why the default network is not ready. */
@@ -222,17 +225,62 @@ async function syncCredentials(inst: Installer): Promise<void> {
   });
 }
 
-/** {@link syncCredentials} on every poll; a failure is a warning, logged once until it clears. */
+/**
+ * {@link syncCredentials} on every poll; a failure (the token left the service-account
+ * directory, say) is a warning, logged once until it clears, and the plugin keeps the last
+ * copy. Then {@link warnIfTokenExpired}.
+ */
 async function refreshCredentials(inst: Installer, w: WatchState): Promise<void> {
+  if (!inst.o.kubeconfig) return;
   try {
     await syncCredentials(inst);
     w.credentialWarned = false;
   } catch (err) {
     if (!w.credentialWarned) {
-      inst.log.warn("cannot refresh the plugin's credentials", { error: errorText(err) });
+      inst.log.warn("cannot refresh the plugin's credentials; the plugin keeps the last copy", {
+        error: errorText(err),
+        tokenFile: mirroredTokenPath(inst),
+      });
       w.credentialWarned = true;
     }
   }
+  await warnIfTokenExpired(inst, w);
+}
+
+/** Host path of the token copy the plugin reads. */
+function mirroredTokenPath(inst: Installer): string {
+  return `${inst.confDirHost}/${MANIFOLD_CONF_SUBDIR}/${SERVICE_ACCOUNT_FILES.token}`;
+}
+
+/**
+ * Warns (once per token) when the token the plugin reads is past its due time
+ * (lib/install/token_expiry.ts): kubelet renews a projected token at 80 % of its lifetime,
+ * so an expired copy means kubelet stopped replacing it — the ServiceAccount was deleted, or
+ * kubelet cannot get a new token — and the API server refuses the plugin's calls.
+ */
+async function warnIfTokenExpired(inst: Installer, w: WatchState): Promise<void> {
+  const path = mirroredTokenPath(inst);
+  const text = await readTextIfExists(inst.host(path)).catch(() => undefined);
+  const due = text === undefined ? undefined : tokenDue(text);
+  if (due === undefined || Date.now() < due.due.getTime()) {
+    w.expiredWarned = undefined;
+    return;
+  }
+  const expiredAt = due.due.toISOString();
+  if (w.expiredWarned === expiredAt) return;
+  w.expiredWarned = expiredAt;
+  inst.log.warn(
+    "the plugin's service-account token has expired and kubelet has not replaced it " +
+      "(ServiceAccount deleted? kubelet unable to get a new token?): the API server refuses " +
+      "it, or will once it is past acceptedUntil",
+    {
+      tokenFile: path,
+      expiredAt,
+      claim: due.claim,
+      acceptedUntil: due.expires.toISOString(),
+      ...(due.issuedAt ? { issuedAt: due.issuedAt.toISOString() } : {}),
+    },
+  );
 }
 
 /** The primary config, the readiness file, and the config Manifold would write now. */

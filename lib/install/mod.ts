@@ -12,4 +12,8 @@ export * from "./kubeconfig.ts";
 export * from "./binary.ts";
 export * from "./installer.ts";
 export * from "./credentials.ts";
+export * from "./token_expiry.ts";
 export * from "./config_map.ts";
+// Types of the signatures above that live in other folders (deno doc: no private type refs).
+export type { NetworkConfigList } from "../cni/types.ts";
+export type { LogFields, Logger } from "../log/mod.ts";
