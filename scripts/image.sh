@@ -115,18 +115,21 @@ packages=$(grep -oE 'no-install-recommends [a-z0-9. -]+' Containerfile | head -n
 mirror=${MANIFOLD_DEBIAN_MIRROR:-$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null |
   head -n1 | awk '{print $2}')}
 mirror=${mirror:-http://deb.debian.org/debian}
-key=$(printf '%s\n' rootfs-v2 bookworm minbase "$packages" "$mirror" "$ROOTFS_EPOCH" | sha256sum | cut -c1-16)
+key=$(printf '%s\n' rootfs-v3 bookworm minbase "$packages" "$mirror" "$ROOTFS_EPOCH" | sha256sum | cut -c1-16)
 base="$cache/rootfs-$key.tar"
 mkdir -p "$(dirname "$out")"
 if [ ! -s "$base" ]; then
   log "mmdebstrap bookworm ($packages) from $mirror"
   rm -rf "$cache/partial-$key"
   # SOURCE_DATE_EPOCH makes mmdebstrap's own output reproducible (its manual, ENVIRONMENT);
-  # the host's resolv.conf and hostname it copies are replaced (the runtime mounts its own).
+  # the host's resolv.conf and hostname it copies are replaced (the runtime mounts its own);
+  # apt's partial/ directories belong to _apt (measured: two runs gave root in one, _apt in the
+  # other, the only difference between them).
   SOURCE_DATE_EPOCH=$ROOTFS_EPOCH mmdebstrap --quiet --variant=minbase --include="$packages" \
     --mode=root --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
     --customize-hook='printf "" >"$1/etc/resolv.conf"; echo localhost >"$1/etc/hostname"' \
+    --customize-hook='chroot "$1" chown _apt:root /var/cache/apt/archives/partial /var/lib/apt/lists/partial' \
     bookworm "$cache/partial-$key" "$mirror" \
     "${mirror%/debian}/debian-security bookworm-security main" >&2
   tarit "$cache/partial-$key" "$cache/partial-$key.tar" "$ROOTFS_EPOCH"
