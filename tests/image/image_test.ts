@@ -259,6 +259,30 @@ Deno.test({
         "the launcher is scripts/image-launcher",
       );
 
+      // Containerfile copies `scripts/image.sh -s`'s directory: the same files as layer 2.
+      const containerfile = await Deno.readTextFile(`${REPO}/Containerfile`);
+      assert.match(containerfile, /^COPY dist\/image-root\/ \/$/m);
+      await run(`${REPO}/scripts/image.sh`, ["-s", `${dir}/image-root`]);
+      const staged: string[] = [];
+      const walk = async (d: string, rel: string) => {
+        for await (const e of Deno.readDir(d)) {
+          const p = `${rel}/${e.name}`;
+          staged.push(e.isDirectory ? `${p}/` : p);
+          if (e.isDirectory) await walk(`${d}/${e.name}`, p);
+          else {
+            const want = entries.get(p)?.data;
+            assert.ok(want, `-s staged ${p}, the image has none`);
+            assert.ok(
+              (await sha256Hex(await Deno.readFile(`${d}/${e.name}`))) === await sha256Hex(want),
+              `${p}: -s and the image differ`,
+            );
+          }
+        }
+      };
+      await walk(`${dir}/image-root`, "");
+      const layerNames = [...entries.keys()].filter((n) => n !== "/");
+      assert.deepEqual(staged.sort(), layerNames.sort(), "-s and layer 2 hold different files");
+
       // Imported into containerd and run.
       c = await startContainerd();
       await c.ctr("images", "import", `${dir}/a.tar`);
