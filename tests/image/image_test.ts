@@ -19,6 +19,7 @@ import assert from "node:assert/strict";
 import { containerdToml, type NodeLayout } from "../support/node/configs.ts";
 import { Proc, run } from "../support/node/procs.ts";
 import { gunzip, readTar, sha256Hex, type TarEntry, tarNameBefore } from "../support/tar.ts";
+import { loopbackPort } from "../support/ports.ts";
 import { VERSION } from "../../main.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
@@ -329,6 +330,70 @@ Deno.test({
       );
     } finally {
       await c?.stop();
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    }
+  },
+});
+
+const registryLack = lack ?? ["skopeo", "docker-registry"].find((c) => !onPath(c));
+if (!lack && registryLack) {
+  console.log(
+    `image push to a registry skipped: needs skopeo and docker-registry (scripts/setup.sh installs them); missing: ${registryLack}`,
+  );
+}
+
+Deno.test({
+  name: "image.sh: the archive pushed with skopeo to a local registry keeps its digest and runs",
+  ignore: registryLack !== undefined,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "manifold-image-registry-" });
+    let c: Containerd | undefined;
+    let registry: Proc | undefined;
+    try {
+      const { digest } = await build(`${dir}/image.tar`);
+      const addr = `127.0.0.1:${loopbackPort()}`;
+      await Deno.writeTextFile(
+        `${dir}/registry.yml`,
+        `version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: ${dir}/data}}\n` +
+          `http: {addr: "${addr}"}\n`,
+      );
+      registry = new Proc(
+        "docker-registry",
+        "docker-registry",
+        ["serve", `${dir}/registry.yml`],
+        `${dir}/registry.log`,
+      );
+      const ref = `${addr}/manifold/manifold:image-test`;
+      // docs/install.md's command, the registry on plain HTTP here.
+      const end = Date.now() + 30_000;
+      for (;;) {
+        try {
+          await run("skopeo", [
+            "copy",
+            "--dest-tls-verify=false",
+            `oci-archive:${dir}/image.tar`,
+            `docker://${ref}`,
+          ]);
+          break;
+        } catch (e) {
+          if (registry.exited || Date.now() > end) throw e;
+          await new Promise((r) => setTimeout(r, 300));
+        }
+      }
+      const inspected = JSON.parse(
+        (await run("skopeo", ["inspect", "--tls-verify=false", `docker://${ref}`])).stdout,
+      );
+      assert.equal(inspected.Digest, digest, "the registry holds another manifest");
+      c = await startContainerd();
+      await c.ctr("images", "pull", "--plain-http", ref);
+      // No command: the image's Entrypoint and Cmd, `manifold --version`.
+      const v = await c.ctr("run", "--rm", "--read-only", ref, "manifold-image-pulled");
+      assert.match(v.stdout, new RegExp(`^manifold ${VERSION.replaceAll(".", "\\.")} `));
+    } finally {
+      await c?.stop();
+      await registry?.stop(5000);
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     }
   },
