@@ -50,7 +50,7 @@ cache=${MANIFOLD_IMAGE_CACHE:-${HOME:-/root}/.cache/manifold-image}
 mkdir -p "$cache"
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$cache"/*."$$"' EXIT
 # tarit DIR OUT EPOCH [OWNER-ARGS…]: deterministic tar of DIR's contents.
 tarit() {
   local dir=$1 file=$2 epoch=$3
@@ -78,7 +78,8 @@ else
   if [ ! -s "$denotgz" ]; then
     log "deno $deno_version from the npm registry"
     (cd "$work" && npm pack --silent "@deno/linux-x64-glibc@$deno_version" >/dev/null)
-    mv "$work"/deno-linux-x64-glibc-*.tgz "$denotgz"
+    # Renamed into place within the cache dir: another build reading it sees all or nothing.
+    mv "$work"/deno-linux-x64-glibc-*.tgz "$denotgz.$$" && mv -f "$denotgz.$$" "$denotgz"
   fi
   tar -xzf "$denotgz" -C "$work" package/deno
   install -m 0755 "$work/package/deno" "$stage/usr/local/bin/deno"
@@ -92,11 +93,16 @@ else
   npmcache="$cache/deno-dir-$npmkey"
   if [ ! -d "$npmcache/npm" ]; then
     log "npm dependencies into $npmcache"
-    rm -rf "$npmcache.tmp"
-    DENO_DIR="$npmcache.tmp" deno install --quiet --frozen=true --entrypoint main.ts >&2
-    mkdir -p "$npmcache" && mv "$npmcache.tmp/npm" "$npmcache/npm" && rm -rf "$npmcache.tmp"
+    DENO_DIR="$npmcache.$$" deno install --quiet --frozen=true --entrypoint main.ts >&2
+    # A build running at the same time may have put it there first: then keep that one.
+    mkdir -p "$npmcache" && { mv -T "$npmcache.$$/npm" "$npmcache/npm" 2>/dev/null || true; }
+    rm -rf "$npmcache.$$"
   fi
   mkdir -p "$app/deno-dir" && cp -a "$npmcache/npm" "$app/deno-dir/npm"
+  # deno's markers "warned about a package's build scripts", named by a hash of the directory
+  # `deno install` ran in (the builder's checkout): not reproducible, and the launcher's
+  # `deno run --quiet` prints no such warning without them.
+  find "$app/deno-dir/npm" -name '.scripts-warned-*' -delete
   install -m 0755 scripts/image-launcher "$stage/usr/local/bin/manifold"
 fi
 # Modes as in the tree, whatever the builder's umask: directories 0755, files 0644 or 0755.
@@ -120,7 +126,6 @@ base="$cache/rootfs-$key.tar"
 mkdir -p "$(dirname "$out")"
 if [ ! -s "$base" ]; then
   log "mmdebstrap bookworm ($packages) from $mirror"
-  rm -rf "$cache/partial-$key"
   # SOURCE_DATE_EPOCH makes mmdebstrap's own output reproducible (its manual, ENVIRONMENT);
   # the host's resolv.conf and hostname it copies are replaced (the runtime mounts its own);
   # apt's partial/ directories belong to _apt (measured: two runs gave root in one, _apt in the
@@ -130,11 +135,11 @@ if [ ! -s "$base" ]; then
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
     --customize-hook='printf "" >"$1/etc/resolv.conf"; echo localhost >"$1/etc/hostname"' \
     --customize-hook='chroot "$1" chown _apt:root /var/cache/apt/archives/partial /var/lib/apt/lists/partial' \
-    bookworm "$cache/partial-$key" "$mirror" \
+    bookworm "$work/rootfs" "$mirror" \
     "${mirror%/debian}/debian-security bookworm-security main" >&2
-  tarit "$cache/partial-$key" "$cache/partial-$key.tar" "$ROOTFS_EPOCH"
-  rm -rf "$cache/partial-$key"
-  mv "$cache/partial-$key.tar" "$base"
+  tarit "$work/rootfs" "$work/rootfs.tar" "$ROOTFS_EPOCH"
+  rm -rf "$work/rootfs"
+  mv "$work/rootfs.tar" "$base.$$" && mv -f "$base.$$" "$base"
 else
   log "root file system from cache $base"
 fi
