@@ -10,7 +10,7 @@ import { ProcessPluginExec } from "../lib/cni/invoke.ts";
 import { CniRuntime } from "../lib/cni/runtime.ts";
 import { type NetworkConfigList, parseNetworkConfig } from "../lib/cni/types.ts";
 import { linkNames } from "../tests/support/netns.ts";
-import { NS, POD, type World } from "../tests/support/world.ts";
+import { type Node, NS, POD, type World } from "../tests/support/world.ts";
 import { startTcpProxy, type TcpProxy } from "../tests/support/tcp_proxy.ts";
 
 /**
@@ -53,8 +53,11 @@ export interface Direct {
   capabilityArgs: Record<string, unknown>;
 }
 
-/** The floor of a benchmark world: its delegate lists and a runner. */
-export async function directFloor(w: World): Promise<{
+/**
+ * The floor of a benchmark node (API stand-in or real kube-apiserver): its delegate lists and a
+ * runner.
+ */
+export async function directFloor(w: Node): Promise<{
   direct: Direct[];
   defaultDirect: Direct;
   bridgeDirect: (name: string, ifName: string) => Direct;
