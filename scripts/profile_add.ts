@@ -20,7 +20,10 @@ import { NS, world } from "../tests/support/world.ts";
 import { SELECTION } from "./bench_support.ts";
 
 const { values } = parseArgs({
-  options: { json: { type: "boolean" }, modules: { type: "boolean" } },
+  options: {
+    json: { type: "boolean" },
+    modules: { type: "boolean" },
+  },
 });
 if (Deno.uid() !== 0) {
   console.error("profile_add: run as root (network namespaces)");
