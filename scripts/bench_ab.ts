@@ -20,7 +20,7 @@ import { parseArgs } from "node:util";
 import { MANIFOLD } from "../tests/support/plugin.ts";
 import { exists, until } from "../tests/support/wait.ts";
 import { world } from "../tests/support/world.ts";
-import { SELECTION } from "./bench_support.ts";
+import { childCpuMs, SELECTION } from "./bench_support.ts";
 
 const { values } = parseArgs({
   options: {
@@ -49,17 +49,6 @@ const envOf = (xs: string[]) => Object.fromEntries(xs.map((x) => x.split(/=(.*)/
 const sides = {
   A: { plugin: values.a, env: envOf(values["env-a"]) },
   B: { plugin: values.b, env: envOf(values["env-b"]) },
-};
-
-/** getrusage(2) of the waited-for children: CPU time is far less moved by load than wall time. */
-const libc = Deno.dlopen("libc.so.6", {
-  getrusage: { parameters: ["i32", "buffer"], result: "i32" },
-});
-const usage = new BigInt64Array(18); // struct rusage: ru_utime, ru_stime (timeval), then longs
-/** User + system CPU time of every child waited for so far, ms. */
-const childCpuMs = (): number => {
-  if (libc.symbols.getrusage(-1, /* RUSAGE_CHILDREN */ usage) !== 0) throw new Error("getrusage");
-  return Number(usage[0] + usage[2]) * 1000 + Number(usage[1] + usage[3]) / 1000;
 };
 
 const w = await world({
@@ -150,7 +139,6 @@ try {
     console.log(`${what.padEnd(40)} ${mmm(t.A[what]).padStart(24)} ${mmm(t.B[what]).padStart(24)}`);
   }
 } finally {
-  libc.close();
   if (mirror) {
     mirror.kill("SIGTERM");
     await mirror.status;

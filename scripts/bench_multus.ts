@@ -10,7 +10,9 @@
  * delegates from /usr/lib/cni, in one scratch netns. Both read the pod and the two NADs from
  * the API and write the network-status annotation. Each iteration runs, in an order that
  * alternates: Manifold ADD + DEL, Multus ADD + DEL, and the three delegates run directly (the
- * floor, so each one's own overhead = total − the floor of the same iteration).
+ * floor, so each one's own overhead = total − the floor of the same iteration). Besides wall
+ * time, each call's CPU time (user + system, its delegates included: getrusage(2) of the
+ * waited-for children), which a loaded machine moves far less.
  *
  * Run as root: `MANIFOLD_KUBE_APISERVER=… deno run -A scripts/bench.ts --vs multus=PATH
  * [--iterations 30]`.
@@ -20,7 +22,7 @@
 
 import { startKubeApiServer } from "../tests/support/kube_apiserver.ts";
 import { done, networkStatus, POD, realWorld } from "../tests/realapi/cluster.ts";
-import { directFloor, SELECTION, stats } from "./bench_support.ts";
+import { childCpuMs, directFloor, SELECTION, stats } from "./bench_support.ts";
 
 /** Options of {@link benchMultus}. */
 export interface BenchMultusOptions {
@@ -69,6 +71,10 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
         del: [] as number[],
         mAdd: [] as number[],
         mDel: [] as number[],
+        cpuAdd: [] as number[],
+        cpuDel: [] as number[],
+        mCpuAdd: [] as number[],
+        mCpuDel: [] as number[],
         fAdd: [] as number[],
         fDel: [] as number[],
       };
@@ -80,25 +86,37 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
           { apiVersion: "v1", kind: "Pod", namespace: w.ns, name: POD },
           { metadata: { annotations: { "k8s.v1.cni.cncf.io/network-status": null } } },
         );
+        let cpu = childCpuMs();
         const a = await w.call("ADD", extra);
+        const addCpu = childCpuMs() - cpu;
         if (a.code !== 0) throw new Error(`${plugin ?? "Manifold"} ADD: ${a.stdout} ${a.stderr}`);
         const status = networkStatus(await w.pod());
         if (status?.length !== 3) {
           throw new Error(`${plugin ?? "Manifold"} ADD: network-status ${JSON.stringify(status)}`);
         }
+        cpu = childCpuMs();
         const d = await w.call("DEL", extra);
+        const delCpu = childCpuMs() - cpu;
         if (d.code !== 0) throw new Error(`${plugin ?? "Manifold"} DEL: ${d.stdout} ${d.stderr}`);
-        return { add: a.ms, del: d.ms };
+        return { add: a.ms, del: d.ms, addCpu, delCpu };
       };
       for (let i = 0; i < opts.iterations + 2; i++) {
         const steps = [
           async () => {
             const r = await pair(undefined, w.conf);
-            if (i >= 2) t.add.push(r.add), t.del.push(r.del);
+            if (i >= 2) {
+              t.add.push(r.add),
+                t.del.push(r.del),
+                t.cpuAdd.push(r.addCpu),
+                t.cpuDel.push(r.delCpu);
+            }
           },
           async () => {
             const r = await pair(opts.multus, multusConf);
-            if (i >= 2) t.mAdd.push(r.add), t.mDel.push(r.del);
+            if (i >= 2) {
+              t.mAdd.push(r.add), t.mDel.push(r.del);
+              t.mCpuAdd.push(r.addCpu), t.mCpuDel.push(r.delCpu);
+            }
           },
           async () => {
             const r = await runDirect(`vsd${crypto.randomUUID().slice(0, 8)}`, direct);
@@ -127,10 +145,16 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
       row("the 3 delegates alone, DEL", t.fDel);
       row("Manifold DEL own overhead (paired)", own(t.del, t.fDel));
       row("Multus DEL own overhead (paired)", own(t.mDel, t.fDel));
+      row("Manifold ADD CPU (with its delegates)", t.cpuAdd);
+      row("Multus thin ADD CPU (with its delegates)", t.mCpuAdd);
+      row("Manifold DEL CPU (with its delegates)", t.cpuDel);
+      row("Multus thin DEL CPU (with its delegates)", t.mCpuDel);
       const med = (xs: number[]) => stats(xs).p50;
       console.log(
         `\nManifold / Multus thin, medians: ADD ${(med(t.add) / med(t.mAdd)).toFixed(2)}× ` +
-          `(goal ≤ 1.6×), DEL ${(med(t.del) / med(t.mDel)).toFixed(2)}× (goal ≤ 1.3×)`,
+          `(goal ≤ 1.6×), DEL ${(med(t.del) / med(t.mDel)).toFixed(2)}× (goal ≤ 1.3×); ` +
+          `CPU time: ADD ${(med(t.cpuAdd) / med(t.mCpuAdd)).toFixed(2)}×, ` +
+          `DEL ${(med(t.cpuDel) / med(t.mCpuDel)).toFixed(2)}×`,
       );
     } finally {
       await done(w);

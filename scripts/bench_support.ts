@@ -113,3 +113,23 @@ export async function directFloor(w: Node): Promise<{
   };
   return { direct, defaultDirect, bridgeDirect, runDirect };
 }
+
+let libc:
+  | Deno.DynamicLibrary<{ getrusage: { parameters: ["i32", "buffer"]; result: "i32" } }>
+  | undefined;
+const usage = new BigInt64Array(18); // struct rusage: ru_utime, ru_stime (timeval), then longs
+
+/**
+ * User + system CPU time of every child process this process has waited for so far
+ * (getrusage(2), `RUSAGE_CHILDREN`), ms: a plugin call's CPU time, its delegates' included, is the
+ * difference around the call. A loaded machine moves it far less than wall time.
+ * @returns CPU time, ms (µs resolution)
+ * @throws Error when getrusage fails
+ */
+export function childCpuMs(): number {
+  libc ??= Deno.dlopen("libc.so.6", {
+    getrusage: { parameters: ["i32", "buffer"], result: "i32" },
+  });
+  if (libc.symbols.getrusage(-1, /* RUSAGE_CHILDREN */ usage) !== 0) throw new Error("getrusage");
+  return Number(usage[0] + usage[2]) * 1000 + Number(usage[1] + usage[3]) / 1000;
+}
