@@ -53,6 +53,7 @@ const { values } = parseArgs({
     "status-publish": { type: "string", default: "sync" },
     vs: { type: "string" },
     multus: { type: "string" },
+    manifold: { type: "string", multiple: true },
     node: { type: "boolean", default: false },
     pods: { type: "string", default: "50" },
     rounds: { type: "string", default: "1" },
@@ -64,7 +65,8 @@ if (values.help) {
     "usage: deno run -A scripts/bench.ts [--mode process|daemon] [--iterations 30] " +
       "[--latency-ms 3] [--api-latency MS] [--scale-iterations 10] [--concurrent 50] " +
       "[--soak N] [--status-publish sync|async]  (root)\n" +
-      "       deno run -A scripts/bench.ts --vs multus=PATH [--iterations 30]  " +
+      "       deno run -A scripts/bench.ts --vs multus=PATH [--iterations 30] " +
+      "[--manifold LAUNCHER[=DENO_DIR] …]  " +
       "(root; MANIFOLD_KUBE_APISERVER: Manifold vs a Multus thin binary, interleaved)\n" +
       "       deno run -A scripts/bench.ts --node [--mode per-call|daemon (default both)] [--pods 50] " +
       "[--rounds 1]  (root; MANIFOLD_KUBE_APISERVER)",
@@ -89,7 +91,7 @@ if (values.vs !== undefined) {
     Deno.exit(2);
   }
   const { benchMultus } = await import("./bench_multus.ts");
-  await benchMultus({ multus, iterations: Number(values.iterations) });
+  await benchMultus({ multus, iterations: Number(values.iterations), manifold: values.manifold });
   Deno.exit(0);
 }
 if (values.mode === "daemon") {

@@ -15,13 +15,15 @@
  * waited-for children), which a loaded machine moves far less.
  *
  * Run as root: `MANIFOLD_KUBE_APISERVER=… deno run -A scripts/bench.ts --vs multus=PATH
- * [--iterations 30]`.
+ * [--iterations 30] [--manifold LAUNCHER[=DENO_DIR] …]` (several `--manifold`: each in the same
+ * loop, e.g. the parent commit's worktree beside this one).
  *
  * @module
  */
 
 import { startKubeApiServer } from "../tests/support/kube_apiserver.ts";
 import { done, networkStatus, POD, realWorld } from "../tests/realapi/cluster.ts";
+import { MANIFOLD } from "../tests/support/plugin.ts";
 import { childCpuMs, directFloor, SELECTION, stats } from "./bench_support.ts";
 
 /** Options of {@link benchMultus}. */
@@ -30,6 +32,13 @@ export interface BenchMultusOptions {
   multus: string;
   /** Measured iterations (two warm-up rounds are run before them). */
   iterations: number;
+  /**
+   * Manifold plugin executables to run, each in the same loop (e.g. scripts/manifold of another
+   * worktree beside this one's), as `PATH` or `PATH=DENO_DIR` (that DENO_DIR for its calls: two
+   * launchers with different V8 flags would otherwise rewrite each other's code cache entries);
+   * default this tree's scripts/manifold.
+   */
+  manifold?: string[];
 }
 
 /** Min / median / max of a sample, ms, as printed. */
@@ -66,21 +75,39 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
         delegates: [defaultList],
       };
       const { direct, runDirect } = await directFloor(w);
-      const t = {
+      /** Who is measured: each Manifold launcher, then Multus. */
+      const subjects = [
+        ...(opts.manifold?.length ? opts.manifold : [MANIFOLD]).map((spec) => {
+          const [plugin, denoDir] = spec.split(/=(.*)/s);
+          return {
+            label: `Manifold ${plugin}`,
+            plugin,
+            env: (denoDir ? { DENO_DIR: denoDir } : {}) as Record<string, string>,
+            config: w.conf,
+          };
+        }),
+        {
+          label: "Multus thin",
+          plugin: opts.multus,
+          env: {} as Record<string, string>,
+          config: multusConf as Record<string, unknown>,
+        },
+      ].map((x) => ({
+        ...x,
         add: [] as number[],
         del: [] as number[],
-        mAdd: [] as number[],
-        mDel: [] as number[],
-        cpuAdd: [] as number[],
-        cpuDel: [] as number[],
-        mCpuAdd: [] as number[],
-        mCpuDel: [] as number[],
-        fAdd: [] as number[],
-        fDel: [] as number[],
-      };
-      const pair = async (plugin: string | undefined, config: Record<string, unknown>) => {
+        addCpu: [] as number[],
+        delCpu: [] as number[],
+      }));
+      const floor = { add: [] as number[], del: [] as number[] };
+      const pair = async (subject: typeof subjects[number]) => {
         const id = `vs${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
-        const extra = { containerId: id, config, ...(plugin ? { plugin } : {}) };
+        const extra = {
+          containerId: id,
+          config: subject.config,
+          plugin: subject.plugin,
+          env: subject.env,
+        };
         // Each ADD must write the status itself: remove the previous one (untimed).
         await w.api.admin.patch(
           { apiVersion: "v1", kind: "Pod", namespace: w.ns, name: POD },
@@ -89,38 +116,28 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
         let cpu = childCpuMs();
         const a = await w.call("ADD", extra);
         const addCpu = childCpuMs() - cpu;
-        if (a.code !== 0) throw new Error(`${plugin ?? "Manifold"} ADD: ${a.stdout} ${a.stderr}`);
+        if (a.code !== 0) throw new Error(`${subject.label} ADD: ${a.stdout} ${a.stderr}`);
         const status = networkStatus(await w.pod());
         if (status?.length !== 3) {
-          throw new Error(`${plugin ?? "Manifold"} ADD: network-status ${JSON.stringify(status)}`);
+          throw new Error(`${subject.label} ADD: network-status ${JSON.stringify(status)}`);
         }
         cpu = childCpuMs();
         const d = await w.call("DEL", extra);
         const delCpu = childCpuMs() - cpu;
-        if (d.code !== 0) throw new Error(`${plugin ?? "Manifold"} DEL: ${d.stdout} ${d.stderr}`);
+        if (d.code !== 0) throw new Error(`${subject.label} DEL: ${d.stdout} ${d.stderr}`);
         return { add: a.ms, del: d.ms, addCpu, delCpu };
       };
       for (let i = 0; i < opts.iterations + 2; i++) {
         const steps = [
-          async () => {
-            const r = await pair(undefined, w.conf);
-            if (i >= 2) {
-              t.add.push(r.add),
-                t.del.push(r.del),
-                t.cpuAdd.push(r.addCpu),
-                t.cpuDel.push(r.delCpu);
-            }
-          },
-          async () => {
-            const r = await pair(opts.multus, multusConf);
-            if (i >= 2) {
-              t.mAdd.push(r.add), t.mDel.push(r.del);
-              t.mCpuAdd.push(r.addCpu), t.mCpuDel.push(r.delCpu);
-            }
-          },
+          ...subjects.map((subject) => async () => {
+            const r = await pair(subject);
+            if (i < 2) return;
+            subject.add.push(r.add), subject.del.push(r.del);
+            subject.addCpu.push(r.addCpu), subject.delCpu.push(r.delCpu);
+          }),
           async () => {
             const r = await runDirect(`vsd${crypto.randomUUID().slice(0, 8)}`, direct);
-            if (i >= 2) t.fAdd.push(r.add), t.fDel.push(r.del);
+            if (i >= 2) floor.add.push(r.add), floor.del.push(r.del);
           },
         ];
         if (i % 2 === 1) steps.reverse();
@@ -129,33 +146,33 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
       const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
       const own = (xs: number[], fs: number[]) => xs.map((x, k) => x - fs[k]);
       const row = (name: string, xs: number[]) =>
-        console.log(`${name.padEnd(44)} ${mmm(xs).padStart(26)}`);
+        console.log(`${name.padEnd(60)} ${mmm(xs).padStart(26)}`);
       console.log(
-        `\nManifold per call vs Multus thin (${opts.multus}): default + 2 NADs, real ` +
-          `kube-apiserver, ${opts.iterations} interleaved iterations, load average ${load}\n`,
+        `\nManifold per call vs Multus thin: default + 2 NADs, real kube-apiserver, ` +
+          `${opts.iterations} interleaved iterations, load average ${load}\n`,
       );
-      console.log(`${"".padEnd(44)} ${"min / median / max, ms".padStart(26)}`);
-      row("Manifold ADD", t.add);
-      row("Multus thin ADD", t.mAdd);
-      row("the 3 delegates alone, ADD", t.fAdd);
-      row("Manifold ADD own overhead (paired)", own(t.add, t.fAdd));
-      row("Multus ADD own overhead (paired)", own(t.mAdd, t.fAdd));
-      row("Manifold DEL", t.del);
-      row("Multus thin DEL", t.mDel);
-      row("the 3 delegates alone, DEL", t.fDel);
-      row("Manifold DEL own overhead (paired)", own(t.del, t.fDel));
-      row("Multus DEL own overhead (paired)", own(t.mDel, t.fDel));
-      row("Manifold ADD CPU (with its delegates)", t.cpuAdd);
-      row("Multus thin ADD CPU (with its delegates)", t.mCpuAdd);
-      row("Manifold DEL CPU (with its delegates)", t.cpuDel);
-      row("Multus thin DEL CPU (with its delegates)", t.mCpuDel);
+      console.log(`${"".padEnd(60)} ${"min / median / max, ms".padStart(26)}`);
+      row("the 3 delegates alone, ADD", floor.add);
+      row("the 3 delegates alone, DEL", floor.del);
+      for (const x of subjects) {
+        row(`${x.label} ADD`, x.add);
+        row(`  own overhead (paired)`, own(x.add, floor.add));
+        row(`  CPU (with its delegates)`, x.addCpu);
+        row(`${x.label} DEL`, x.del);
+        row(`  own overhead (paired)`, own(x.del, floor.del));
+        row(`  CPU (with its delegates)`, x.delCpu);
+      }
       const med = (xs: number[]) => stats(xs).p50;
-      console.log(
-        `\nManifold / Multus thin, medians: ADD ${(med(t.add) / med(t.mAdd)).toFixed(2)}× ` +
-          `(goal ≤ 1.6×), DEL ${(med(t.del) / med(t.mDel)).toFixed(2)}× (goal ≤ 1.3×); ` +
-          `CPU time: ADD ${(med(t.cpuAdd) / med(t.mCpuAdd)).toFixed(2)}×, ` +
-          `DEL ${(med(t.cpuDel) / med(t.mCpuDel)).toFixed(2)}×`,
-      );
+      const multus = subjects[subjects.length - 1];
+      console.log();
+      for (const x of subjects.slice(0, -1)) {
+        console.log(
+          `${x.label} / Multus thin, medians: ADD ${(med(x.add) / med(multus.add)).toFixed(2)}× ` +
+            `(goal ≤ 1.6×), DEL ${(med(x.del) / med(multus.del)).toFixed(2)}× (goal ≤ 1.3×); ` +
+            `CPU time: ADD ${(med(x.addCpu) / med(multus.addCpu)).toFixed(2)}×, ` +
+            `DEL ${(med(x.delCpu) / med(multus.delCpu)).toFixed(2)}×`,
+        );
+      }
     } finally {
       await done(w);
     }
