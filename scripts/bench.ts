@@ -27,9 +27,10 @@
  *
  * Process mode ends with the table of issue 30: min / median / max per scenario of the first
  * 10 measured iterations (own overhead = total − the delegates' time of the same iteration),
- * VERSION against an empty `deno run` (the floor), peak RSS. `--vs multus --multus PATH` (a
- * Multus thin `multus` binary, e.g. v4.2.2 built from source) runs Multus on the same pod in the
- * same loop, interleaved, and prints the ratios of the medians.
+ * VERSION against an empty `deno run` (the floor), peak RSS. `--vs multus=PATH` (a Multus thin
+ * `multus` binary, e.g. v4.2.2 built from source; `--vs multus --multus PATH` is the same) runs
+ * scripts/bench_multus.ts instead: Manifold and Multus on the same pod in a real kube-apiserver
+ * (`MANIFOLD_KUBE_APISERVER`), interleaved, with the ratios of the medians.
  *
  * @module
  */
@@ -52,6 +53,7 @@ const { values } = parseArgs({
     "status-publish": { type: "string", default: "sync" },
     vs: { type: "string" },
     multus: { type: "string" },
+    manifold: { type: "string", multiple: true },
     node: { type: "boolean", default: false },
     pods: { type: "string", default: "50" },
     rounds: { type: "string", default: "1" },
@@ -62,7 +64,10 @@ if (values.help) {
   console.log(
     "usage: deno run -A scripts/bench.ts [--mode process|daemon] [--iterations 30] " +
       "[--latency-ms 3] [--api-latency MS] [--scale-iterations 10] [--concurrent 50] " +
-      "[--soak N] [--status-publish sync|async] [--vs multus --multus PATH]  (root)\n" +
+      "[--soak N] [--status-publish sync|async]  (root)\n" +
+      "       deno run -A scripts/bench.ts --vs multus=PATH [--iterations 30] " +
+      "[--manifold LAUNCHER[=DENO_DIR] …]  " +
+      "(root; MANIFOLD_KUBE_APISERVER: Manifold vs a Multus thin binary, interleaved)\n" +
       "       deno run -A scripts/bench.ts --node [--mode per-call|daemon (default both)] [--pods 50] " +
       "[--rounds 1]  (root; MANIFOLD_KUBE_APISERVER)",
   );
@@ -76,6 +81,17 @@ if (values.node) {
     ? ["per-call" as const]
     : ["per-call" as const, "daemon" as const];
   await benchNode({ pods: Number(values.pods), rounds: Number(values.rounds), modes });
+  Deno.exit(0);
+}
+if (values.vs !== undefined) {
+  const [what, path] = values.vs.split(/=(.*)/s);
+  const multus = path || values.multus;
+  if (what !== "multus" || !multus) {
+    console.error("bench: --vs needs multus=PATH (a Multus thin binary)");
+    Deno.exit(2);
+  }
+  const { benchMultus } = await import("./bench_multus.ts");
+  await benchMultus({ multus, iterations: Number(values.iterations), manifold: values.manifold });
   Deno.exit(0);
 }
 if (values.mode === "daemon") {
@@ -201,31 +217,6 @@ try {
     return performance.now() - start;
   };
 
-  /**
-   * Multus thin (`--vs multus`): the same default network (its delegate list from the conf
-   * dir), the same two NADs read from the same API (the pod's annotation), the same delegates.
-   */
-  let multus: { bin: string; conf: Record<string, unknown> } | undefined;
-  if (values.vs === "multus") {
-    if (!values.multus) {
-      console.error("bench: --vs multus needs --multus PATH (a Multus thin binary)");
-      Deno.exit(2);
-    }
-    const defaultList = JSON.parse(await Deno.readTextFile(`${w.dirs.conf}/10-default.conflist`));
-    multus = {
-      bin: values.multus,
-      conf: {
-        cniVersion: defaultList.cniVersion ?? "1.0.0",
-        name: "multus-cni-network",
-        type: "multus",
-        kubeconfig: w.conf.kubeconfig,
-        cniDir: `${await w.scratch.dir()}/multus-cache`,
-        binDir: "/usr/lib/cni",
-        delegates: [defaultList],
-      },
-    };
-  }
-
   const t = {
     addApi: [] as number[],
     delApi: [] as number[],
@@ -243,8 +234,6 @@ try {
     getsAddRt: [] as number[],
     version: [] as number[],
     empty: [] as number[],
-    multusAdd: [] as number[],
-    multusDel: [] as number[],
   };
   const count = () => w.api.requests.length;
 
@@ -282,21 +271,9 @@ try {
     const version = await measured("VERSION", `bench${i}v`, w.conf);
     must(version, "VERSION");
     const empty = await emptyRun();
-    // 6. Multus thin on the same pod (--vs multus).
-    let mAdd: number | undefined, mDel: number | undefined;
-    if (multus) {
-      id = `bench${i}x${crypto.randomUUID().slice(0, 8)}`;
-      const a = await w.call("ADD", { containerId: id, config: multus.conf, plugin: multus.bin });
-      if (a.code !== 0) throw new Error(`Multus ADD failed: ${a.stdout} ${a.stderr}`);
-      const d = await w.call("DEL", { containerId: id, config: multus.conf, plugin: multus.bin });
-      if (d.code !== 0) throw new Error(`Multus DEL failed: ${d.stdout} ${d.stderr}`);
-      mAdd = a.ms;
-      mDel = d.ms;
-    }
     if (warm) continue;
     t.version.push(version.ms);
     t.empty.push(empty);
-    if (mAdd !== undefined) t.multusAdd.push(mAdd), t.multusDel.push(mDel!);
     t.addApi.push(add.ms);
     t.delApi.push(del.ms);
     t.addRt.push(addRt.ms);
@@ -403,15 +380,6 @@ try {
   goal("VERSION", t.version, "≤ floor + 5");
   goal("  floor: an empty deno run", t.empty, "—");
   goal("peak RSS (MiB)", t.rss.map((k) => k / 1024), "≤ 60");
-  if (t.multusAdd.length > 0) {
-    const med = (xs: number[]) => stats(xs).p50;
-    goal("Multus thin ADD (total)", t.multusAdd, "—");
-    goal("Multus thin DEL (total)", t.multusDel, "—");
-    console.log(
-      `ADD Manifold/Multus (medians, pod GET): ${(med(t.addApi) / med(t.multusAdd)).toFixed(2)}× ` +
-        `(goal ≤ 1.6×); DEL ${(med(t.delApi) / med(t.multusDel)).toFixed(2)}× (goal ≤ 1.3×)`,
-    );
-  }
   console.log(
     `\nScaling (annotations from the API, default + n−1 bridge NADs, ${SCALE_N} iterations): p50 ms`,
   );

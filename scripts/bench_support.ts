@@ -10,7 +10,7 @@ import { ProcessPluginExec } from "../lib/cni/invoke.ts";
 import { CniRuntime } from "../lib/cni/runtime.ts";
 import { type NetworkConfigList, parseNetworkConfig } from "../lib/cni/types.ts";
 import { linkNames } from "../tests/support/netns.ts";
-import { NS, POD, type World } from "../tests/support/world.ts";
+import { type Node, NS, POD, type World } from "../tests/support/world.ts";
 import { startTcpProxy, type TcpProxy } from "../tests/support/tcp_proxy.ts";
 
 /**
@@ -53,8 +53,11 @@ export interface Direct {
   capabilityArgs: Record<string, unknown>;
 }
 
-/** The floor of a benchmark world: its delegate lists and a runner. */
-export async function directFloor(w: World): Promise<{
+/**
+ * The floor of a benchmark node (API stand-in or real kube-apiserver): its delegate lists and a
+ * runner.
+ */
+export async function directFloor(w: Node): Promise<{
   direct: Direct[];
   defaultDirect: Direct;
   bridgeDirect: (name: string, ifName: string) => Direct;
@@ -109,4 +112,24 @@ export async function directFloor(w: World): Promise<{
     return { add, del };
   };
   return { direct, defaultDirect, bridgeDirect, runDirect };
+}
+
+let libc:
+  | Deno.DynamicLibrary<{ getrusage: { parameters: ["i32", "buffer"]; result: "i32" } }>
+  | undefined;
+const usage = new BigInt64Array(18); // struct rusage: ru_utime, ru_stime (timeval), then longs
+
+/**
+ * User + system CPU time of every child process this process has waited for so far
+ * (getrusage(2), `RUSAGE_CHILDREN`), ms: a plugin call's CPU time, its delegates' included, is the
+ * difference around the call. A loaded machine moves it far less than wall time.
+ * @returns CPU time, ms (µs resolution)
+ * @throws Error when getrusage fails
+ */
+export function childCpuMs(): number {
+  libc ??= Deno.dlopen("libc.so.6", {
+    getrusage: { parameters: ["i32", "buffer"], result: "i32" },
+  });
+  if (libc.symbols.getrusage(-1, /* RUSAGE_CHILDREN */ usage) !== 0) throw new Error("getrusage");
+  return Number(usage[0] + usage[2]) * 1000 + Number(usage[1] + usage[3]) / 1000;
 }

@@ -9,7 +9,8 @@
  * compiled to bytecode, at its first call). Phases are the plugin's own timeline marks (ms since
  * the runtime started; the V8 log's clock starts with the isolate, ≈ the same origin).
  *
- * Run as root: `deno run -A scripts/profile_add.ts [--json]`.
+ * Run as root: `deno run -A scripts/profile_add.ts [--json] [--modules]` (`--modules`: every
+ * script compiled per call, with its phase, zod's and Deno's own left out).
  *
  * @module
  */
@@ -18,7 +19,12 @@ import { parseArgs } from "node:util";
 import { NS, world } from "../tests/support/world.ts";
 import { SELECTION } from "./bench_support.ts";
 
-const { values } = parseArgs({ options: { json: { type: "boolean" } } });
+const { values } = parseArgs({
+  options: {
+    json: { type: "boolean" },
+    modules: { type: "boolean" },
+  },
+});
 if (Deno.uid() !== 0) {
   console.error("profile_add: run as root (network namespaces)");
   Deno.exit(1);
@@ -32,6 +38,8 @@ export interface Profile {
   functions: number;
   groups: Record<string, { scripts: number; bytes: number; functions: number }>;
   phases: { phase: string; atMs: number; scripts: number; bytes: number; functions: number }[];
+  /** Every script compiled, in order: its URL (relative to the repository) and phase. */
+  modules: { url: string; phase: string; bytes: number }[];
 }
 
 /** The group of a script URL: lib/<dir>, an npm package, Deno's own (ext:), or other. */
@@ -77,7 +85,14 @@ function analyse(log: string, timeline: Record<string, number>): Profile {
     functions: 0,
   });
   let sourceBytes = 0;
+  const modules: Profile["modules"] = [];
   for (const c of created) {
+    const u = url.get(c.id) ?? "";
+    modules.push({
+      url: u.startsWith(ROOT) ? u.slice(ROOT.length) : u,
+      phase: phaseOf(c.ms),
+      bytes: len.get(c.id) ?? 0,
+    });
     const g = groups[group(url.get(c.id) ?? "")] ??= { scripts: 0, bytes: 0, functions: 0 };
     const b = len.get(c.id) ?? 0;
     g.scripts++;
@@ -97,6 +112,7 @@ function analyse(log: string, timeline: Record<string, number>): Profile {
     functions: fns.length,
     groups,
     phases: [...phases.values()].filter((p) => p.scripts || p.functions),
+    modules,
   };
 }
 
@@ -168,6 +184,14 @@ else {
           (v.bytes / 1024).toFixed(0).padStart(5)
         } KiB ${String(v.functions).padStart(5)} fns`,
       );
+    }
+    if (values.modules) {
+      for (const m of p.modules) {
+        if (/npm\/|node_modules|^ext:|^node:/.test(m.url)) continue;
+        console.log(
+          `    ${m.phase.padEnd(14)} ${(m.bytes / 1024).toFixed(1).padStart(6)} KiB  ${m.url}`,
+        );
+      }
     }
     console.log("  phase (timeline mark it ends at, ms)      scripts   KiB   fns");
     for (const ph of p.phases) {
