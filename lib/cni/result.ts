@@ -16,7 +16,7 @@
 
 import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniResult } from "./types.ts";
-import { DEFAULT_CONFIG_VERSION, isPlainObject } from "./types.ts";
+import { DEFAULT_CONFIG_VERSION, isPlainObject } from "./netconf.ts";
 import { isSupportedVersion, resultFamily, SUPPORTED_VERSIONS } from "./version.ts";
 import { CODECS } from "./result_codecs.ts";
 

@@ -12,6 +12,9 @@ import { z } from "zod";
 import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniDns, CniInterface, CniIpConfig, CniResult, CniRoute } from "./types.ts";
 import type { resultFamily } from "./version.ts";
+import { tuneZod } from "./decode.ts";
+
+tuneZod(z);
 
 type Family = ReturnType<typeof resultFamily>;
 

@@ -19,7 +19,7 @@ import type { PluginExec } from "./invoke.ts";
 import { realPathOrUndefined, selfExecutable } from "./recursion.ts";
 import { convertDecoded, convertResult, type DecodedResult, decodeResult } from "./result.ts";
 import type { GcAttachment, NetworkConfigList } from "./types.ts";
-import { assertPluginType, isPlainObject, validateNetworkName } from "./types.ts";
+import { assertPluginType, isPlainObject, validateNetworkName } from "./netconf.ts";
 import { supportsCheck, supportsGcAndStatus } from "./version.ts";
 
 /** The arguments of one invocation besides the network config (libcni `RuntimeConf`). */

@@ -16,7 +16,7 @@ import { isCniCommand, parseCniEnv } from "./env.ts";
 import { MAX_STDIN_BYTES, readStdinBytes } from "./stdin.ts";
 import type { CniEnv } from "./env.ts";
 import { convertDecoded, type DecodedResult } from "./result.ts";
-import { DEFAULT_CONFIG_VERSION, isPlainObject, validateNetworkName } from "./types.ts";
+import { DEFAULT_CONFIG_VERSION, isPlainObject, validateNetworkName } from "./netconf.ts";
 import {
   CURRENT_VERSION,
   isSupportedVersion,

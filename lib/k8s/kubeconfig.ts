@@ -18,6 +18,9 @@
 import { z } from "zod";
 import type { ExecCredentialConfig, KubeConnection } from "./connection.ts";
 import { KubeError } from "./errors.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 // Types only: the plugin's ADD with a kubeconfig never loads connection.ts (inClusterConnection).
 export type { ExecCredentialConfig, InClusterOptions, KubeConnection } from "./connection.ts";

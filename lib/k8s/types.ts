@@ -9,6 +9,9 @@
 
 import { z } from "zod";
 import { KubeError } from "./errors.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 /** API group of NetworkAttachmentDefinition (NPWG v1.3 §3.1). */
 export const NAD_GROUP = "k8s.cni.cncf.io";

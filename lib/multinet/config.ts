@@ -16,6 +16,9 @@ import {
   DEFAULT_SYSFS_ROOT,
 } from "../devices/constants.ts";
 import { type LogOptions, logOptionsIssues } from "../log/rotate.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 /** Where Manifold keeps its per-container cache by default (Multus: /var/lib/cni/multus). */
 export const DEFAULT_CNI_DIR = "/var/lib/cni/manifold";

@@ -11,6 +11,9 @@ import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import type { AttachmentOrigin, DeviceInfo, NetworkStatus } from "../types.ts";
 import { isJsonPrefix } from "./json_prefix.ts";
 import { errorText } from "../../util/text.ts";
+import { tuneZod } from "../../cni/decode.ts";
+
+tuneZod(z);
 
 /** Version of the record layout; bump on incompatible changes. Readers refuse other versions. */
 export const CACHE_SCHEMA_VERSION = 1;

@@ -12,7 +12,7 @@
 
 import { checkJsonDepth } from "../../cni/decode.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
-import { type NetworkConfigList, parseNetworkConfig } from "../../cni/types.ts";
+import { type NetworkConfigList, parseNetworkConfig } from "../../cni/netconf.ts";
 import { findConfByName, readConfDir } from "./conf_dir.ts";
 import { checkNadConfigSize, parseNadConfig } from "../nad/config.ts";
 import type { NetworkAttachmentDefinition } from "../../k8s/types.ts";

@@ -12,7 +12,7 @@
  */
 
 import { z } from "zod";
-import { checkJsonDepth, MAX_JSON_DEPTH } from "../../cni/decode.ts";
+import { checkJsonDepth, MAX_JSON_DEPTH, tuneZod } from "../../cni/decode.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import {
   INTERFACE_RULE,
@@ -25,6 +25,8 @@ import {
   splitReference,
 } from "./network_reference.ts";
 import type { NetworkSelectionElement, PortMapping } from "../types.ts";
+
+tuneZod(z);
 
 export {
   isDns1123Label,

@@ -14,9 +14,11 @@
  */
 
 import { z } from "zod";
-import { decodeJson } from "../../cni/decode.ts";
+import { decodeJson, tuneZod } from "../../cni/decode.ts";
 import type { CniResult } from "../../cni/types.ts";
 import type { DeviceInfo, NetworkStatus } from "../types.ts";
+
+tuneZod(z);
 
 /** Input of {@link buildNetworkStatus}: one attachment and what its delegate returned. */
 export interface StatusInput {

@@ -6,7 +6,7 @@
  */
 
 import { CniError, CniErrorCode, toCniError } from "../../cni/errors.ts";
-import { parseNetworkConfig } from "../../cni/types.ts";
+import { parseNetworkConfig } from "../../cni/netconf.ts";
 import { supportsCheck } from "../../cni/version.ts";
 import type { ManifoldDeps } from "../deps.ts";
 import { attachmentContext, podRefFromArgs } from "../plan/pod.ts";

@@ -1,0 +1,455 @@
+/**
+ * Network configuration parsing without zod (the per-call hot path): the wire types, the
+ * name/type/version rules and {@link parseNetworkConfig}. Its shape checks
+ * ({@link NETWORK_CONFIG_CHECKS}) are lib/cni/types.ts's zod schemas written out by hand —
+ * the same acceptance, the same issue text — so an ADD or DEL never loads zod to parse a
+ * network config (issue 30: zod is 72 modules, ≈ 460 KiB of source, ≈ 9–14 ms of a call);
+ * the fuzz target `netconf` keeps the two agreeing. Keys unknown to Manifold reach delegates
+ * untouched (CNI SPEC "Section 1: Network configuration format", libcni
+ * `NetworkConfFromBytes` / `ConfListFromConf`).
+ *
+ * @module
+ */
+
+import { zodDetails } from "./decode.ts";
+import { CniError, CniErrorCode } from "./errors.ts";
+import { CURRENT_VERSION, isSupportedVersion, parseVersion } from "./version.ts";
+
+/**
+ * A parsed network configuration list (CNI SPEC 1.1 "Network configuration lists").
+ * A single plugin configuration is wrapped into a one-plugin list (libcni
+ * `ConfListFromConf`).
+ */
+export interface NetworkConfigList {
+  /** The negotiated version: `cniVersion`, or the highest supported entry of `cniVersions`. */
+  cniVersion: string;
+  /** Network name, `^[a-zA-Z0-9][a-zA-Z0-9_.-]*$` (libcni `ValidateNetworkName`). */
+  name: string;
+  /** Plugin configurations in invocation order; every original key is kept. */
+  plugins: Record<string, unknown>[];
+  /** CNI SPEC 1.0 `disableCheck`: CHECK becomes a no-op. */
+  disableCheck: boolean;
+  /** CNI SPEC 1.1 `disableGC`: GC becomes a no-op. */
+  disableGC: boolean;
+  /** The configuration list as a raw object (a synthesized list for a single conf). */
+  raw: Record<string, unknown>;
+}
+
+/** Options of {@link parseNetworkConfig}. */
+export interface ParseNetworkConfigOptions {
+  /** Where the config came from (file path, NAD name); only used in error details. */
+  source?: string;
+}
+
+/**
+ * The version assumed when a configuration has no `cniVersion` (libcni
+ * `version.ConfigDecoder`: an empty version decodes as "0.1.0").
+ */
+export const DEFAULT_CONFIG_VERSION = "0.1.0";
+
+const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+
+/**
+ * The fields of a configuration list that {@link parseNetworkConfigWith} reads, as its shape
+ * check returns them (zod's output for lib/cni/types.ts's list schema).
+ */
+export interface NetworkConfigFields {
+  /** Network name, non-empty. */
+  name: string;
+  /** `cniVersion`, when present (a string). */
+  cniVersion?: string;
+  /** CNI 1.1 `cniVersions`, when present (a list of strings). */
+  cniVersions?: string[];
+  /** `plugins`, when present (a list; its entries are checked one by one). */
+  plugins?: unknown[];
+}
+
+/**
+ * The shape checks {@link parseNetworkConfigWith} runs: each returns the checked fields or
+ * throws CniError code 7 with the issues in the details: {@link NETWORK_CONFIG_CHECKS} (used),
+ * or lib/cni/types.ts's zod schemas (the reference the fuzz target compares them with).
+ */
+export interface NetworkConfigChecks {
+  /**
+   * Checks the top level (a JSON object): `name` a non-empty string, `cniVersion` a string,
+   * `cniVersions` a list of strings, `disableCheck`/`disableGC` a boolean or a string,
+   * `plugins` a list; all but `name` optional.
+   * @param decoded the decoded object.
+   * @param src `" (source: …)"` or `""`, for error details.
+   * @returns the fields read.
+   */
+  list(decoded: Record<string, unknown>, src: string): NetworkConfigFields;
+  /**
+   * Checks one plugin object: `type` a string, `capabilities` (optional) an object.
+   * @param plugin the plugin object.
+   * @param where e.g. `"plugins[1]"`, for error details.
+   * @param src as for `list`.
+   * @returns the plugin's `type`.
+   */
+  plugin(plugin: Record<string, unknown>, where: string, src: string): { type: string };
+}
+
+/**
+ * Throws unless `type` is a safe plugin binary name: non-empty, without "/", "..",
+ * or NUL, so it can never escape a `CNI_PATH` directory (libcni `FindInPath`
+ * rejects path separators).
+ *
+ * @param type the plugin `type`, e.g. `"bridge"`.
+ * @param where context for the error details, e.g. `"plugins[1]"`.
+ * @throws {CniError} code 7 (invalid network config) when unsafe.
+ * @example
+ * ```ts
+ * assertPluginType("bridge"); // ok
+ * assertPluginType("../sh"); // throws CniError 7
+ * ```
+ */
+export function assertPluginType(type: string, where = ""): void {
+  let problem = "";
+  if (type === "") problem = "plugin type must not be empty";
+  else if (type.includes("/")) problem = `plugin type "${type}" must not contain "/"`;
+  else if (type.includes("..")) problem = `plugin type "${type}" must not contain ".."`;
+  else if (type.includes("\0")) problem = "plugin type must not contain NUL";
+  if (problem) throw new CniError(CniErrorCode.InvalidNetworkConfig, problem, where);
+}
+
+/**
+ * Throws unless `name` is a valid network name (libcni `ValidateNetworkName`:
+ * `^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`).
+ *
+ * @param name the network `name`.
+ * @throws {CniError} code 7 when missing or containing other characters.
+ * @example
+ * ```ts
+ * validateNetworkName("macvlan-conf"); // ok
+ * ```
+ */
+export function validateNetworkName(name: string): void {
+  if (name === "") throw new CniError(CniErrorCode.InvalidNetworkConfig, "missing network name");
+  if (!NAME_RE.test(name)) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "invalid characters found in network name",
+      name,
+    );
+  }
+}
+
+/**
+ * Parses a network configuration with the given shape checks: a conflist (has `plugins`) or a single plugin
+ * configuration (has `type`, wrapped into a one-plugin list like libcni
+ * `ConfListFromConf`). Honours CNI 1.1 `cniVersions` by picking the highest version
+ * Manifold supports (also considering `cniVersion`). A missing version means
+ * {@link DEFAULT_CONFIG_VERSION}. `disableCheck` / `disableGC` accept booleans or the
+ * strings "true"/"false" (libcni `readBool`).
+ *
+ * Plugin objects keep every original key; the returned objects are copies, never
+ * the caller's input.
+ *
+ * @param text JSON text, or an already-decoded object.
+ * @param opts `source` is only copied into error details.
+ * @param checks the shape checks (zod's in lib/cni/types.ts, or the fast ones).
+ * @returns the parsed list.
+ * @throws {CniError} code 6 for invalid JSON or a non-object; code 7 for a missing or
+ *   invalid name, empty/invalid `plugins`, or an unsafe/missing plugin `type`;
+ *   code 1 when no usable version is offered; whatever `checks` throws.
+ * @example
+ * ```ts
+ * const list = parseNetworkConfigWith('{"cniVersion":"1.0.0","name":"n","type":"bridge"}', {}, checks);
+ * list.plugins[0].type; // "bridge"
+ * ```
+ */
+export function parseNetworkConfigWith(
+  text: string | Record<string, unknown>,
+  opts: ParseNetworkConfigOptions,
+  checks: NetworkConfigChecks,
+): NetworkConfigList {
+  const src = opts.source ? ` (source: ${opts.source})` : "";
+  let decoded: unknown;
+  if (typeof text === "string") {
+    try {
+      decoded = JSON.parse(text);
+    } catch (err) {
+      throw new CniError(
+        CniErrorCode.DecodingFailure,
+        "failed to decode network config",
+        `${(err as Error).message}${src}`,
+      );
+    }
+  } else {
+    decoded = structuredCloneJson(text);
+  }
+  if (!isPlainObject(decoded)) {
+    throw new CniError(
+      CniErrorCode.DecodingFailure,
+      "network config must be a JSON object",
+      `got ${describe(decoded)}${src}`,
+    );
+  }
+  const top = checks.list(decoded, src);
+  try {
+    validateNetworkName(top.name);
+  } catch (err) {
+    const e = err as CniError;
+    throw new CniError(e.code, e.msg, `${e.details}${src}`);
+  }
+
+  const cniVersion = negotiateVersion(top.cniVersion, top.cniVersions, src);
+  const disableCheck = readBool(decoded, "disableCheck", src);
+  const disableGC = readBool(decoded, "disableGC", src);
+
+  let plugins: Record<string, unknown>[];
+  let raw: Record<string, unknown>;
+  if ("plugins" in decoded) {
+    const list = top.plugins;
+    if (!list || list.length === 0) {
+      throw new CniError(CniErrorCode.InvalidNetworkConfig, "no plugins in list", src.trim());
+    }
+    plugins = list.map((p, i) => checkPlugin(p, `plugins[${i}]`, src, checks));
+    raw = decoded;
+  } else {
+    if (!("type" in decoded)) {
+      throw new CniError(
+        CniErrorCode.InvalidNetworkConfig,
+        "network config has neither plugins nor type",
+        src.trim(),
+      );
+    }
+    const single = checkPlugin(decoded, "type", src, checks);
+    plugins = [single];
+    raw = { name: top.name, cniVersion, plugins: [single] };
+    if (disableCheck) raw.disableCheck = true;
+    if (disableGC) raw.disableGC = true;
+  }
+  return { cniVersion, name: top.name, plugins, disableCheck, disableGC, raw };
+}
+
+function checkPlugin(
+  p: unknown,
+  where: string,
+  src: string,
+  checks: NetworkConfigChecks,
+): Record<string, unknown> {
+  if (!isPlainObject(p)) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      "plugin config must be an object",
+      `${where}: got ${describe(p)}${src}`,
+    );
+  }
+  assertPluginType(checks.plugin(p, where, src).type, `${where}${src}`);
+  return p;
+}
+
+function negotiateVersion(
+  cniVersion: string | undefined,
+  cniVersions: string[] | undefined,
+  src: string,
+): string {
+  if (cniVersions === undefined) {
+    const v = cniVersion || DEFAULT_CONFIG_VERSION;
+    if (!isSupportedVersion(v)) {
+      throw new CniError(
+        CniErrorCode.IncompatibleVersion,
+        `unsupported CNI version "${v}"`,
+        `supported up to ${CURRENT_VERSION}${src}`,
+      );
+    }
+    return v;
+  }
+  const offered = cniVersion ? [...cniVersions, cniVersion] : [...cniVersions];
+  for (const v of offered) {
+    if (!parseVersion(v)) {
+      throw new CniError(
+        CniErrorCode.InvalidNetworkConfig,
+        `invalid version "${v}" in cniVersions`,
+        src.trim(),
+      );
+    }
+  }
+  const usable = offered.filter(isSupportedVersion).sort(compareSemver);
+  const best = usable.at(-1);
+  if (!best) {
+    throw new CniError(
+      CniErrorCode.IncompatibleVersion,
+      "no supported version in cniVersions",
+      `offered [${offered.join(", ")}], supported up to ${CURRENT_VERSION}${src}`,
+    );
+  }
+  return best;
+}
+
+function compareSemver(a: string, b: string): number {
+  const pa = parseVersion(a)!, pb = parseVersion(b)!;
+  return pa[0] - pb[0] || pa[1] - pb[1] || pa[2] - pb[2];
+}
+
+function readBool(obj: Record<string, unknown>, key: string, src: string): boolean {
+  const v = obj[key];
+  if (v === undefined) return false;
+  if (typeof v === "boolean") return v;
+  if (typeof v === "string") {
+    const s = v.toLowerCase();
+    if (s === "true") return true;
+    if (s === "false") return false;
+  }
+  throw new CniError(
+    CniErrorCode.InvalidNetworkConfig,
+    `invalid value for ${key}`,
+    `expected a boolean, got ${JSON.stringify(v)}${src}`,
+  );
+}
+
+/**
+ * True for a non-null, non-array object (a JSON object).
+ * @param v any decoded JSON value.
+ * @returns whether `v` can be read as `Record<string, unknown>`.
+ * @example
+ * ```ts
+ * isPlainObject({ a: 1 }); // true
+ * isPlainObject([1]); // false
+ * ```
+ */
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  return `a ${typeof v}`;
+}
+
+function structuredCloneJson<T>(v: T): T {
+  try {
+    return structuredClone(v);
+  } catch (err) {
+    throw new CniError(
+      CniErrorCode.DecodingFailure,
+      "network config is not plain JSON data",
+      (err as Error).message,
+    );
+  }
+}
+
+/** One shape problem, as zod reports it (message and path). */
+interface Issue {
+  message: string;
+  path: (string | number)[];
+}
+
+/** How zod 4's English messages name a value's type (`received …`). */
+function received(v: unknown): string {
+  if (Array.isArray(v)) return "array";
+  if (v === null) return "null";
+  if (typeof v === "number" && Number.isNaN(v)) return "NaN";
+  return typeof v;
+}
+
+/** zod's `invalid_type` message. */
+function expected(type: string, v: unknown): string {
+  return `Invalid input: expected ${type}, received ${received(v)}`;
+}
+
+/**
+ * The shape checks of a configuration list and of one plugin configuration, written out by
+ * hand: they accept exactly what lib/cni/types.ts's zod schemas (the reference) accept and
+ * report the same issues in the same words and order, so errors read as before while the
+ * per-call path never loads zod for them (≈ 72 modules, 460 KiB of source; issue 30). The fuzz
+ * target `netconf` (tests/fuzz/netconf.ts) keeps the two agreeing on generated and mutated
+ * configs: accepted or not, the fields read, and the error's code, msg and details.
+ */
+export const NETWORK_CONFIG_CHECKS: NetworkConfigChecks = {
+  list(d, src) {
+    const issues: Issue[] = [];
+    const { name, cniVersion, cniVersions, disableCheck, disableGC, plugins } = d;
+    if (typeof name !== "string") issues.push({ message: "name must be a string", path: ["name"] });
+    // zod runs `.min(1)` on anything with a `length` (an array, `{"length": 0}`), typed or not.
+    const length = (name as { length?: unknown } | null | undefined)?.length;
+    if (length !== undefined && !((length as number) >= 1)) {
+      issues.push({ message: "name must not be empty", path: ["name"] });
+    }
+    if (cniVersion !== undefined && typeof cniVersion !== "string") {
+      issues.push({ message: expected("string", cniVersion), path: ["cniVersion"] });
+    }
+    if (cniVersions !== undefined) {
+      if (!Array.isArray(cniVersions)) {
+        issues.push({ message: expected("array", cniVersions), path: ["cniVersions"] });
+      } else {
+        cniVersions.forEach((v, i) => {
+          if (typeof v !== "string") {
+            issues.push({ message: expected("string", v), path: ["cniVersions", i] });
+          }
+        });
+      }
+    }
+    for (const [key, v] of [["disableCheck", disableCheck], ["disableGC", disableGC]] as const) {
+      if (v !== undefined && typeof v !== "boolean" && typeof v !== "string") {
+        issues.push({ message: "Invalid input", path: [key] }); // zod: a union none matched
+      }
+    }
+    if (plugins !== undefined && !Array.isArray(plugins)) {
+      issues.push({ message: expected("array", plugins), path: ["plugins"] });
+    }
+    if (issues.length > 0) {
+      throw new CniError(
+        CniErrorCode.InvalidNetworkConfig,
+        "invalid network config",
+        `${zodDetails({ issues })}${src}`,
+      );
+    }
+    const out: NetworkConfigFields = { name: name as string };
+    if (cniVersion !== undefined) out.cniVersion = cniVersion as string;
+    if (cniVersions !== undefined) out.cniVersions = [...cniVersions as string[]];
+    if (plugins !== undefined) out.plugins = [...plugins as unknown[]];
+    return out;
+  },
+  plugin(p, where, src) {
+    const issues: Issue[] = [];
+    const { type, capabilities } = p;
+    if (typeof type !== "string") {
+      issues.push({ message: "plugin type must be a string", path: ["type"] });
+    }
+    if (capabilities !== undefined && !isPlainObject(capabilities)) {
+      issues.push({ message: expected("record", capabilities), path: ["capabilities"] });
+    }
+    if (issues.length > 0) {
+      throw new CniError(
+        CniErrorCode.InvalidNetworkConfig,
+        "type" in p ? "invalid plugin config" : "missing plugin type",
+        `${where}: ${zodDetails({ issues })}${src}`,
+      );
+    }
+    return { type: type as string };
+  },
+};
+
+/**
+ * Parses a network configuration: a conflist (has `plugins`) or a single plugin
+ * configuration (has `type`, wrapped into a one-plugin list like libcni
+ * `ConfListFromConf`). Honours CNI 1.1 `cniVersions` by picking the highest version
+ * Manifold supports (also considering `cniVersion`). A missing version means
+ * {@link DEFAULT_CONFIG_VERSION}. `disableCheck` / `disableGC` accept booleans or the
+ * strings "true"/"false" (libcni `readBool`). Shapes are checked by
+ * {@link NETWORK_CONFIG_CHECKS} (zod's schemas written out; no zod loaded).
+ *
+ * Plugin objects keep every original key; the returned objects are copies, never
+ * the caller's input.
+ *
+ * @param text JSON text, or an already-decoded object.
+ * @param opts `source` is only copied into error details.
+ * @returns the parsed list.
+ * @throws {CniError} code 6 for invalid JSON or a non-object; code 7 for a missing or
+ *   invalid name, empty/invalid `plugins`, or an unsafe/missing plugin `type` (details: the
+ *   issues as zod words them); code 1 when no usable version is offered.
+ * @example
+ * ```ts
+ * const list = parseNetworkConfig('{"cniVersion":"1.0.0","name":"n","type":"bridge"}');
+ * list.plugins[0].type; // "bridge"
+ * ```
+ */
+export function parseNetworkConfig(
+  text: string | Record<string, unknown>,
+  opts: ParseNetworkConfigOptions = {},
+): NetworkConfigList {
+  return parseNetworkConfigWith(text, opts, NETWORK_CONFIG_CHECKS);
+}
