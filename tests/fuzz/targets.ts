@@ -8,7 +8,7 @@
 import type { FuzzTarget } from "../support/fuzz.ts";
 import { cniArgsTarget } from "./cni_args.ts";
 import { configTarget } from "./config.ts";
-import { netconfTarget } from "./fast_checks.ts";
+import { manifoldConfTarget, netconfTarget } from "./fast_checks.ts";
 import { netlinkApiTarget, netlinkTarget } from "./netlink.ts";
 import { resultTarget } from "./result.ts";
 import { selectionTarget } from "./selection.ts";
@@ -28,6 +28,7 @@ export const TARGETS: Readonly<Record<string, TargetEntry>> = {
   selection: { target: selectionTarget, ciRuns: 4000 },
   config: { target: configTarget, ciRuns: 4000 },
   netconf: { target: netconfTarget, ciRuns: 4000 },
+  manifoldconf: { target: manifoldConfTarget, ciRuns: 4000 },
   cniargs: { target: cniArgsTarget, ciRuns: 20000 },
   result: { target: resultTarget, ciRuns: 3000 },
   netlink: { target: netlinkTarget, ciRuns: 10000 },
