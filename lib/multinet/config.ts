@@ -290,8 +290,9 @@ function checkValue(key: string, kind: Kind, v: unknown, issues: Issue[]): unkno
   }
   switch (kind) {
     case "string":
+      return typeof v === "string" ? v : wrong("string");
     case "boolean":
-      return typeof v === kind ? v : wrong(kind);
+      return typeof v === "boolean" ? v : wrong("boolean");
     case "number":
       return typeof v === "number" && Number.isFinite(v) ? v : wrong("number");
     case "list":
