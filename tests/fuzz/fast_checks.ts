@@ -12,7 +12,11 @@
  *   lib/multinet/config_schema.ts's zod schema, on Manifold configurations (every key with
  *   values of the right kind, of another kind and near misses; mutated; random; `__proto__`
  *   and `constructor` keys; Infinity and NaN), compared as zod's `safeParse` results: the
- *   same acceptance, the same output value, the same prettified issues.
+ *   same acceptance, the same output value, the same prettified issues;
+ * - `record`: lib/multinet/cache/record_format.ts's `fastRecordCheck` against record.ts's zod
+ *   schema, on cache records (valid ones with every optional part, mutated, random): what the
+ *   fast check accepts, zod accepts with a deep-equal value; a valid record is always accepted
+ *   by the fast check (else the per-call path would load zod for it).
  *
  * @module
  */
@@ -28,6 +32,8 @@ import { NETWORK_CONFIG_ZOD_CHECKS } from "../../lib/cni/types.ts";
 import { checkManifoldConfShape } from "../../lib/multinet/config.ts";
 import { buildManifoldConfSchema } from "../../lib/multinet/config_schema.ts";
 import { zodDetails } from "../../lib/cni/decode.ts";
+import { fastRecordCheck } from "../../lib/multinet/cache/record_format.ts";
+import { buildRecordSchema } from "../../lib/multinet/cache/record.ts";
 import { z } from "zod";
 import { type FuzzTarget, mutateJson, randomJson, renderJson, type Rng } from "../support/fuzz.ts";
 import { type ConfigInput, configTarget } from "./config.ts";
@@ -203,5 +209,163 @@ export const manifoldConfTarget: FuzzTarget<unknown, unknown> = {
       throw new CniError(7, "invalid manifold configuration", out.rejected);
     }
     return out.accepted;
+  },
+};
+
+/** Keys of a cache record and of an attachment, and near misses. */
+const RECORD_KEYS: readonly string[] = [
+  "schemaVersion",
+  "containerId",
+  "netns",
+  "ifName",
+  "pod",
+  "cniVersion",
+  "createdAt",
+  "attachments",
+  "networkStatus",
+  "statusAnnotations",
+  "deletedAt",
+  "abandoned",
+  "defaultRouteChange",
+  "statusName",
+  "isDefault",
+  "origin",
+  "conflist",
+  "capabilityArgs",
+  "cniArgs",
+  "state",
+  "result",
+  "delFailures",
+  "count",
+  "firstAt",
+  "__proto__",
+];
+
+const RECORD_VALUES: readonly unknown[] = [
+  1,
+  2,
+  0,
+  1.5,
+  -1,
+  Infinity,
+  "",
+  "abc",
+  "0123abcd",
+  "-bad",
+  "2026-01-02T03:04:05.678Z",
+  "2026-01-02T03:04:05+01:00",
+  "2026-01-02 03:04:05",
+  "adding",
+  "added",
+  "removed",
+  true,
+  null,
+  [],
+  [["K8S_POD_NAME", "p"]],
+  [["a"]],
+  [["a", "b", "c"]],
+  {},
+  { a: "b" },
+  { a: 1 },
+  JSON.parse('{"__proto__": {"x": 1}}'),
+];
+
+/** A valid attachment: every optional part present or not. */
+function attachment(r: Rng): Record<string, unknown> {
+  const a: Record<string, unknown> = {
+    statusName: r.pick(["cbr0", "default/macvlan", ""]),
+    isDefault: r.chance(0.5),
+    ifName: r.pick(["eth0", "net1"]),
+    conflist: { cniVersion: "1.0.0", name: "n", plugins: [{ type: "bridge", ipam: {} }] },
+    capabilityArgs: r.chance(0.5) ? {} : { portMappings: [{ hostPort: 80 }] },
+    cniArgs: r.chance(0.5) ? [] : [["K8S_POD_NAME", "p"], ["IgnoreUnknown", "true"]],
+    state: r.pick(["adding", "added"]),
+  };
+  if (r.chance(0.5)) a.origin = r.pick(["selection", "default", "future-origin"]);
+  if (r.chance(0.6)) {
+    a.result = { cniVersion: "1.0.0", ips: [{ address: "10.0.0.2/24" }], dns: {} };
+  }
+  if (r.chance(0.2)) a.deviceInfoFile = "/var/run/k8s.cni.cncf.io/devinfo/cni/x.json";
+  if (r.chance(0.2)) a.resourceName = "intel.com/sriov";
+  if (r.chance(0.2)) a.deviceId = "0000:18:02.5";
+  if (r.chance(0.2)) a.deviceInfo = { type: "pci", version: "1.1.0", pci: { "pci-address": "x" } };
+  if (r.chance(0.2)) a.defaultRoute = r.chance(0.5) ? [] : ["10.0.0.1"];
+  if (r.chance(0.2)) {
+    a.delFailures = { count: r.range(1, 5), firstAt: new Date(0).toISOString(), lastError: "e" };
+  }
+  if (r.chance(0.1)) a["example.com/extension"] = { any: [1, "x"] };
+  return a;
+}
+
+/** A valid cache record. */
+function cacheRecord(r: Rng): Record<string, unknown> {
+  const rec: Record<string, unknown> = {
+    schemaVersion: 1,
+    containerId: r.pick(["abc123", "0123456789abcdef", "a.b-c_d"]),
+    netns: r.pick(["", "/var/run/netns/cni-1"]),
+    ifName: "eth0",
+    pod: { namespace: "default", name: "p", uid: r.pick(["", "uid-1"]) },
+    cniVersion: "1.1.0",
+    createdAt: new Date(r.int(2e12)).toISOString(),
+    attachments: Array.from({ length: r.int(4) }, () => attachment(r)),
+  };
+  if (r.chance(0.3)) {
+    rec.networkStatus = [{ name: "cbr0", default: true, interface: "eth0", ips: ["10.0.0.2"] }];
+  }
+  if (r.chance(0.2)) rec.statusAnnotations = { "k8s.v1.cni.cncf.io/network-status": "[]" };
+  if (r.chance(0.3)) rec.deletedAt = "2026-01-02T03:04:05+01:00";
+  if (r.chance(0.2)) rec.abandoned = [attachment(r)];
+  if (r.chance(0.2)) {
+    rec.defaultRouteChange = {
+      ifName: "net1",
+      added: [{ dst: "0.0.0.0/0", gateway: "10.0.0.1", metric: 0 }],
+      removed: [{ dst: "0.0.0.0/0", ifName: "eth0" }],
+    };
+  }
+  return rec;
+}
+
+let recordZod: ReturnType<typeof buildRecordSchema> | undefined;
+
+/** The `record` target (see the module doc). */
+export const recordTarget: FuzzTarget<{ mode: string; value: unknown }, unknown> = {
+  name: "record",
+  codes: [6],
+  generate(r) {
+    const x = r.float();
+    if (x < 0.35) return { mode: "valid", value: JSON.parse(JSON.stringify(cacheRecord(r))) };
+    if (x < 0.6) {
+      // One value anywhere in a valid record replaced (a near miss at any depth).
+      const rec = JSON.parse(JSON.stringify(cacheRecord(r)));
+      const slots: [Record<string, unknown>, string][] = [];
+      const walk = (v: unknown) => {
+        if (typeof v !== "object" || v === null) return;
+        for (const k of Object.keys(v)) {
+          slots.push([v as Record<string, unknown>, k]);
+          walk((v as Record<string, unknown>)[k]);
+        }
+      };
+      walk(rec);
+      const [holder, key] = r.pick(slots);
+      holder[key] = structuredClone(r.pick([...RECORD_VALUES, undefined]));
+      return { mode: "near", value: rec };
+    }
+    const value = x < 0.9
+      ? mutateJson(r, cacheRecord(r), { keys: RECORD_KEYS, values: RECORD_VALUES })
+      : randomJson(r, { keys: RECORD_KEYS, values: RECORD_VALUES });
+    return { mode: "mutated", value: r.chance(0.8) ? JSON.parse(renderJson(value)) : value };
+  },
+  call({ mode, value }) {
+    const fast = fastRecordCheck(value);
+    const reference = (recordZod ??= buildRecordSchema()).safeParse(value);
+    if (fast !== undefined) {
+      assert.ok(reference.success, "the fast check accepted what zod rejects");
+      assert.ok(fast.success);
+      assert.deepStrictEqual(fast.data, reference.data, "the fast check and zod differ");
+    } else if (mode === "valid") assert.fail("the fast check did not accept a valid record");
+    if (!reference.success) {
+      throw new CniError(6, "cache record is malformed", z.prettifyError(reference.error));
+    }
+    return reference.data;
   },
 };
