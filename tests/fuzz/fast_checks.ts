@@ -16,7 +16,12 @@
  * - `record`: lib/multinet/cache/record_format.ts's `fastRecordCheck` against record.ts's zod
  *   schema, on cache records (valid ones with every optional part, mutated, random): what the
  *   fast check accepts, zod accepts with a deep-equal value; a valid record is always accepted
- *   by the fast check (else the per-call path would load zod for it).
+ *   by the fast check (else the per-call path would load zod for it);
+ * - `resultshape`: lib/cni/result_codecs.ts's `FAST_RESULT_SHAPES` against
+ *   lib/cni/result_schemas.ts's zod schemas, per result family, on the `result` target's
+ *   results (valid, mutated, random; IPv4/IPv6 near misses): what the fast check accepts, zod
+ *   accepts with a deep-equal value; a valid result whose addresses are plain (no embedded
+ *   IPv4) is always accepted by the fast check.
  *
  * @module
  */
@@ -32,6 +37,11 @@ import { NETWORK_CONFIG_ZOD_CHECKS } from "../../lib/cni/types.ts";
 import { checkManifoldConfShape } from "../../lib/multinet/config.ts";
 import { buildManifoldConfSchema } from "../../lib/multinet/config_schema.ts";
 import { zodDetails } from "../../lib/cni/decode.ts";
+import { FAST_RESULT_SHAPES, type ResultFamily } from "../../lib/cni/result_codecs.ts";
+import { validateResultWithZod } from "../../lib/cni/result_schemas.ts";
+import { resultFamily, SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
+import { fastCheck } from "../../lib/util/shape.ts";
+import { randomResult, RESULT_KEYS, RESULT_VALUES } from "./result.ts";
 import { fastRecordCheck } from "../../lib/multinet/cache/record_format.ts";
 import { buildRecordSchema } from "../../lib/multinet/cache/record.ts";
 import { z } from "zod";
@@ -367,5 +377,51 @@ export const recordTarget: FuzzTarget<{ mode: string; value: unknown }, unknown>
       throw new CniError(6, "cache record is malformed", z.prettifyError(reference.error));
     }
     return reference.data;
+  },
+};
+
+/** The `resultshape` target (see the module doc). */
+export const resultShapeTarget: FuzzTarget<
+  { mode: string; family: ResultFamily; version: string; raw: unknown },
+  unknown
+> = {
+  name: "resultshape",
+  codes: [6],
+  generate(r) {
+    const version = r.pick(SUPPORTED_VERSIONS);
+    const family = resultFamily(version);
+    const x = r.float();
+    let raw: unknown;
+    let mode = "valid";
+    if (x < 0.5) raw = randomResult(r, version);
+    else if (x < 0.95) {
+      mode = "mutated";
+      raw = mutateJson(r, randomResult(r, version), { keys: RESULT_KEYS, values: RESULT_VALUES });
+    } else (mode = "random"), (raw = randomJson(r, { keys: RESULT_KEYS, values: RESULT_VALUES }));
+    if (r.chance(0.5)) raw = JSON.parse(renderJson(raw));
+    return { mode, family, version, raw };
+  },
+  call({ mode, family, version, raw }) {
+    const fast = fastCheck(FAST_RESULT_SHAPES[family], raw);
+    let reference: unknown;
+    try {
+      reference = validateResultWithZod(family, raw, version);
+    } catch (e) {
+      assert.equal(fast, undefined, "the fast check accepted what zod rejects");
+      throw e;
+    }
+    if (fast !== undefined) {
+      assert.deepStrictEqual(fast, reference, "the fast check and zod differ");
+    } else if (
+      mode === "valid" && !/\d\.\d+\.\d+\.\d+/.test(
+        JSON.stringify(raw).replace(
+          /"[0-9.]+(\/\d+)?"/g,
+          "",
+        ),
+      )
+    ) {
+      assert.fail("the fast check did not accept a valid result");
+    }
+    return reference;
   },
 };

@@ -8,7 +8,12 @@
 import type { FuzzTarget } from "../support/fuzz.ts";
 import { cniArgsTarget } from "./cni_args.ts";
 import { configTarget } from "./config.ts";
-import { manifoldConfTarget, netconfTarget, recordTarget } from "./fast_checks.ts";
+import {
+  manifoldConfTarget,
+  netconfTarget,
+  recordTarget,
+  resultShapeTarget,
+} from "./fast_checks.ts";
 import { netlinkApiTarget, netlinkTarget } from "./netlink.ts";
 import { resultTarget } from "./result.ts";
 import { selectionTarget } from "./selection.ts";
@@ -30,6 +35,7 @@ export const TARGETS: Readonly<Record<string, TargetEntry>> = {
   netconf: { target: netconfTarget, ciRuns: 4000 },
   manifoldconf: { target: manifoldConfTarget, ciRuns: 4000 },
   record: { target: recordTarget, ciRuns: 3000 },
+  resultshape: { target: resultShapeTarget, ciRuns: 3000 },
   cniargs: { target: cniArgsTarget, ciRuns: 20000 },
   result: { target: resultTarget, ciRuns: 3000 },
   netlink: { target: netlinkTarget, ciRuns: 10000 },
