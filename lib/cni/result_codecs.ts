@@ -18,8 +18,9 @@ import {
   array,
   fastCheck,
   int,
+  ipAddress as ip,
+  ipPrefix as cidr,
   loose,
-  NOT_FAST,
   nullish,
   oneOf,
   type Shape,
@@ -70,52 +71,6 @@ export async function withResultSchemas<T>(op: () => T): Promise<T> {
   }
   await import("./result_schemas.ts");
   return op();
-}
-
-/** A dotted-quad IPv4 address without leading zeros (what zod's `z.ipv4()` accepts). */
-function isIpv4(s: string): boolean {
-  const parts = s.split(".");
-  return parts.length === 4 &&
-    parts.every((p) => /^(0|[1-9][0-9]{0,2})$/.test(p) && Number(p) <= 255);
-}
-
-/**
- * An IPv6 address of 8 hex groups, or with one `::` and at most 7 groups around it — a subset
- * of what zod's `z.ipv6()` and `z.cidrv6()` accept (no embedded IPv4, no zone).
- */
-function isPlainIpv6(s: string): boolean {
-  const groups = (t: string) => t === "" ? [] : t.split(":");
-  const hex = (g: string) => /^[0-9a-fA-F]{1,4}$/.test(g);
-  const halves = s.split("::");
-  if (halves.length === 1) {
-    const g = groups(s);
-    return g.length === 8 && g.every(hex);
-  }
-  if (halves.length !== 2) return false;
-  const [head, tail] = halves.map(groups);
-  return head.length + tail.length <= 7 && [...head, ...tail].every(hex);
-}
-
-/** A prefix length written without leading zeros, at most `max`. */
-function isPrefix(p: string, max: number): boolean {
-  return /^(0|[1-9][0-9]{0,2})$/.test(p) && Number(p) <= max;
-}
-
-/** `z.union([z.ipv4(), z.ipv6()])`, conservatively. */
-const ip: Shape<string> = (v) => typeof v === "string" && (isIpv4(v) || isPlainIpv6(v)) ? v : no();
-
-/** `z.union([z.cidrv4(), z.cidrv6()])`, conservatively. */
-const cidr: Shape<string> = (v) => {
-  if (typeof v !== "string") no();
-  const [addr, prefix, extra] = v.split("/");
-  if (extra !== undefined || prefix === undefined) no();
-  if (isIpv4(addr) && isPrefix(prefix, 32)) return v;
-  if (isPlainIpv6(addr) && isPrefix(prefix, 128)) return v;
-  return no();
-};
-
-function no(): never {
-  throw NOT_FAST;
 }
 
 const uint = int(0);

@@ -21,7 +21,11 @@
  *   lib/cni/result_schemas.ts's zod schemas, per result family, on the `result` target's
  *   results (valid, mutated, random; IPv4/IPv6 near misses): what the fast check accepts, zod
  *   accepts with a deep-equal value; a valid result whose addresses are plain (no embedded
- *   IPv4) is always accepted by the fast check.
+ *   IPv4) is always accepted by the fast check;
+ * - `selectionshape`: lib/multinet/plan/selection_parse.ts's `FAST_ELEMENT` against
+ *   selection_schema.ts's zod element schema, on every object element of the `selection`
+ *   target's JSON annotations (valid, mutated, text-mutated, random), spec keys only as the
+ *   parser passes them: what the fast check accepts, zod accepts with a deep-equal value.
  *
  * @module
  */
@@ -42,6 +46,9 @@ import { validateResultWithZod } from "../../lib/cni/result_schemas.ts";
 import { resultFamily, SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
 import { fastCheck } from "../../lib/util/shape.ts";
 import { randomResult, RESULT_KEYS, RESULT_VALUES } from "./result.ts";
+import { FAST_ELEMENT } from "../../lib/multinet/plan/selection_parse.ts";
+import { selectionSchemas } from "../../lib/multinet/plan/selection_schema.ts";
+import { selectionTarget } from "./selection.ts";
 import { fastRecordCheck } from "../../lib/multinet/cache/record_format.ts";
 import { buildRecordSchema } from "../../lib/multinet/cache/record.ts";
 import { z } from "zod";
@@ -423,5 +430,36 @@ export const resultShapeTarget: FuzzTarget<
       assert.fail("the fast check did not accept a valid result");
     }
     return reference;
+  },
+};
+
+/** The `selectionshape` target (see the module doc). */
+export const selectionShapeTarget: FuzzTarget<{ text: string }, unknown> = {
+  name: "selectionshape",
+  codes: [7],
+  generate: (r) => ({ text: selectionTarget.generate(r).text }),
+  call({ text }) {
+    let list: unknown;
+    try {
+      list = JSON.parse(text);
+    } catch {
+      return [];
+    }
+    if (!Array.isArray(list)) return [];
+    let rejected = "";
+    const out = list.map((item) => {
+      if (typeof item !== "object" || item === null || Array.isArray(item)) return undefined;
+      const spec = Object.fromEntries(Object.entries(item).filter(([k]) => !k.includes(".")));
+      const fast = fastCheck(FAST_ELEMENT, spec);
+      const reference = selectionSchemas().element.safeParse(spec);
+      if (fast !== undefined) {
+        assert.ok(reference.success, "the fast check accepted what zod rejects");
+        assert.deepStrictEqual(fast, reference.data, "the fast check and zod differ");
+      }
+      if (!reference.success) rejected = z.prettifyError(reference.error);
+      return reference.data;
+    });
+    if (rejected) throw new CniError(7, "invalid network selection element", rejected);
+    return out;
   },
 };

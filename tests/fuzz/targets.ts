@@ -13,6 +13,7 @@ import {
   netconfTarget,
   recordTarget,
   resultShapeTarget,
+  selectionShapeTarget,
 } from "./fast_checks.ts";
 import { netlinkApiTarget, netlinkTarget } from "./netlink.ts";
 import { resultTarget } from "./result.ts";
@@ -36,6 +37,7 @@ export const TARGETS: Readonly<Record<string, TargetEntry>> = {
   manifoldconf: { target: manifoldConfTarget, ciRuns: 4000 },
   record: { target: recordTarget, ciRuns: 3000 },
   resultshape: { target: resultShapeTarget, ciRuns: 3000 },
+  selectionshape: { target: selectionShapeTarget, ciRuns: 3000 },
   cniargs: { target: cniArgsTarget, ciRuns: 20000 },
   result: { target: resultTarget, ciRuns: 3000 },
   netlink: { target: netlinkTarget, ciRuns: 10000 },
