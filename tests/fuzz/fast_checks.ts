@@ -25,7 +25,12 @@
  * - `selectionshape`: lib/multinet/plan/selection_parse.ts's `FAST_ELEMENT` against
  *   selection_schema.ts's zod element schema, on every object element of the `selection`
  *   target's JSON annotations (valid, mutated, text-mutated, random), spec keys only as the
- *   parser passes them: what the fast check accepts, zod accepts with a deep-equal value.
+ *   parser passes them: what the fast check accepts, zod accepts with a deep-equal value;
+ * - `k8sobjects`: lib/k8s/types.ts's `parsePod`, `parseNetworkAttachmentDefinition` and
+ *   `parseList` (zod's loose object schemas written out by hand) against those zod schemas
+ *   (kept here as the reference) on pods, NADs and lists (valid, mutated, random; `__proto__`
+ *   and `length` keys, null, arrays): the same value, or a KubeError with the same message
+ *   and details.
  *
  * @module
  */
@@ -49,6 +54,13 @@ import { randomResult, RESULT_KEYS, RESULT_VALUES } from "./result.ts";
 import { FAST_ELEMENT } from "../../lib/multinet/plan/selection_parse.ts";
 import { selectionSchemas } from "../../lib/multinet/plan/selection_schema.ts";
 import { selectionTarget } from "./selection.ts";
+import { KubeError } from "../../lib/k8s/errors.ts";
+import {
+  type ObjectMeta,
+  parseList,
+  parseNetworkAttachmentDefinition,
+  parsePod,
+} from "../../lib/k8s/types.ts";
 import { fastRecordCheck } from "../../lib/multinet/cache/record_format.ts";
 import { buildRecordSchema } from "../../lib/multinet/cache/record.ts";
 import { z } from "zod";
@@ -229,6 +241,27 @@ export const manifoldConfTarget: FuzzTarget<unknown, unknown> = {
   },
 };
 
+/**
+ * A copy of `value` (JSON) with one value anywhere in it replaced by one of `pool` or removed:
+ * a near miss at any depth.
+ */
+function nearMiss(r: Rng, value: unknown, pool: readonly unknown[]): unknown {
+  const copy = JSON.parse(JSON.stringify(value));
+  const slots: [Record<string, unknown>, string][] = [];
+  const walk = (v: unknown) => {
+    if (typeof v !== "object" || v === null) return;
+    for (const k of Object.keys(v)) {
+      slots.push([v as Record<string, unknown>, k]);
+      walk((v as Record<string, unknown>)[k]);
+    }
+  };
+  walk(copy);
+  if (slots.length === 0) return copy;
+  const [holder, key] = r.pick(slots);
+  holder[key] = structuredClone(r.pick([...pool, undefined]));
+  return copy;
+}
+
 /** Keys of a cache record and of an attachment, and near misses. */
 const RECORD_KEYS: readonly string[] = [
   "schemaVersion",
@@ -352,20 +385,7 @@ export const recordTarget: FuzzTarget<{ mode: string; value: unknown }, unknown>
     const x = r.float();
     if (x < 0.35) return { mode: "valid", value: JSON.parse(JSON.stringify(cacheRecord(r))) };
     if (x < 0.6) {
-      // One value anywhere in a valid record replaced (a near miss at any depth).
-      const rec = JSON.parse(JSON.stringify(cacheRecord(r)));
-      const slots: [Record<string, unknown>, string][] = [];
-      const walk = (v: unknown) => {
-        if (typeof v !== "object" || v === null) return;
-        for (const k of Object.keys(v)) {
-          slots.push([v as Record<string, unknown>, k]);
-          walk((v as Record<string, unknown>)[k]);
-        }
-      };
-      walk(rec);
-      const [holder, key] = r.pick(slots);
-      holder[key] = structuredClone(r.pick([...RECORD_VALUES, undefined]));
-      return { mode: "near", value: rec };
+      return { mode: "near", value: nearMiss(r, cacheRecord(r), RECORD_VALUES) };
     }
     const value = x < 0.9
       ? mutateJson(r, cacheRecord(r), { keys: RECORD_KEYS, values: RECORD_VALUES })
@@ -463,3 +483,147 @@ export const selectionShapeTarget: FuzzTarget<{ text: string }, unknown> = {
     return out;
   },
 };
+
+/** The zod schemas lib/k8s/types.ts replaced (the reference of `k8sobjects`). */
+function k8sSchemas() {
+  const objectMeta = z.looseObject({
+    name: z.string().min(1),
+    namespace: z.string().min(1),
+    uid: z.string().optional(),
+    resourceVersion: z.string().optional(),
+    annotations: z.record(z.string(), z.string()).nullish(),
+  });
+  return {
+    pod: z.looseObject({ metadata: objectMeta }),
+    nad: z.looseObject({
+      metadata: objectMeta,
+      spec: z.looseObject({ config: z.string().optional() }).nullish(),
+    }),
+    list: z.looseObject({ items: z.array(z.unknown()).nullish() }),
+  };
+}
+let k8sZod: ReturnType<typeof k8sSchemas> | undefined;
+
+function metaOf(m: z.infer<ReturnType<typeof k8sSchemas>["pod"]>["metadata"]): ObjectMeta {
+  const meta: ObjectMeta = { name: m.name, namespace: m.namespace };
+  if (m.uid !== undefined) meta.uid = m.uid;
+  if (m.resourceVersion !== undefined) meta.resourceVersion = m.resourceVersion;
+  if (m.annotations) meta.annotations = { ...m.annotations };
+  return meta;
+}
+
+/** The reference parsers: lib/k8s/types.ts as it was with zod. */
+const K8S_REFERENCE = {
+  pod(raw: unknown) {
+    const r = (k8sZod ??= k8sSchemas()).pod.safeParse(raw);
+    if (!r.success) {
+      throw new KubeError("decoding", "Invalid Pod object", { details: z.prettifyError(r.error) });
+    }
+    return { metadata: metaOf(r.data.metadata), raw: raw as Record<string, unknown> };
+  },
+  nad(raw: unknown) {
+    const r = (k8sZod ??= k8sSchemas()).nad.safeParse(raw);
+    if (!r.success) {
+      throw new KubeError("decoding", "Invalid NetworkAttachmentDefinition object", {
+        details: z.prettifyError(r.error),
+      });
+    }
+    const spec: { config?: string } = {};
+    if (r.data.spec?.config !== undefined) spec.config = r.data.spec.config;
+    return { metadata: metaOf(r.data.metadata), spec, raw: raw as Record<string, unknown> };
+  },
+  list(raw: unknown) {
+    const r = (k8sZod ??= k8sSchemas()).list.safeParse(raw);
+    if (!r.success) {
+      throw new KubeError("decoding", "Invalid list object", { details: z.prettifyError(r.error) });
+    }
+    return (r.data.items ?? []).map((item, i) => {
+      try {
+        return K8S_REFERENCE.nad(item);
+      } catch (err) {
+        throw err instanceof KubeError ? err.withSuffix(` at items[${i}]`) : err;
+      }
+    });
+  },
+};
+
+const K8S_KEYS = [
+  "metadata",
+  "name",
+  "namespace",
+  "uid",
+  "resourceVersion",
+  "annotations",
+  "spec",
+  "config",
+  "items",
+  "kind",
+  "__proto__",
+  "length",
+  "constructor",
+];
+const K8S_VALUES: unknown[] = [
+  "",
+  "a",
+  "default",
+  "{}",
+  null,
+  0,
+  true,
+  [],
+  ["x"],
+  {},
+  { length: 0 },
+  { length: "x" },
+  { "k8s.v1.cni.cncf.io/networks": "net-a" },
+  { a: 1 },
+  JSON.parse('{"__proto__": "x", "b": "c"}'),
+];
+
+function k8sObject(r: Rng): Record<string, unknown> {
+  const metadata: Record<string, unknown> = { name: "p", namespace: "default" };
+  if (r.chance(0.5)) metadata.uid = "u-1";
+  if (r.chance(0.3)) metadata.resourceVersion = "42";
+  if (r.chance(0.6)) metadata.annotations = r.chance(0.1) ? null : { "a/b": "c" };
+  const o: Record<string, unknown> = { kind: "Pod", metadata };
+  if (r.chance(0.5)) o.spec = r.chance(0.1) ? null : { config: '{"cniVersion":"1.0.0"}' };
+  return o;
+}
+
+/** The `k8sobjects` target (see the module doc). */
+export const k8sObjectsTarget: FuzzTarget<{ kind: "pod" | "nad" | "list"; raw: unknown }, unknown> =
+  {
+    name: "k8sobjects",
+    typedError: (e) => e instanceof KubeError ? `kube ${e.reason}` : undefined,
+    generate(r) {
+      const kind = r.pick(["pod", "nad", "list"] as const);
+      const x = r.float();
+      let raw: unknown = kind === "list"
+        ? { items: Array.from({ length: r.int(3) }, () => k8sObject(r)) }
+        : k8sObject(r);
+      if (x >= 0.3 && x < 0.6) raw = nearMiss(r, raw, K8S_VALUES);
+      else if (x >= 0.6 && x < 0.85) {
+        raw = mutateJson(r, raw, { keys: K8S_KEYS, values: K8S_VALUES });
+      } else if (x >= 0.85) raw = randomJson(r, { keys: K8S_KEYS, values: K8S_VALUES });
+      return { kind, raw: r.chance(0.8) ? JSON.parse(renderJson(raw)) : raw };
+    },
+    call({ kind, raw }) {
+      const shown = (e: unknown) =>
+        e instanceof KubeError ? { message: e.message, details: e.details } : String(e);
+      const fast = settle(() =>
+        kind === "pod"
+          ? parsePod(raw)
+          : kind === "nad"
+          ? parseNetworkAttachmentDefinition(raw)
+          : parseList(raw, parseNetworkAttachmentDefinition)
+      );
+      const reference = settle(() => K8S_REFERENCE[kind](raw));
+      assert.deepStrictEqual(
+        fast.ok ? { accepted: fast.value } : { rejected: shown(fast.error) },
+        reference.ok ? { accepted: reference.value } : { rejected: shown(reference.error) },
+        "the hand-written check and zod disagree",
+      );
+      if (!fast.ok) throw fast.error;
+      return fast.value;
+    },
+  };

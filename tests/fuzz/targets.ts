@@ -9,6 +9,7 @@ import type { FuzzTarget } from "../support/fuzz.ts";
 import { cniArgsTarget } from "./cni_args.ts";
 import { configTarget } from "./config.ts";
 import {
+  k8sObjectsTarget,
   manifoldConfTarget,
   netconfTarget,
   recordTarget,
@@ -38,6 +39,7 @@ export const TARGETS: Readonly<Record<string, TargetEntry>> = {
   record: { target: recordTarget, ciRuns: 3000 },
   resultshape: { target: resultShapeTarget, ciRuns: 3000 },
   selectionshape: { target: selectionShapeTarget, ciRuns: 3000 },
+  k8sobjects: { target: k8sObjectsTarget, ciRuns: 3000 },
   cniargs: { target: cniArgsTarget, ciRuns: 20000 },
   result: { target: resultTarget, ciRuns: 3000 },
   netlink: { target: netlinkTarget, ciRuns: 10000 },
