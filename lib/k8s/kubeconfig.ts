@@ -15,12 +15,20 @@
  * @module
  */
 
-import { z } from "zod";
+import type { z } from "zod";
 import type { ExecCredentialConfig, KubeConnection } from "./connection.ts";
 import { KubeError } from "./errors.ts";
 import { tuneZod } from "../cni/decode.ts";
-
-tuneZod(z);
+import {
+  array,
+  bool,
+  fastCheck,
+  loose,
+  NOT_FAST,
+  nullish,
+  type Shape,
+  str,
+} from "../util/shape.ts";
 
 // Types only: the plugin's ADD with a kubeconfig never loads connection.ts (inClusterConnection).
 export type { ExecCredentialConfig, InClusterOptions, KubeConnection } from "./connection.ts";
@@ -37,8 +45,13 @@ export const EXEC_API_VERSIONS: readonly string[] = [
   "client.authentication.k8s.io/v1beta1",
 ];
 
-/** The kubeconfig schema, built on first use (zod construction costs a few ms at start-up). */
-function buildKubeconfigSchema() {
+/**
+ * The kubeconfig schema (zod), built when a file does not pass {@link KUBECONFIG_SHAPE}: zod
+ * is loaded only then (issue 30), and its issues word the error.
+ * @param z zod's namespace.
+ * @returns the schema of a kubeconfig document (loose objects: unknown keys are kept).
+ */
+export function buildKubeconfigSchema(z: typeof import("zod").z) {
   const clusterSchema = z.looseObject({
     server: z.string().optional(),
     "certificate-authority": z.string().optional(),
@@ -83,6 +96,62 @@ function buildKubeconfigSchema() {
   });
   return kubeconfigSchema;
 }
+
+/** `z.string().min(1)`. */
+const nonEmpty: Shape<string> = (v) => {
+  if (typeof v !== "string" || v === "") throw NOT_FAST;
+  return v;
+};
+
+/**
+ * The fast twin of {@link buildKubeconfigSchema}'s schema (a conservative subset, see
+ * lib/util/shape.ts): a document it accepts is used as zod would return it, without loading
+ * zod. The fuzz target `kubeconfigshape` asserts zod accepts, with a deep-equal value,
+ * whatever it accepts.
+ */
+export const KUBECONFIG_SHAPE: Shape<unknown> = loose({
+  "current-context": { optional: str },
+  clusters: nullish(array(loose({
+    name: str,
+    cluster: nullish(loose({
+      server: { optional: str },
+      "certificate-authority": { optional: str },
+      "certificate-authority-data": { optional: str },
+      "insecure-skip-tls-verify": { optional: bool },
+      "tls-server-name": { optional: str },
+    })),
+  }))),
+  users: nullish(array(loose({
+    name: str,
+    user: nullish(loose({
+      "client-certificate": { optional: str },
+      "client-certificate-data": { optional: str },
+      "client-key": { optional: str },
+      "client-key-data": { optional: str },
+      token: { optional: str },
+      tokenFile: { optional: str },
+      username: { optional: str },
+      exec: nullish(loose({
+        command: nonEmpty,
+        args: nullish(array(str)),
+        env: nullish(array(loose({ name: nonEmpty, value: str }))),
+        apiVersion: str,
+        installHint: { optional: str },
+        provideClusterInfo: { optional: bool },
+        interactiveMode: { optional: str },
+      })),
+      "auth-provider": nullish(loose({ name: { optional: str } })),
+    })),
+  }))),
+  contexts: nullish(array(loose({
+    name: str,
+    context: nullish(loose({
+      cluster: str,
+      user: { optional: str },
+      namespace: { optional: str },
+    })),
+  }))),
+});
 
 type KubeconfigDoc = z.infer<ReturnType<typeof buildKubeconfigSchema>>;
 type ClusterEntry = NonNullable<NonNullable<KubeconfigDoc["clusters"]>[number]["cluster"]>;
@@ -300,7 +369,12 @@ interface KubeconfigFile {
 }
 
 async function readKubeconfigFile(path: string, text: string): Promise<KubeconfigFile> {
-  const parsed = buildKubeconfigSchema().safeParse(await parseText(path, text));
+  const raw = await parseText(path, text);
+  const fast = fastCheck(KUBECONFIG_SHAPE, raw);
+  if (fast !== undefined) return { path, doc: fast as KubeconfigDoc };
+  const { z } = await import("zod"); // only for a document the fast check does not accept
+  tuneZod(z);
+  const parsed = buildKubeconfigSchema(z).safeParse(raw);
   if (!parsed.success) {
     throw configError(`Kubeconfig ${path} is malformed`, z.prettifyError(parsed.error));
   }

@@ -30,7 +30,11 @@
  *   `parseList` (zod's loose object schemas written out by hand) against those zod schemas
  *   (kept here as the reference) on pods, NADs and lists (valid, mutated, random; `__proto__`
  *   and `length` keys, null, arrays): the same value, or a KubeError with the same message
- *   and details.
+ *   and details;
+ * - `kubeconfigshape`: lib/k8s/kubeconfig.ts's `KUBECONFIG_SHAPE` against its zod schema
+ *   (`buildKubeconfigSchema`) on kubeconfig documents (valid with every optional part, near
+ *   misses at any depth, mutated): what the fast check accepts, zod accepts with a deep-equal
+ *   value; a valid document is always accepted by the fast check.
  *
  * @module
  */
@@ -55,6 +59,7 @@ import { FAST_ELEMENT } from "../../lib/multinet/plan/selection_parse.ts";
 import { selectionSchemas } from "../../lib/multinet/plan/selection_schema.ts";
 import { selectionTarget } from "./selection.ts";
 import { KubeError } from "../../lib/k8s/errors.ts";
+import { buildKubeconfigSchema, KUBECONFIG_SHAPE } from "../../lib/k8s/kubeconfig.ts";
 import {
   type ObjectMeta,
   parseList,
@@ -627,3 +632,73 @@ export const k8sObjectsTarget: FuzzTarget<{ kind: "pod" | "nad" | "list"; raw: u
       return fast.value;
     },
   };
+
+/** A valid kubeconfig document, every optional part present or not. */
+function kubeconfigDoc(r: Rng): Record<string, unknown> {
+  const cluster: Record<string, unknown> = { server: "https://10.0.0.1:6443" };
+  if (r.chance(0.5)) cluster["certificate-authority-data"] = "LS0t";
+  if (r.chance(0.3)) cluster["certificate-authority"] = "ca.crt";
+  if (r.chance(0.2)) cluster["insecure-skip-tls-verify"] = r.chance(0.5);
+  if (r.chance(0.1)) cluster["tls-server-name"] = "kubernetes";
+  const user: Record<string, unknown> = {};
+  if (r.chance(0.4)) user.token = "t";
+  if (r.chance(0.2)) user.tokenFile = "/var/run/token";
+  if (r.chance(0.3)) {
+    user["client-certificate-data"] = "LS0t";
+    user["client-key-data"] = "LS0t";
+  }
+  if (r.chance(0.3)) {
+    const exec: Record<string, unknown> = {
+      command: "/usr/bin/cred",
+      apiVersion: "client.authentication.k8s.io/v1",
+    };
+    if (r.chance(0.5)) exec.args = r.chance(0.2) ? null : ["get-token"];
+    if (r.chance(0.5)) exec.env = r.chance(0.2) ? null : [{ name: "A", value: "b" }];
+    if (r.chance(0.3)) exec.provideClusterInfo = true;
+    if (r.chance(0.3)) exec.interactiveMode = "Never";
+    if (r.chance(0.2)) exec.installHint = "install cred";
+    user.exec = exec;
+  }
+  if (r.chance(0.1)) user["auth-provider"] = r.chance(0.5) ? null : { name: "gcp" };
+  const doc: Record<string, unknown> = {
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name: "c", cluster: r.chance(0.05) ? null : cluster }],
+    users: [{ name: "u", user: r.chance(0.05) ? null : user }],
+    contexts: [{ name: "x", context: { cluster: "c", user: "u", namespace: "default" } }],
+  };
+  if (r.chance(0.8)) doc["current-context"] = "x";
+  if (r.chance(0.1)) doc.users = null;
+  return doc;
+}
+
+const KUBECONFIG_VALUES: unknown[] = ["", "x", 1, true, null, [], [""], {}, { name: "" }, [{}]];
+let kubeconfigZod: ReturnType<typeof buildKubeconfigSchema> | undefined;
+
+/** The `kubeconfigshape` target (see the module doc). */
+export const kubeconfigShapeTarget: FuzzTarget<{ mode: string; doc: unknown }, unknown> = {
+  name: "kubeconfigshape",
+  typedError: (e) => e instanceof KubeError ? "kube config" : undefined,
+  generate(r) {
+    const x = r.float();
+    if (x < 0.35) return { mode: "valid", doc: JSON.parse(JSON.stringify(kubeconfigDoc(r))) };
+    if (x < 0.75) return { mode: "near", doc: nearMiss(r, kubeconfigDoc(r), KUBECONFIG_VALUES) };
+    const keys = ["clusters", "users", "contexts", "name", "cluster", "user", "exec", "env"];
+    const doc = mutateJson(r, kubeconfigDoc(r), { keys, values: KUBECONFIG_VALUES });
+    return { mode: "mutated", doc: JSON.parse(renderJson(doc)) };
+  },
+  call({ mode, doc }) {
+    const fast = fastCheck(KUBECONFIG_SHAPE, doc);
+    const reference = (kubeconfigZod ??= buildKubeconfigSchema(z)).safeParse(doc);
+    if (fast !== undefined) {
+      assert.ok(reference.success, "the fast check accepted what zod rejects");
+      assert.deepStrictEqual(fast, reference.data, "the fast check and zod differ");
+    } else if (mode === "valid") assert.fail("the fast check did not accept a valid kubeconfig");
+    if (!reference.success) {
+      throw new KubeError("config", "Kubeconfig is malformed", {
+        details: z.prettifyError(reference.error),
+      });
+    }
+    return reference.data;
+  },
+};

@@ -10,6 +10,7 @@ import { cniArgsTarget } from "./cni_args.ts";
 import { configTarget } from "./config.ts";
 import {
   k8sObjectsTarget,
+  kubeconfigShapeTarget,
   manifoldConfTarget,
   netconfTarget,
   recordTarget,
@@ -40,6 +41,7 @@ export const TARGETS: Readonly<Record<string, TargetEntry>> = {
   resultshape: { target: resultShapeTarget, ciRuns: 3000 },
   selectionshape: { target: selectionShapeTarget, ciRuns: 3000 },
   k8sobjects: { target: k8sObjectsTarget, ciRuns: 3000 },
+  kubeconfigshape: { target: kubeconfigShapeTarget, ciRuns: 3000 },
   cniargs: { target: cniArgsTarget, ciRuns: 20000 },
   result: { target: resultTarget, ciRuns: 3000 },
   netlink: { target: netlinkTarget, ciRuns: 10000 },
