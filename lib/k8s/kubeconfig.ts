@@ -46,12 +46,27 @@ export const EXEC_API_VERSIONS: readonly string[] = [
 ];
 
 /**
- * The kubeconfig schema (zod), built when a file does not pass {@link KUBECONFIG_SHAPE}: zod
- * is loaded only then (issue 30), and its issues word the error.
+ * Checks a kubeconfig document with its zod schema — what a file that does not pass
+ * {@link KUBECONFIG_SHAPE} goes through: zod is loaded only then (issue 30), and its issues
+ * word the error.
  * @param z zod's namespace.
- * @returns the schema of a kubeconfig document (loose objects: unknown keys are kept).
+ * @param doc the decoded document.
+ * @returns zod's output (loose objects: unknown keys kept), or its prettified issues.
  */
-export function buildKubeconfigSchema(z: typeof import("zod").z) {
+export function checkKubeconfigWithZod(
+  z: typeof import("zod").z,
+  doc: unknown,
+): { success: true; data: unknown } | { success: false; details: string } {
+  const parsed = (builtSchema ??= kubeconfigSchemaOf(z)).safeParse(doc);
+  return parsed.success
+    ? { success: true, data: parsed.data }
+    : { success: false, details: z.prettifyError(parsed.error) };
+}
+
+let builtSchema: ReturnType<typeof kubeconfigSchemaOf> | undefined;
+
+/** The kubeconfig schema (zod). */
+function kubeconfigSchemaOf(z: typeof import("zod").z) {
   const clusterSchema = z.looseObject({
     server: z.string().optional(),
     "certificate-authority": z.string().optional(),
@@ -104,12 +119,12 @@ const nonEmpty: Shape<string> = (v) => {
 };
 
 /**
- * The fast twin of {@link buildKubeconfigSchema}'s schema (a conservative subset, see
+ * The fast twin of {@link checkKubeconfigWithZod}'s schema (a conservative subset, see
  * lib/util/shape.ts): a document it accepts is used as zod would return it, without loading
  * zod. The fuzz target `kubeconfigshape` asserts zod accepts, with a deep-equal value,
  * whatever it accepts.
  */
-export const KUBECONFIG_SHAPE: Shape<unknown> = loose({
+export const KUBECONFIG_SHAPE: (value: unknown) => unknown = loose({
   "current-context": { optional: str },
   clusters: nullish(array(loose({
     name: str,
@@ -153,7 +168,7 @@ export const KUBECONFIG_SHAPE: Shape<unknown> = loose({
   }))),
 });
 
-type KubeconfigDoc = z.infer<ReturnType<typeof buildKubeconfigSchema>>;
+type KubeconfigDoc = z.infer<ReturnType<typeof kubeconfigSchemaOf>>;
 type ClusterEntry = NonNullable<NonNullable<KubeconfigDoc["clusters"]>[number]["cluster"]>;
 type UserEntry = NonNullable<NonNullable<KubeconfigDoc["users"]>[number]["user"]>;
 
@@ -374,11 +389,9 @@ async function readKubeconfigFile(path: string, text: string): Promise<Kubeconfi
   if (fast !== undefined) return { path, doc: fast as KubeconfigDoc };
   const { z } = await import("zod"); // only for a document the fast check does not accept
   tuneZod(z);
-  const parsed = buildKubeconfigSchema(z).safeParse(raw);
-  if (!parsed.success) {
-    throw configError(`Kubeconfig ${path} is malformed`, z.prettifyError(parsed.error));
-  }
-  return { path, doc: parsed.data };
+  const parsed = checkKubeconfigWithZod(z, raw);
+  if (!parsed.success) throw configError(`Kubeconfig ${path} is malformed`, parsed.details);
+  return { path, doc: parsed.data as KubeconfigDoc };
 }
 
 /** The first entry named `name` in any file, with the directory of the file defining it. */

@@ -392,7 +392,7 @@ interface ConfShape {
 /** What {@link checkManifoldConfShape} returns: zod's `safeParse` result, in zod's shape. */
 export type ManifoldConfShape =
   | { success: true; data: Record<string, unknown> }
-  | { success: false; error: { issues: Issue[] } };
+  | { success: false; error: { issues: { message: string; path: (string | number)[] }[] } };
 
 /**
  * The shape check of Manifold's configuration: lib/multinet/config_schema.ts's zod schema

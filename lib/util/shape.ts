@@ -36,13 +36,14 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** `z.string()`. */
-export const str: Shape<string> = (v) => typeof v === "string" ? v : no();
+export const str: Shape<string> = (v): string => typeof v === "string" ? v : no();
 /** `z.boolean()`. */
-export const bool: Shape<boolean> = (v) => typeof v === "boolean" ? v : no();
+export const bool: Shape<boolean> = (v): boolean => typeof v === "boolean" ? v : no();
 /** `z.number()` (finite). */
-export const num: Shape<number> = (v) => typeof v === "number" && Number.isFinite(v) ? v : no();
+export const num: Shape<number> = (v): number =>
+  typeof v === "number" && Number.isFinite(v) ? v : no();
 /** `z.unknown()`: any value, by reference. */
-export const unknown: Shape<unknown> = (v) => v;
+export const unknown: Shape<unknown> = (v): unknown => v;
 
 /**
  * `z.number().int()` with an optional lower bound (`.min(min)` / `.nonnegative()`).
@@ -170,11 +171,11 @@ function isPrefix(p: string, max: number): boolean {
 }
 
 /** `z.union([z.ipv4(), z.ipv6()])`, conservatively (no embedded IPv4, no zone). */
-export const ipAddress: Shape<string> = (v) =>
+export const ipAddress: Shape<string> = (v): string =>
   typeof v === "string" && (isIpv4(v) || isPlainIpv6(v)) ? v : no();
 
 /** `z.union([z.cidrv4(), z.cidrv6()])`, conservatively. */
-export const ipPrefix: Shape<string> = (v) => {
+export const ipPrefix: Shape<string> = (v): string => {
   if (typeof v !== "string") no();
   const [addr, prefix, extra] = v.split("/");
   if (extra !== undefined || prefix === undefined) no();

@@ -32,7 +32,7 @@
  *   and `length` keys, null, arrays): the same value, or a KubeError with the same message
  *   and details;
  * - `kubeconfigshape`: lib/k8s/kubeconfig.ts's `KUBECONFIG_SHAPE` against its zod schema
- *   (`buildKubeconfigSchema`) on kubeconfig documents (valid with every optional part, near
+ *   (`checkKubeconfigWithZod`) on kubeconfig documents (valid with every optional part, near
  *   misses at any depth, mutated): what the fast check accepts, zod accepts with a deep-equal
  *   value; a valid document is always accepted by the fast check.
  *
@@ -59,7 +59,7 @@ import { FAST_ELEMENT } from "../../lib/multinet/plan/selection_parse.ts";
 import { selectionSchemas } from "../../lib/multinet/plan/selection_schema.ts";
 import { selectionTarget } from "./selection.ts";
 import { KubeError } from "../../lib/k8s/errors.ts";
-import { buildKubeconfigSchema, KUBECONFIG_SHAPE } from "../../lib/k8s/kubeconfig.ts";
+import { checkKubeconfigWithZod, KUBECONFIG_SHAPE } from "../../lib/k8s/kubeconfig.ts";
 import {
   type ObjectMeta,
   parseList,
@@ -673,7 +673,6 @@ function kubeconfigDoc(r: Rng): Record<string, unknown> {
 }
 
 const KUBECONFIG_VALUES: unknown[] = ["", "x", 1, true, null, [], [""], {}, { name: "" }, [{}]];
-let kubeconfigZod: ReturnType<typeof buildKubeconfigSchema> | undefined;
 
 /** The `kubeconfigshape` target (see the module doc). */
 export const kubeconfigShapeTarget: FuzzTarget<{ mode: string; doc: unknown }, unknown> = {
@@ -689,15 +688,13 @@ export const kubeconfigShapeTarget: FuzzTarget<{ mode: string; doc: unknown }, u
   },
   call({ mode, doc }) {
     const fast = fastCheck(KUBECONFIG_SHAPE, doc);
-    const reference = (kubeconfigZod ??= buildKubeconfigSchema(z)).safeParse(doc);
+    const reference = checkKubeconfigWithZod(z, doc);
     if (fast !== undefined) {
       assert.ok(reference.success, "the fast check accepted what zod rejects");
       assert.deepStrictEqual(fast, reference.data, "the fast check and zod differ");
     } else if (mode === "valid") assert.fail("the fast check did not accept a valid kubeconfig");
     if (!reference.success) {
-      throw new KubeError("config", "Kubeconfig is malformed", {
-        details: z.prettifyError(reference.error),
-      });
+      throw new KubeError("config", "Kubeconfig is malformed", { details: reference.details });
     }
     return reference.data;
   },

@@ -65,8 +65,8 @@ export const MAC_48 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/;
 export const GUID_64 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){7}$/;
 const ENCODER = new TextEncoder();
 
-/** zod's `safeParse` result for one element, as {@link parseElement} reads it. */
-type ZodElementResult =
+/** zod's `safeParse` result for one element, as the parser reads it (success and value, or issues). */
+export type ZodElementResult =
   | { success: true; data: unknown }
   | {
     success: false;
@@ -168,7 +168,9 @@ const ELEMENT_KEYS = strict({
  * the fuzz target `selectionshape` asserts zod accepts, with a deep-equal value, what it
  * accepts.
  */
-export const FAST_ELEMENT: Shape<Record<string, unknown>> = (v) => {
+export const FAST_ELEMENT: (value: unknown) => Record<string, unknown> = (
+  v,
+): Record<string, unknown> => {
   const e = ELEMENT_KEYS(v);
   if (e.ips !== undefined && e["ipam-claim-reference"] !== undefined) fastCheckFails();
   return e;
