@@ -5,7 +5,7 @@
  * objects would be — written out by hand, with zod's issue text, so a call that reads a pod
  * or a NAD never loads zod (issue 30); the original JSON survives untouched in `raw`. The zod
  * schemas they replace are the reference of the fuzz target `k8sobjects`
- * (tests/fuzz/fast_checks.ts), which keeps both agreeing (acceptance, value, error text).
+ * (tests/fuzz/fast_checks_api.ts), which keeps both agreeing (acceptance, value, error text).
  *
  * @module
  */

@@ -5,7 +5,7 @@
  * else. The per-call path (issue 30) checks its hot shapes with them and loads zod (≈ 72
  * modules, 460 KiB of source, 9–14 ms) only when a check throws `NOT_FAST`: zod then accepts
  * the input or reports it with its own words, so errors read exactly as before. Each use has a
- * fuzz target (tests/fuzz/fast_checks.ts) asserting: whenever the fast check accepts, zod
+ * fuzz target (tests/fuzz/fast_checks.ts, fast_checks_api.ts) asserting: whenever the fast check accepts, zod
  * accepts with a deep-equal value.
  *
  * Conservative on purpose: an object with an own `__proto__` key (zod's copy would change its

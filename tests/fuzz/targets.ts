@@ -8,15 +8,13 @@
 import type { FuzzTarget } from "../support/fuzz.ts";
 import { cniArgsTarget } from "./cni_args.ts";
 import { configTarget } from "./config.ts";
+import { manifoldConfTarget, netconfTarget, recordTarget } from "./fast_checks.ts";
 import {
   k8sObjectsTarget,
   kubeconfigShapeTarget,
-  manifoldConfTarget,
-  netconfTarget,
-  recordTarget,
   resultShapeTarget,
   selectionShapeTarget,
-} from "./fast_checks.ts";
+} from "./fast_checks_api.ts";
 import { netlinkApiTarget, netlinkTarget } from "./netlink.ts";
 import { resultTarget } from "./result.ts";
 import { selectionTarget } from "./selection.ts";
