@@ -3,7 +3,7 @@
  * runs a bounded batch of the same targets in `tests/fuzz/fuzz_test.ts`.
  *
  * ```sh
- * deno run -A scripts/fuzz.ts [--target all|selection|config|cniargs|result|netlink|netlink-api|status]
+ * deno run -A scripts/fuzz.ts [--target all|selection|config|netconf|manifoldconf|cniargs|result|netlink|netlink-api|status|record|resultshape|selectionshape|k8sobjects|kubeconfigshape]
  *   [--runs 1000000] [--seed N] [--minutes M] [--jobs J] [--case I] [--max-case-ms 1000] [--hang-ms 2000]
  * ```
  *

@@ -19,7 +19,6 @@
  * @module
  */
 
-import { z } from "zod";
 import { CniError, CniErrorCode, type CniErrorCodeValue } from "./errors.ts";
 import { errorText } from "../util/text.ts";
 
@@ -29,16 +28,90 @@ import { errorText } from "../util/text.ts";
  */
 export const MAX_JSON_DEPTH = 64;
 
+/** Whether {@link oneShotValidation} was called in this process. */
+let oneShot = false;
+/** zod's namespace, once a module that imports zod registered it ({@link tuneZod}). */
+let zod: ZodConfigurable | undefined;
+
+/** What {@link tuneZod} needs of zod's namespace: its `config`. */
+export interface ZodConfigurable {
+  /**
+   * Sets zod's process-wide configuration.
+   * @param config the keys to set; `jitless: true` turns off zod's compiled object parsers.
+   * @returns zod's configuration.
+   */
+  config(config: { jitless?: boolean }): unknown;
+}
+
 /**
  * Tunes zod for a process that validates each schema about once — the plugin process of one
  * CNI call, not the daemon. zod 4 compiles every object schema into a parser with
  * `new Function` at its first parse (its "JIT"), which pays off only over many parses; turned
  * off, a plugin ADD or DEL is ≈ 4–6 ms faster (A/B of 24 paired calls, p50, runtime and mirror
- * modes). Call before the first schema is built: zod reads the setting when it builds each
- * object schema. Process-wide and permanent.
+ * modes). This module does not load zod (the hot path often never does, issue 30): the
+ * setting reaches zod when it is loaded ({@link tuneZod}, called by the modules that import
+ * it), or at once if it already is. zod reads it when it builds each object schema, and every
+ * schema is built on first use. Process-wide and permanent.
  */
 export function oneShotValidation(): void {
-  z.config({ jitless: true });
+  oneShot = true;
+  zod?.config({ jitless: true });
+}
+
+/**
+ * Registers zod's namespace: every lib/ module that imports zod calls it at load, so that
+ * {@link oneShotValidation} reaches zod whether it is loaded before or after that call.
+ * @param z zod's namespace (`import { z } from "zod"`).
+ * @example
+ * ```ts
+ * import { z } from "zod";
+ * tuneZod(z);
+ * ```
+ */
+export function tuneZod(z: ZodConfigurable): void {
+  zod = z;
+  if (oneShot) z.config({ jitless: true });
+}
+
+/** One zod issue as {@link zodDetails} reads it. */
+interface IssueLike {
+  message: string;
+  path?: readonly PropertyKey[];
+}
+
+/**
+ * zod's `prettifyError` text of a zod error, without loading zod: one `✖ <message>` line per
+ * issue (fewest path segments first), each followed by `  → at <path>` when it has a path
+ * (`a.b[0]["x-y"]`).
+ * @param error a zod error (anything with `issues`).
+ * @returns the text; `""` when `error` has no issues.
+ * @example
+ * ```ts
+ * zodDetails({ issues: [{ message: "Invalid input", path: ["ips", 0, "address"] }] });
+ * // "✖ Invalid input\n  → at ips[0].address"
+ * ```
+ */
+export function zodDetails(error: unknown): string {
+  const issues = [...((error as { issues?: IssueLike[] }).issues ?? [])]
+    .sort((a, b) => (a.path?.length ?? 0) - (b.path?.length ?? 0));
+  const lines: string[] = [];
+  for (const issue of issues) {
+    lines.push(`✖ ${issue.message}`);
+    if (issue.path?.length) lines.push(`  → at ${pathText(issue.path)}`);
+  }
+  return lines.join("\n");
+}
+
+/** A zod issue path as zod prints it: `.key`, `[0]`, `["odd key"]`. */
+function pathText(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const seg of path) {
+    if (typeof seg === "number") out += `[${seg}]`;
+    else if (typeof seg === "symbol") out += `[${JSON.stringify(String(seg))}]`;
+    else if (/[^\w$]/.test(seg)) out += `[${JSON.stringify(seg)}]`;
+    else out += out === "" ? seg : `.${seg}`;
+  }
+  return out;
 }
 
 /**
@@ -163,7 +236,7 @@ export function decodeJson<T>(text: string, schema: SafeParser<T>, what: string)
     throw new CniError(
       CniErrorCode.DecodingFailure,
       `${what} is invalid`,
-      z.prettifyError(parsed.error as z.ZodError),
+      zodDetails(parsed.error),
     );
   }
   return parsed.data;

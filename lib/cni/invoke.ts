@@ -12,7 +12,7 @@ import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniCommand } from "./env.ts";
 import { type ExecResponse, type PluginExec, pluginName } from "./exec.ts";
 import { redactText } from "../log/redact.ts";
-import { assertPluginType, isPlainObject } from "./types.ts";
+import { assertPluginType, isPlainObject } from "./netconf.ts";
 
 // Callers that run plugins take the exec interface from here, with the protocol.
 export * from "./exec.ts";

@@ -8,6 +8,7 @@
 export * from "./errors.ts";
 export * from "./version.ts";
 export * from "./types.ts";
+export * from "./netconf.ts";
 export * from "./result.ts";
 export * from "./env.ts";
 export * from "./exec.ts";

@@ -1,133 +1,156 @@
 /**
- * The codecs of CNI results, one per family (see lib/cni/result.ts): zod schemas built on
- * first use, a decoder into the normalized 1.x shape and an encoder back, in ONE registry
- * ({@link CODECS}, like libcni's `pkg/types/internal/convert.go`).
+ * The codecs of CNI results, one per family (see lib/cni/result.ts): a decoder into the
+ * normalized 1.x shape and an encoder back, in ONE registry ({@link CODECS}, like libcni's
+ * `pkg/types/internal/convert.go`). Results are validated by fast checks
+ * ({@link FAST_RESULT_SHAPES}) and, for what those do not accept, by the zod schemas of
+ * lib/cni/result_schemas.ts — which this module does not load (issue 30: the per-call path
+ * loads zod only for such a result, through {@link withResultSchemas}).
  *
  * Sources: CNI SPEC 0.2.0/0.3.0/1.1 "Result", libcni `types/020`, `types/040`, `types/100`.
  *
  * @module
  */
 
-import { z } from "zod";
 import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniDns, CniInterface, CniIpConfig, CniResult, CniRoute } from "./types.ts";
 import type { resultFamily } from "./version.ts";
+import {
+  array,
+  fastCheck,
+  int,
+  ipAddress as ip,
+  ipPrefix as cidr,
+  loose,
+  nullish,
+  oneOf,
+  type Shape,
+  str,
+} from "../util/shape.ts";
 
-type Family = ReturnType<typeof resultFamily>;
+/** A result family (see lib/cni/version.ts `resultFamily`). */
+export type ResultFamily = ReturnType<typeof resultFamily>;
 
 /**
- * Memoizes a schema builder. Result schemas are built on first use, one family at a time,
- * never at module load: building zod schemas costs milliseconds, and a
- * call that decodes only 1.x results should not pay for the 0.x families.
+ * The reference validation (zod, lib/cni/result_schemas.ts), once that module is loaded:
+ * returns zod's output or throws CniError code 6 with zod's issues.
  */
-function lazy<T>(build: () => T): () => T {
-  let built: T | undefined;
-  return () => built ??= build();
+type Reference = (family: ResultFamily, raw: unknown, version: string) => unknown;
+let reference: Reference | undefined;
+
+/**
+ * Registers the reference validation; lib/cni/result_schemas.ts calls it when it loads.
+ * @param validate zod's validation of a raw result.
+ */
+export function registerResultReference(validate: Reference): void {
+  reference = validate;
 }
 
-/** Pieces shared by every family. */
-const parts = lazy(() => ({
-  cidr: z.union([z.cidrv4(), z.cidrv6()], { error: "expected an address with prefix" }),
-  ip: z.union([z.ipv4(), z.ipv6()], { error: "expected an IP address" }),
-  uint: z.number().int().nonnegative(),
-  dns: z.looseObject({
-    nameservers: z.array(z.string()).nullish(),
-    domain: z.string().nullish(),
-    search: z.array(z.string()).nullish(),
-    options: z.array(z.string()).nullish(),
-  }),
-}));
+/**
+ * Thrown by a codec when a result needs the zod schemas and they are not loaded: catch it with
+ * {@link withResultSchemas}, which loads them and runs the (pure) call again.
+ */
+export const RESULT_SCHEMAS_NEEDED: unique symbol = Symbol("result schemas not loaded");
 
-/** 0.1.0/0.2.0 (`ip4` / `ip6`). */
-const legacySchema = lazy(() => {
-  const { cidr, ip, dns } = parts();
-  const legacyRouteSchema = z.looseObject({ dst: cidr, gw: ip.nullish() });
-  const legacyIpSchema = z.looseObject({
-    ip: cidr,
-    gateway: ip.nullish(),
-    routes: z.array(legacyRouteSchema).nullish(),
-  });
-  return z.looseObject({
-    ip4: legacyIpSchema.nullish(),
-    ip6: legacyIpSchema.nullish(),
-    dns: dns.nullish(),
-  });
-});
+/**
+ * Runs a pure, synchronous result operation; when it needs the zod schemas (a result the fast
+ * checks do not accept), loads them (lib/cni/result_schemas.ts) and runs it again, so zod
+ * decides and words the error exactly as before.
+ * @param op the operation (no side effects before it validates).
+ * @returns what `op` returns.
+ * @throws what `op` throws once the schemas are loaded (CniError code 6/1).
+ * @example
+ * ```ts
+ * const decoded = await withResultSchemas(() => decodeResult(raw));
+ * ```
+ */
+export async function withResultSchemas<T>(op: () => T): Promise<T> {
+  try {
+    return op();
+  } catch (e) {
+    if (e !== RESULT_SCHEMAS_NEEDED) throw e;
+  }
+  await import("./result_schemas.ts");
+  return op();
+}
 
-/** 1.0.0/1.1.0, and the IP config that 0.3.x/0.4.0 extend. */
-const v1Schemas = lazy(() => {
-  const { cidr, ip, uint, dns } = parts();
-  const routeSchema = z.looseObject({
-    dst: cidr,
-    gw: ip.nullish(),
-    mtu: uint.nullish(),
-    advmss: uint.nullish(),
-    priority: uint.nullish(),
-    table: uint.nullish(),
-    scope: uint.nullish(),
-  });
-  const interfaceSchema = z.looseObject({
-    name: z.string(),
-    mac: z.string().nullish(),
-    mtu: uint.nullish(),
-    sandbox: z.string().nullish(),
-    socketPath: z.string().nullish(),
-    pciID: z.string().nullish(),
-  });
-  const v1IpSchema = z.looseObject({
-    address: cidr,
-    gateway: ip.nullish(),
-    // Index into `interfaces`; negative means "no interface" (NPWG v1.3 §5.3.3.1 rule 2).
-    interface: z.number().int().nullish(),
-  });
-  const v1Schema = z.looseObject({
-    interfaces: z.array(interfaceSchema).nullish(),
-    ips: z.array(v1IpSchema).nullish(),
-    routes: z.array(routeSchema).nullish(),
-    dns: dns.nullish(),
-  });
-  return { ip: v1IpSchema, result: v1Schema };
+const uint = int(0);
+const DNS = loose({
+  nameservers: nullish(array(str)),
+  domain: nullish(str),
+  search: nullish(array(str)),
+  options: nullish(array(str)),
 });
-const v1Schema = () => v1Schemas().result;
+const LEGACY_IP = loose({
+  ip: cidr,
+  gateway: nullish(ip),
+  routes: nullish(array(loose({ dst: cidr, gw: nullish(ip) }))),
+});
+const ROUTE = loose({
+  dst: cidr,
+  gw: nullish(ip),
+  mtu: nullish(uint),
+  advmss: nullish(uint),
+  priority: nullish(uint),
+  table: nullish(uint),
+  scope: nullish(uint),
+});
+const INTERFACE = loose({
+  name: str,
+  mac: nullish(str),
+  mtu: nullish(uint),
+  sandbox: nullish(str),
+  socketPath: nullish(str),
+  pciID: nullish(str),
+});
+const V1_IP = { address: cidr, gateway: nullish(ip), interface: nullish(int()) };
+const v1Result = (ipShape: Shape<unknown>) =>
+  loose({
+    interfaces: nullish(array(INTERFACE)),
+    ips: nullish(array(ipShape)),
+    routes: nullish(array(ROUTE)),
+    dns: nullish(DNS),
+  });
 
-/** 0.3.0/0.3.1/0.4.0: 1.x plus `ips[].version`. */
-const currentSchema = lazy(() => {
-  const { ip, result } = v1Schemas();
-  const currentIpSchema = ip.extend({ version: z.enum(["4", "6"]).nullish() });
-  return result.extend({ ips: z.array(currentIpSchema).nullish() });
-});
+/**
+ * The fast twins of lib/cni/result_schemas.ts's schemas (conservative: see lib/util/shape.ts);
+ * the fuzz target `resultshape` asserts zod accepts, with a deep-equal value, what they accept.
+ */
+export const FAST_RESULT_SHAPES: Record<ResultFamily, Shape<unknown>> = {
+  legacy: loose({ ip4: nullish(LEGACY_IP), ip6: nullish(LEGACY_IP), dns: nullish(DNS) }),
+  current: v1Result(loose({ ...V1_IP, version: nullish(oneOf("4", "6")) })),
+  v1: v1Result(loose(V1_IP)),
+};
 
 /** Decodes one family's raw JSON into the normalized shape / encodes it back. */
 export interface ResultCodec {
-  /** Validates (zod, code 6) and normalizes a raw result of the family. */
+  /** Validates (fast check, else zod: code 6) and normalizes a raw result of the family. */
   decode(raw: Record<string, unknown>, version: string): CniResult;
   /** Builds the family's raw JSON in `version` (code 1 when it cannot hold the result). */
   encode(result: CniResult, version: string): Record<string, unknown>;
 }
 
 /** The one registry: every conversion is `decode(from family)` → `encode(to family)`. */
-export const CODECS: Record<Family, ResultCodec> = {
+export const CODECS: Record<ResultFamily, ResultCodec> = {
   legacy: { decode: decodeLegacy, encode: encodeLegacy },
-  current: { decode: decodeWith(currentSchema), encode: encodeCurrent },
-  v1: { decode: decodeWith(v1Schema), encode: encodeV1 },
+  current: { decode: decodeWith("current"), encode: encodeCurrent },
+  v1: { decode: decodeWith("v1"), encode: encodeV1 },
 };
 
-function validate<T>(schema: z.ZodType<T>, raw: unknown, version: string): T {
-  const r = schema.safeParse(raw);
-  if (!r.success) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      `invalid ${version} result`,
-      z.prettifyError(r.error),
-    );
-  }
-  return r.data;
+/**
+ * Validates a raw result of `family`: the fast check, else zod (loaded: its output or its
+ * CniError code 6; not loaded: {@link RESULT_SCHEMAS_NEEDED}).
+ */
+function validate<T>(family: ResultFamily, raw: unknown, version: string): T {
+  const fast = fastCheck(FAST_RESULT_SHAPES[family], raw);
+  if (fast !== undefined) return fast as T;
+  if (!reference) throw RESULT_SCHEMAS_NEEDED;
+  return reference(family, raw, version) as T;
 }
 
 /* ---------- decoders ---------- */
 
 function decodeLegacy(raw: Record<string, unknown>, version: string): CniResult {
-  const r = validate(legacySchema(), raw, version);
+  const r = validate<LegacyResult>("legacy", raw, version);
   const ips: CniIpConfig[] = [];
   const routes: CniRoute[] = [];
   for (const fam of [r.ip4, r.ip6]) {
@@ -144,9 +167,9 @@ function decodeLegacy(raw: Record<string, unknown>, version: string): CniResult 
  * Decodes a 0.3.x/0.4.0 or 1.x result: the two differ only in their schema (1.x has no
  * `ips[].version`, 1.1 adds interface fields), not in how fields map to {@link CniResult}.
  */
-function decodeWith(schema: () => z.ZodType<z.infer<ReturnType<typeof v1Schema>>>) {
+function decodeWith(family: "current" | "v1") {
   return (raw: Record<string, unknown>, version: string): CniResult => {
-    const r = validate(schema(), raw, version);
+    const r = validate<V1Result>(family, raw, version);
     return assemble(
       version,
       r.interfaces?.map(pickInterface),
@@ -158,6 +181,25 @@ function decodeWith(schema: () => z.ZodType<z.infer<ReturnType<typeof v1Schema>>
 }
 
 type Nullish<T> = { [K in keyof T]?: T[K] | null };
+
+/** A validated 0.1.0/0.2.0 result (zod's output). */
+interface LegacyResult {
+  ip4?: LegacyIp | null;
+  ip6?: LegacyIp | null;
+  dns?: Nullish<CniDns> | null;
+}
+interface LegacyIp {
+  ip: string;
+  gateway?: string | null;
+  routes?: { dst: string; gw?: string | null }[] | null;
+}
+/** A validated 0.3.x/0.4.0/1.x result (zod's output). */
+interface V1Result {
+  interfaces?: (Nullish<CniInterface> & { name: string })[] | null;
+  ips?: (Nullish<CniIpConfig> & { address: string })[] | null;
+  routes?: (Nullish<CniRoute> & { dst: string })[] | null;
+  dns?: Nullish<CniDns> | null;
+}
 
 function pickInterface(i: Nullish<CniInterface> & { name: string }): CniInterface {
   return compact({

@@ -17,9 +17,15 @@ import type { CniCommand } from "./env.ts";
 import { findPlugin, invokePlugin } from "./invoke.ts";
 import type { PluginExec } from "./invoke.ts";
 import { realPathOrUndefined, selfExecutable } from "./recursion.ts";
-import { convertDecoded, convertResult, type DecodedResult, decodeResult } from "./result.ts";
+import {
+  convertDecoded,
+  convertResult,
+  type DecodedResult,
+  decodeResult,
+} from "./result_convert.ts";
+import { withResultSchemas } from "./result_codecs.ts";
 import type { GcAttachment, NetworkConfigList } from "./types.ts";
-import { assertPluginType, isPlainObject, validateNetworkName } from "./types.ts";
+import { assertPluginType, isPlainObject, validateNetworkName } from "./netconf.ts";
 import { supportsCheck, supportsGcAndStatus } from "./version.ts";
 
 /** The arguments of one invocation besides the network config (libcni `RuntimeConf`). */
@@ -184,7 +190,7 @@ export class CniRuntime {
         });
         continue;
       }
-      result = convertDecoded(decodeResult(out), list.cniVersion);
+      result = await withResultSchemas(() => convertDecoded(decodeResult(out), list.cniVersion));
     }
     if (!result) {
       this.#logger.warn("no plugin printed a result", { network: list.name });
@@ -217,7 +223,7 @@ export class CniRuntime {
     if (list.disableCheck) return;
     const prev = prevResult === undefined
       ? undefined
-      : convertDecoded(prevResult, list.cniVersion).raw;
+      : (await withResultSchemas(() => convertDecoded(prevResult, list.cniVersion))).raw;
     for (const plugin of list.plugins) {
       const conf = this.buildPluginConfig(list, plugin, rt, prev);
       await this.#run("CHECK", list, plugin, conf, rt);
@@ -242,7 +248,7 @@ export class CniRuntime {
     let prev: Record<string, unknown> | undefined;
     if (supportsCheck(list.cniVersion) && prevResult !== undefined && prevResult !== null) {
       try {
-        prev = convertResult(prevResult, list.cniVersion);
+        prev = await withResultSchemas(() => convertResult(prevResult, list.cniVersion));
       } catch (err) {
         this.#logger.warn("dropping unusable prevResult for DEL", {
           network: list.name,

@@ -15,8 +15,9 @@ import { CniError, CniErrorCode, toCniError } from "./errors.ts";
 import { isCniCommand, parseCniEnv } from "./env.ts";
 import { MAX_STDIN_BYTES, readStdinBytes } from "./stdin.ts";
 import type { CniEnv } from "./env.ts";
-import { convertDecoded, type DecodedResult } from "./result.ts";
-import { DEFAULT_CONFIG_VERSION, isPlainObject, validateNetworkName } from "./types.ts";
+import { convertDecoded, type DecodedResult } from "./result_convert.ts";
+import { withResultSchemas } from "./result_codecs.ts";
+import { DEFAULT_CONFIG_VERSION, isPlainObject, validateNetworkName } from "./netconf.ts";
 import {
   CURRENT_VERSION,
   isSupportedVersion,
@@ -206,7 +207,9 @@ async function run(
   switch (env.command) {
     case "ADD": {
       const result = await handlers.add(ctx);
-      return JSON.stringify(convertDecoded(result, cniVersion).raw);
+      return JSON.stringify(
+        (await withResultSchemas(() => convertDecoded(result, cniVersion))).raw,
+      );
     }
     case "DEL":
       await handlers.del(ctx);

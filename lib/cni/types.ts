@@ -1,15 +1,18 @@
 /**
- * CNI wire shapes and network configuration parsing. Every field Manifold reads is
- * validated with zod; the original JSON objects are kept so that keys unknown to
- * Manifold reach delegates untouched (CNI SPEC "Section 1: Network configuration
- * format", libcni `NetworkConfFromBytes` / `ConfListFromConf`).
+ * CNI wire shapes, and the zod schemas of a network configuration list and of one plugin
+ * configuration: the reference that lib/cni/netconf.ts's hand-written checks must match (the
+ * fuzz target `netconf` compares them). The parser and the types live in netconf.ts (re-exported
+ * here), which never loads zod: the per-call path imports it directly.
  *
  * @module
  */
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "./errors.ts";
-import { CURRENT_VERSION, isSupportedVersion, parseVersion } from "./version.ts";
+import type { NetworkConfigChecks } from "./netconf.ts";
+import { tuneZod } from "./decode.ts";
+
+tuneZod(z);
 
 export type {
   CniDns,
@@ -19,46 +22,19 @@ export type {
   CniRoute,
   GcAttachment,
 } from "./result_types.ts";
-
-/**
- * A parsed network configuration list (CNI SPEC 1.1 "Network configuration lists").
- * A single plugin configuration is wrapped into a one-plugin list (libcni
- * `ConfListFromConf`).
- */
-export interface NetworkConfigList {
-  /** The negotiated version: `cniVersion`, or the highest supported entry of `cniVersions`. */
-  cniVersion: string;
-  /** Network name, `^[a-zA-Z0-9][a-zA-Z0-9_.-]*$` (libcni `ValidateNetworkName`). */
-  name: string;
-  /** Plugin configurations in invocation order; every original key is kept. */
-  plugins: Record<string, unknown>[];
-  /** CNI SPEC 1.0 `disableCheck`: CHECK becomes a no-op. */
-  disableCheck: boolean;
-  /** CNI SPEC 1.1 `disableGC`: GC becomes a no-op. */
-  disableGC: boolean;
-  /** The configuration list as a raw object (a synthesized list for a single conf). */
-  raw: Record<string, unknown>;
-}
-
-/** Options of {@link parseNetworkConfig}. */
-export interface ParseNetworkConfigOptions {
-  /** Where the config came from (file path, NAD name); only used in error details. */
-  source?: string;
-}
-
-/**
- * The version assumed when a configuration has no `cniVersion` (libcni
- * `version.ConfigDecoder`: an empty version decodes as "0.1.0").
- */
-export const DEFAULT_CONFIG_VERSION = "0.1.0";
-
-const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+export {
+  assertPluginType,
+  DEFAULT_CONFIG_VERSION,
+  isPlainObject,
+  type NetworkConfigList,
+  parseNetworkConfig,
+  type ParseNetworkConfigOptions,
+  validateNetworkName,
+} from "./netconf.ts";
 
 /**
  * The zod schemas of a configuration list and of one plugin configuration, built on first
- * use (`getSchemas`), never at module load: building zod schemas costs milliseconds, and a
- * process that parses no network config (VERSION, a DEL answered from the cache) should not
- * pay for it.
+ * use (`getSchemas`), never at module load: building zod schemas costs milliseconds.
  */
 function buildSchemas() {
   const boolish = z.union([z.boolean(), z.string()]);
@@ -85,253 +61,33 @@ function getSchemas(): ReturnType<typeof buildSchemas> {
 }
 
 /**
- * Throws unless `type` is a safe plugin binary name: non-empty, without "/", "..",
- * or NUL, so it can never escape a `CNI_PATH` directory (libcni `FindInPath`
- * rejects path separators).
- *
- * @param type the plugin `type`, e.g. `"bridge"`.
- * @param where context for the error details, e.g. `"plugins[1]"`.
- * @throws {CniError} code 7 (invalid network config) when unsafe.
- * @example
- * ```ts
- * assertPluginType("bridge"); // ok
- * assertPluginType("../sh"); // throws CniError 7
- * ```
+ * The reference shape checks of a network configuration: zod's, failing with CniError code 7
+ * and zod's issues (the same code, msg and details as lib/cni/netconf.ts's
+ * `NETWORK_CONFIG_CHECKS`, which `parseNetworkConfig` uses so that a call never loads zod for
+ * it; the fuzz target `netconf` compares the two through `parseNetworkConfigWith`).
  */
-export function assertPluginType(type: string, where = ""): void {
-  let problem = "";
-  if (type === "") problem = "plugin type must not be empty";
-  else if (type.includes("/")) problem = `plugin type "${type}" must not contain "/"`;
-  else if (type.includes("..")) problem = `plugin type "${type}" must not contain ".."`;
-  else if (type.includes("\0")) problem = "plugin type must not contain NUL";
-  if (problem) throw new CniError(CniErrorCode.InvalidNetworkConfig, problem, where);
-}
-
-/**
- * Throws unless `name` is a valid network name (libcni `ValidateNetworkName`:
- * `^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`).
- *
- * @param name the network `name`.
- * @throws {CniError} code 7 when missing or containing other characters.
- * @example
- * ```ts
- * validateNetworkName("macvlan-conf"); // ok
- * ```
- */
-export function validateNetworkName(name: string): void {
-  if (name === "") throw new CniError(CniErrorCode.InvalidNetworkConfig, "missing network name");
-  if (!NAME_RE.test(name)) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      "invalid characters found in network name",
-      name,
-    );
-  }
-}
-
-/**
- * Parses a network configuration: a conflist (has `plugins`) or a single plugin
- * configuration (has `type`, wrapped into a one-plugin list like libcni
- * `ConfListFromConf`). Honours CNI 1.1 `cniVersions` by picking the highest version
- * Manifold supports (also considering `cniVersion`). A missing version means
- * {@link DEFAULT_CONFIG_VERSION}. `disableCheck` / `disableGC` accept booleans or the
- * strings "true"/"false" (libcni `readBool`).
- *
- * Plugin objects keep every original key; the returned objects are copies, never
- * the caller's input.
- *
- * @param text JSON text, or an already-decoded object.
- * @param opts `source` is only copied into error details.
- * @returns the parsed list.
- * @throws {CniError} code 6 for invalid JSON or a non-object; code 7 for a missing or
- *   invalid name, empty/invalid `plugins`, or an unsafe/missing plugin `type`;
- *   code 1 when no usable version is offered.
- * @example
- * ```ts
- * const list = parseNetworkConfig('{"cniVersion":"1.0.0","name":"n","type":"bridge"}');
- * list.plugins[0].type; // "bridge"
- * ```
- */
-export function parseNetworkConfig(
-  text: string | Record<string, unknown>,
-  opts: ParseNetworkConfigOptions = {},
-): NetworkConfigList {
-  const src = opts.source ? ` (source: ${opts.source})` : "";
-  let decoded: unknown;
-  if (typeof text === "string") {
-    try {
-      decoded = JSON.parse(text);
-    } catch (err) {
-      throw new CniError(
-        CniErrorCode.DecodingFailure,
-        "failed to decode network config",
-        `${(err as Error).message}${src}`,
-      );
-    }
-  } else {
-    decoded = structuredCloneJson(text);
-  }
-  if (!isPlainObject(decoded)) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "network config must be a JSON object",
-      `got ${describe(decoded)}${src}`,
-    );
-  }
-  const parsed = getSchemas().list.safeParse(decoded);
-  if (!parsed.success) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      "invalid network config",
-      `${z.prettifyError(parsed.error)}${src}`,
-    );
-  }
-  const top = parsed.data;
-  try {
-    validateNetworkName(top.name);
-  } catch (err) {
-    const e = err as CniError;
-    throw new CniError(e.code, e.msg, `${e.details}${src}`);
-  }
-
-  const cniVersion = negotiateVersion(top.cniVersion, top.cniVersions, src);
-  const disableCheck = readBool(decoded, "disableCheck", src);
-  const disableGC = readBool(decoded, "disableGC", src);
-
-  let plugins: Record<string, unknown>[];
-  let raw: Record<string, unknown>;
-  if ("plugins" in decoded) {
-    const list = top.plugins;
-    if (!list || list.length === 0) {
-      throw new CniError(CniErrorCode.InvalidNetworkConfig, "no plugins in list", src.trim());
-    }
-    plugins = list.map((p, i) => checkPlugin(p, `plugins[${i}]`, src));
-    raw = decoded;
-  } else {
-    if (!("type" in decoded)) {
+export const NETWORK_CONFIG_ZOD_CHECKS: NetworkConfigChecks = {
+  list(decoded, src) {
+    const parsed = getSchemas().list.safeParse(decoded);
+    if (!parsed.success) {
       throw new CniError(
         CniErrorCode.InvalidNetworkConfig,
-        "network config has neither plugins nor type",
-        src.trim(),
+        "invalid network config",
+        `${z.prettifyError(parsed.error)}${src}`,
       );
     }
-    const single = checkPlugin(decoded, "type", src);
-    plugins = [single];
-    raw = { name: top.name, cniVersion, plugins: [single] };
-    if (disableCheck) raw.disableCheck = true;
-    if (disableGC) raw.disableGC = true;
-  }
-  return { cniVersion, name: top.name, plugins, disableCheck, disableGC, raw };
-}
-
-function checkPlugin(p: unknown, where: string, src: string): Record<string, unknown> {
-  if (!isPlainObject(p)) {
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      "plugin config must be an object",
-      `${where}: got ${describe(p)}${src}`,
-    );
-  }
-  const r = getSchemas().plugin.safeParse(p);
-  if (!r.success) {
-    const missing = !("type" in p);
-    throw new CniError(
-      CniErrorCode.InvalidNetworkConfig,
-      missing ? "missing plugin type" : "invalid plugin config",
-      `${where}: ${z.prettifyError(r.error)}${src}`,
-    );
-  }
-  assertPluginType(r.data.type, `${where}${src}`);
-  return p;
-}
-
-function negotiateVersion(
-  cniVersion: string | undefined,
-  cniVersions: string[] | undefined,
-  src: string,
-): string {
-  if (cniVersions === undefined) {
-    const v = cniVersion || DEFAULT_CONFIG_VERSION;
-    if (!isSupportedVersion(v)) {
-      throw new CniError(
-        CniErrorCode.IncompatibleVersion,
-        `unsupported CNI version "${v}"`,
-        `supported up to ${CURRENT_VERSION}${src}`,
-      );
-    }
-    return v;
-  }
-  const offered = cniVersion ? [...cniVersions, cniVersion] : [...cniVersions];
-  for (const v of offered) {
-    if (!parseVersion(v)) {
+    return parsed.data;
+  },
+  plugin(p, where, src) {
+    const r = getSchemas().plugin.safeParse(p);
+    if (!r.success) {
+      const missing = !("type" in p);
       throw new CniError(
         CniErrorCode.InvalidNetworkConfig,
-        `invalid version "${v}" in cniVersions`,
-        src.trim(),
+        missing ? "missing plugin type" : "invalid plugin config",
+        `${where}: ${z.prettifyError(r.error)}${src}`,
       );
     }
-  }
-  const usable = offered.filter(isSupportedVersion).sort(compareSemver);
-  const best = usable.at(-1);
-  if (!best) {
-    throw new CniError(
-      CniErrorCode.IncompatibleVersion,
-      "no supported version in cniVersions",
-      `offered [${offered.join(", ")}], supported up to ${CURRENT_VERSION}${src}`,
-    );
-  }
-  return best;
-}
-
-function compareSemver(a: string, b: string): number {
-  const pa = parseVersion(a)!, pb = parseVersion(b)!;
-  return pa[0] - pb[0] || pa[1] - pb[1] || pa[2] - pb[2];
-}
-
-function readBool(obj: Record<string, unknown>, key: string, src: string): boolean {
-  const v = obj[key];
-  if (v === undefined) return false;
-  if (typeof v === "boolean") return v;
-  if (typeof v === "string") {
-    const s = v.toLowerCase();
-    if (s === "true") return true;
-    if (s === "false") return false;
-  }
-  throw new CniError(
-    CniErrorCode.InvalidNetworkConfig,
-    `invalid value for ${key}`,
-    `expected a boolean, got ${JSON.stringify(v)}${src}`,
-  );
-}
-
-/**
- * True for a non-null, non-array object (a JSON object).
- * @param v any decoded JSON value.
- * @returns whether `v` can be read as `Record<string, unknown>`.
- * @example
- * ```ts
- * isPlainObject({ a: 1 }); // true
- * isPlainObject([1]); // false
- * ```
- */
-export function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function describe(v: unknown): string {
-  if (v === null) return "null";
-  if (Array.isArray(v)) return "an array";
-  return `a ${typeof v}`;
-}
-
-function structuredCloneJson<T>(v: T): T {
-  try {
-    return structuredClone(v);
-  } catch (err) {
-    throw new CniError(
-      CniErrorCode.DecodingFailure,
-      "network config is not plain JSON data",
-      (err as Error).message,
-    );
-  }
-}
+    return r.data;
+  },
+};

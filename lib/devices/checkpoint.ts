@@ -13,8 +13,10 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
-import { decodeJson } from "../cni/decode.ts";
+import { decodeJson, tuneZod } from "../cni/decode.ts";
 import { errorText } from "../util/text.ts";
+
+tuneZod(z);
 
 /** Largest checkpoint read, bytes (a busy node's is a few hundred KiB). */
 const MAX_CHECKPOINT_BYTES = 32 * 1024 * 1024;

@@ -15,8 +15,10 @@
 
 import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
-import { decodeJson } from "../cni/decode.ts";
+import { decodeJson, tuneZod } from "../cni/decode.ts";
 import { errorText } from "../util/text.ts";
+
+tuneZod(z);
 /** The version Manifold writes when it builds device-info itself (sysfs discovery). */
 export const DEVICE_INFO_VERSION = "1.1.0";
 /** Largest device-info file read, bytes; a real one is a few hundred. */

@@ -32,6 +32,9 @@
 import { z } from "zod";
 import { CniError, CniErrorCode, toCniError } from "../cni/errors.ts";
 import type { ResourceClaim, ResourceSlice, SliceFilter } from "../k8s/resource.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 /** Device attribute naming the NAD resource a device serves (Multus DRA contract). */
 export const DRA_RESOURCE_NAME_ATTRIBUTE = "k8s.cni.cncf.io/resourceName";

@@ -16,6 +16,9 @@
 import { z } from "zod";
 import type { ExecCredentialConfig, KubeConnection } from "./connection.ts";
 import { KubeError } from "./errors.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 /** What an exec credential plugin returned. */
 export interface ExecCredential {

@@ -15,9 +15,20 @@
  * @module
  */
 
-import { z } from "zod";
+import type { z } from "zod";
 import type { ExecCredentialConfig, KubeConnection } from "./connection.ts";
 import { KubeError } from "./errors.ts";
+import { tuneZod } from "../cni/decode.ts";
+import {
+  array,
+  bool,
+  fastCheck,
+  loose,
+  NOT_FAST,
+  nullish,
+  type Shape,
+  str,
+} from "../util/shape.ts";
 
 // Types only: the plugin's ADD with a kubeconfig never loads connection.ts (inClusterConnection).
 export type { ExecCredentialConfig, InClusterOptions, KubeConnection } from "./connection.ts";
@@ -34,8 +45,28 @@ export const EXEC_API_VERSIONS: readonly string[] = [
   "client.authentication.k8s.io/v1beta1",
 ];
 
-/** The kubeconfig schema, built on first use (zod construction costs a few ms at start-up). */
-function buildKubeconfigSchema() {
+/**
+ * Checks a kubeconfig document with its zod schema — what a file that does not pass
+ * {@link KUBECONFIG_SHAPE} goes through: zod is loaded only then (issue 30), and its issues
+ * word the error.
+ * @param z zod's namespace.
+ * @param doc the decoded document.
+ * @returns zod's output (loose objects: unknown keys kept), or its prettified issues.
+ */
+export function checkKubeconfigWithZod(
+  z: typeof import("zod").z,
+  doc: unknown,
+): { success: true; data: unknown } | { success: false; details: string } {
+  const parsed = (builtSchema ??= kubeconfigSchemaOf(z)).safeParse(doc);
+  return parsed.success
+    ? { success: true, data: parsed.data }
+    : { success: false, details: z.prettifyError(parsed.error) };
+}
+
+let builtSchema: ReturnType<typeof kubeconfigSchemaOf> | undefined;
+
+/** The kubeconfig schema (zod). */
+function kubeconfigSchemaOf(z: typeof import("zod").z) {
   const clusterSchema = z.looseObject({
     server: z.string().optional(),
     "certificate-authority": z.string().optional(),
@@ -81,7 +112,63 @@ function buildKubeconfigSchema() {
   return kubeconfigSchema;
 }
 
-type KubeconfigDoc = z.infer<ReturnType<typeof buildKubeconfigSchema>>;
+/** `z.string().min(1)`. */
+const nonEmpty: Shape<string> = (v) => {
+  if (typeof v !== "string" || v === "") throw NOT_FAST;
+  return v;
+};
+
+/**
+ * The fast twin of {@link checkKubeconfigWithZod}'s schema (a conservative subset, see
+ * lib/util/shape.ts): a document it accepts is used as zod would return it, without loading
+ * zod. The fuzz target `kubeconfigshape` asserts zod accepts, with a deep-equal value,
+ * whatever it accepts.
+ */
+export const KUBECONFIG_SHAPE: (value: unknown) => unknown = loose({
+  "current-context": { optional: str },
+  clusters: nullish(array(loose({
+    name: str,
+    cluster: nullish(loose({
+      server: { optional: str },
+      "certificate-authority": { optional: str },
+      "certificate-authority-data": { optional: str },
+      "insecure-skip-tls-verify": { optional: bool },
+      "tls-server-name": { optional: str },
+    })),
+  }))),
+  users: nullish(array(loose({
+    name: str,
+    user: nullish(loose({
+      "client-certificate": { optional: str },
+      "client-certificate-data": { optional: str },
+      "client-key": { optional: str },
+      "client-key-data": { optional: str },
+      token: { optional: str },
+      tokenFile: { optional: str },
+      username: { optional: str },
+      exec: nullish(loose({
+        command: nonEmpty,
+        args: nullish(array(str)),
+        env: nullish(array(loose({ name: nonEmpty, value: str }))),
+        apiVersion: str,
+        installHint: { optional: str },
+        provideClusterInfo: { optional: bool },
+        interactiveMode: { optional: str },
+      })),
+      "auth-provider": nullish(loose({ name: { optional: str } })),
+    })),
+  }))),
+  contexts: nullish(array(loose({
+    name: str,
+    context: nullish(loose({
+      cluster: str,
+      user: { optional: str },
+      namespace: { optional: str },
+    })),
+  }))),
+});
+
+type KubeconfigDoc = z.infer<ReturnType<typeof kubeconfigSchemaOf>>;
 type ClusterEntry = NonNullable<NonNullable<KubeconfigDoc["clusters"]>[number]["cluster"]>;
 type UserEntry = NonNullable<NonNullable<KubeconfigDoc["users"]>[number]["user"]>;
 
@@ -297,11 +384,14 @@ interface KubeconfigFile {
 }
 
 async function readKubeconfigFile(path: string, text: string): Promise<KubeconfigFile> {
-  const parsed = buildKubeconfigSchema().safeParse(await parseText(path, text));
-  if (!parsed.success) {
-    throw configError(`Kubeconfig ${path} is malformed`, z.prettifyError(parsed.error));
-  }
-  return { path, doc: parsed.data };
+  const raw = await parseText(path, text);
+  const fast = fastCheck(KUBECONFIG_SHAPE, raw);
+  if (fast !== undefined) return { path, doc: fast as KubeconfigDoc };
+  const { z } = await import("zod"); // only for a document the fast check does not accept
+  tuneZod(z);
+  const parsed = checkKubeconfigWithZod(z, raw);
+  if (!parsed.success) throw configError(`Kubeconfig ${path} is malformed`, parsed.details);
+  return { path, doc: parsed.data as KubeconfigDoc };
 }
 
 /** The first entry named `name` in any file, with the directory of the file defining it. */

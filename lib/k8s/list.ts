@@ -18,6 +18,9 @@ import {
   type NetworkAttachmentDefinition,
   parseNetworkAttachmentDefinition,
 } from "./types.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 /** `limit` of each list page unless told otherwise (client-go's). */
 export const DEFAULT_PAGE_SIZE = 500;

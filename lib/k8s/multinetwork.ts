@@ -15,6 +15,9 @@
 import { z } from "zod";
 import { KubeError } from "./errors.ts";
 import type { LabelSelector } from "./label_selector.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 /** The CRD group of Manifold's KEP-3698 objects. */
 export const MULTINETWORK_GROUP = "multinetwork.manifold.dev";

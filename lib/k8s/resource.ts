@@ -25,6 +25,9 @@
 import { z } from "zod";
 import type { KubeClient } from "./client.ts";
 import { isNotFound, KubeError } from "./errors.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 /** The DRA API group. */
 export const RESOURCE_GROUP = "resource.k8s.io";

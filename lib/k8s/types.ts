@@ -1,14 +1,17 @@
 /**
  * The few Kubernetes object shapes Manifold reads: a Pod's metadata (name, namespace,
  * uid, resourceVersion, annotations) and a NetworkAttachmentDefinition's
- * `spec.config` (NPWG v1.3 §3). Answers from the API are validated once, here, with
- * zod loose objects so the original JSON survives untouched in `raw`.
+ * `spec.config` (NPWG v1.3 §3). Answers from the API are validated once, here, as zod loose
+ * objects would be — written out by hand, with zod's issue text, so a call that reads a pod
+ * or a NAD never loads zod (issue 30); the original JSON survives untouched in `raw`. The zod
+ * schemas they replace are the reference of the fuzz target `k8sobjects`
+ * (tests/fuzz/fast_checks_api.ts), which keeps both agreeing (acceptance, value, error text).
  *
  * @module
  */
 
-import { z } from "zod";
 import { KubeError } from "./errors.ts";
+import { zodDetails } from "../cni/decode.ts";
 
 /** API group of NetworkAttachmentDefinition (NPWG v1.3 §3.1). */
 export const NAD_GROUP = "k8s.cni.cncf.io";
@@ -56,40 +59,93 @@ export interface NetworkAttachmentDefinition {
   raw?: Record<string, unknown>;
 }
 
+/** One shape problem, as zod reports it. */
+interface Issue {
+  message: string;
+  path: (string | number)[];
+}
+
+/** How zod 4's English messages name a value's type (`received …`). */
+function received(v: unknown): string {
+  if (Array.isArray(v)) return "array";
+  if (v === null) return "null";
+  if (typeof v === "number" && Number.isNaN(v)) return "NaN";
+  return typeof v;
+}
+
+/** What zod's object schemas accept: a non-null, non-array object. */
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** What zod's record schemas accept (its `isPlainObject`, for JSON values). */
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (!isObject(v)) return false;
+  const ctor = (v as { constructor?: unknown }).constructor;
+  if (ctor === undefined || typeof ctor !== "function") return true;
+  const prot = (ctor as { prototype?: unknown }).prototype;
+  return isObject(prot) && Object.hasOwn(prot, "isPrototypeOf");
+}
+
+function typeIssue(expected: string, v: unknown, path: (string | number)[]): Issue {
+  return { message: `Invalid input: expected ${expected}, received ${received(v)}`, path };
+}
+
+/** `z.string().min(1)`: zod runs the length check on anything with a `length`, typed or not. */
+function nonEmptyString(v: unknown, path: (string | number)[], issues: Issue[]): void {
+  if (typeof v !== "string") issues.push(typeIssue("string", v, path));
+  const length = v === null || v === undefined ? undefined : (v as { length?: unknown }).length;
+  if (length !== undefined && !((length as number) >= 1)) {
+    const origin = Array.isArray(v) ? "array" : typeof v === "string" ? "string" : "unknown";
+    const sized = origin === "string" ? " characters" : origin === "array" ? " items" : "";
+    const verb = sized ? "to have" : "to be";
+    issues.push({ message: `Too small: expected ${origin} ${verb} >=1${sized}`, path });
+  }
+}
+
 /**
- * The schemas, built on first use: constructing zod schemas costs a few ms, which a
- * CNI invocation that never talks to Kubernetes (VERSION, STATUS) should not pay.
+ * Checks `metadata` as the ObjectMeta schema does (name and namespace non-empty strings, uid
+ * and resourceVersion strings, annotations an object of strings or null) and returns it as
+ * {@link ObjectMeta}; pushes zod's issues otherwise.
  */
-function buildSchemas() {
-  const objectMeta = z.looseObject({
-    name: z.string().min(1),
-    namespace: z.string().min(1),
-    uid: z.string().optional(),
-    resourceVersion: z.string().optional(),
-    annotations: z.record(z.string(), z.string()).nullish(),
-  });
-  return {
-    objectMeta,
-    pod: z.looseObject({ metadata: objectMeta }),
-    nad: z.looseObject({
-      metadata: objectMeta,
-      spec: z.looseObject({ config: z.string().optional() }).nullish(),
-    }),
-    list: z.looseObject({ items: z.array(z.unknown()).nullish() }),
-  };
-}
-
-let cachedSchemas: ReturnType<typeof buildSchemas> | undefined;
-function schemas(): ReturnType<typeof buildSchemas> {
-  return cachedSchemas ??= buildSchemas();
-}
-
-function toMeta(m: z.infer<ReturnType<typeof buildSchemas>["objectMeta"]>): ObjectMeta {
-  const meta: ObjectMeta = { name: m.name, namespace: m.namespace };
-  if (m.uid !== undefined) meta.uid = m.uid;
-  if (m.resourceVersion !== undefined) meta.resourceVersion = m.resourceVersion;
-  if (m.annotations) meta.annotations = { ...m.annotations };
+function checkMeta(m: unknown, issues: Issue[]): ObjectMeta | undefined {
+  if (!isObject(m)) {
+    issues.push(typeIssue("object", m, ["metadata"]));
+    return undefined;
+  }
+  const before = issues.length;
+  nonEmptyString(m.name, ["metadata", "name"], issues);
+  nonEmptyString(m.namespace, ["metadata", "namespace"], issues);
+  for (const key of ["uid", "resourceVersion"]) {
+    if (m[key] !== undefined && typeof m[key] !== "string") {
+      issues.push(typeIssue("string", m[key], ["metadata", key]));
+    }
+  }
+  const a = m.annotations;
+  let annotations: Record<string, string> | undefined;
+  if (a !== undefined && a !== null) {
+    if (!isPlainObject(a)) issues.push(typeIssue("record", a, ["metadata", "annotations"]));
+    else {
+      annotations = {};
+      for (const key of Reflect.ownKeys(a) as string[]) {
+        if (key === "__proto__") continue; // zod's record leaves it out
+        const v = a[key];
+        if (typeof v === "string") annotations[key] = v;
+        else issues.push(typeIssue("string", v, ["metadata", "annotations", key]));
+      }
+    }
+  }
+  if (issues.length > before) return undefined;
+  const meta: ObjectMeta = { name: m.name as string, namespace: m.namespace as string };
+  if (m.uid !== undefined) meta.uid = m.uid as string;
+  if (m.resourceVersion !== undefined) meta.resourceVersion = m.resourceVersion as string;
+  if (annotations) meta.annotations = annotations;
   return meta;
+}
+
+/** The decoding error of a bad shape, details in zod's words (`zodDetails`). */
+function shapeError(what: string, issues: Issue[]): KubeError {
+  return new KubeError("decoding", what, { details: zodDetails({ issues }) });
 }
 
 /**
@@ -106,11 +162,11 @@ function toMeta(m: z.infer<ReturnType<typeof buildSchemas>["objectMeta"]>): Obje
  * ```
  */
 export function parsePod(raw: unknown): Pod {
-  const r = schemas().pod.safeParse(raw);
-  if (!r.success) {
-    throw new KubeError("decoding", "Invalid Pod object", { details: z.prettifyError(r.error) });
-  }
-  return { metadata: toMeta(r.data.metadata), raw: raw as Record<string, unknown> };
+  if (!isObject(raw)) throw shapeError("Invalid Pod object", [typeIssue("object", raw, [])]);
+  const issues: Issue[] = [];
+  const metadata = checkMeta(raw.metadata, issues);
+  if (!metadata) throw shapeError("Invalid Pod object", issues);
+  return { metadata, raw };
 }
 
 /**
@@ -131,15 +187,20 @@ export function parsePod(raw: unknown): Pod {
  * ```
  */
 export function parseNetworkAttachmentDefinition(raw: unknown): NetworkAttachmentDefinition {
-  const r = schemas().nad.safeParse(raw);
-  if (!r.success) {
-    throw new KubeError("decoding", "Invalid NetworkAttachmentDefinition object", {
-      details: z.prettifyError(r.error),
-    });
-  }
+  const what = "Invalid NetworkAttachmentDefinition object";
+  if (!isObject(raw)) throw shapeError(what, [typeIssue("object", raw, [])]);
+  const issues: Issue[] = [];
+  const metadata = checkMeta(raw.metadata, issues);
+  const s = raw.spec;
   const spec: { config?: string } = {};
-  if (r.data.spec?.config !== undefined) spec.config = r.data.spec.config;
-  return { metadata: toMeta(r.data.metadata), spec, raw: raw as Record<string, unknown> };
+  if (s !== undefined && s !== null) {
+    if (!isObject(s)) issues.push(typeIssue("object", s, ["spec"]));
+    else if (s.config !== undefined && typeof s.config !== "string") {
+      issues.push(typeIssue("string", s.config, ["spec", "config"]));
+    } else if (s.config !== undefined) spec.config = s.config as string;
+  }
+  if (!metadata || issues.length > 0) throw shapeError(what, issues);
+  return { metadata, spec, raw };
 }
 
 /**
@@ -152,11 +213,12 @@ export function parseNetworkAttachmentDefinition(raw: unknown): NetworkAttachmen
  *   (`msg` names the item index).
  */
 export function parseList<T>(raw: unknown, parseItem: (item: unknown) => T): T[] {
-  const r = schemas().list.safeParse(raw);
-  if (!r.success) {
-    throw new KubeError("decoding", "Invalid list object", { details: z.prettifyError(r.error) });
+  if (!isObject(raw)) throw shapeError("Invalid list object", [typeIssue("object", raw, [])]);
+  const items = raw.items;
+  if (items !== undefined && items !== null && !Array.isArray(items)) {
+    throw shapeError("Invalid list object", [typeIssue("array", items, ["items"])]);
   }
-  return (r.data.items ?? []).map((item, i) => {
+  return ((items ?? []) as unknown[]).map((item, i) => {
     try {
       return parseItem(item);
     } catch (err) {

@@ -6,7 +6,6 @@
  * @module
  */
 
-import { z } from "zod";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import {
   DEFAULT_DEVICE_CHECKPOINT_FILE,
@@ -16,6 +15,10 @@ import {
   DEFAULT_SYSFS_ROOT,
 } from "../devices/constants.ts";
 import { type LogOptions, logOptionsIssues } from "../log/rotate.ts";
+import { zodDetails } from "../cni/decode.ts";
+import { checkManifoldConfShape, type ConfShape } from "./config_shape.ts";
+
+export { checkManifoldConfShape, type ManifoldConfShape } from "./config_shape.ts";
 
 /** Where Manifold keeps its per-container cache by default (Multus: /var/lib/cni/multus). */
 export const DEFAULT_CNI_DIR = "/var/lib/cni/manifold";
@@ -187,72 +190,6 @@ export interface ManifoldConf {
   raw: Record<string, unknown>;
 }
 
-/**
- * The zod schema of Manifold's configuration (types only), built on first use (`getSchema`),
- * never at module load: `manifold --version` and CNI VERSION never parse a configuration.
- * Every ADD and DEL builds it, so it is kept cheap: one instance per leaf type shared by all
- * keys (zod schemas are immutable), no `.default()`/`.min()` wrappers — defaults, numeric
- * bounds and non-empty paths are applied by {@link parseManifoldConf} (≈ 5 ms less per call,
- * measured).
- */
-function buildSchema() {
-  const str = z.string();
-  const optStr = str.optional();
-  const optBool = z.boolean().optional();
-  const optNum = z.number().optional();
-  const optList = z.union([z.array(str), str]).optional();
-  return z.looseObject({
-    cniVersion: str,
-    name: optStr,
-    type: str,
-    clusterNetwork: optStr,
-    defaultNetworks: optList,
-    delegates: z.array(z.looseObject({})).optional(),
-    kubeconfig: optStr,
-    confDir: optStr,
-    cniDir: optStr,
-    binDir: optStr,
-    namespaceIsolation: optBool,
-    globalNamespaces: optList,
-    systemNamespaces: optList,
-    multusNamespace: optStr,
-    readinessindicatorfile: optStr,
-    logLevel: optStr,
-    logFile: optStr,
-    logOptions: z.unknown().optional(), // checked by logOptionsIssues (bounds, unknown keys)
-    logToStderr: optBool,
-    capabilities: z.record(str, z.boolean()).optional(),
-    runtimeConfig: z.record(str, z.unknown()).optional(),
-    retryDeleteOnError: optBool,
-    nadDir: optStr,
-    nadMirrorDir: optStr,
-    daemonSocket: optStr,
-    daemonFallback: z.boolean().optional(),
-    chrootDir: optStr,
-    hotPlug: z.boolean().optional(),
-    statusPublish: z.enum(["sync", "async"]).optional(),
-    events: z.enum(["all", "warnings", "none"]).optional(),
-    invalidNetworkSelection: z.enum(["fail", "ignore"]).optional(),
-    podNetworkProvider: optStr,
-    multiNetworkPolicy: optBool,
-    policyNoSandboxGraceMs: optNum,
-    delegateTimeoutMs: optNum,
-    apiTimeoutMs: optNum,
-    apiDeadlineMs: optNum,
-    readinessTimeoutMs: optNum,
-    podResourcesSocket: optStr,
-    podResourcesTimeoutMs: optNum,
-    deviceCheckpointFile: optStr,
-    sysfsRoot: optStr,
-    deviceInfoDir: optStr,
-  });
-}
-
-let schema: ReturnType<typeof buildSchema> | undefined;
-function getSchema(): ReturnType<typeof buildSchema> {
-  return schema ??= buildSchema();
-}
-
 /** A comma-separated string or a list, as Multus accepts for namespace/network lists. */
 function stringList(v: string | string[] | undefined, fallback: string[]): string[] {
   if (v === undefined) return fallback;
@@ -274,15 +211,15 @@ function stringList(v: string | string[] | undefined, fallback: string[]): strin
  * ```
  */
 export function parseManifoldConf(raw: Record<string, unknown>): ManifoldConf {
-  const parsed = getSchema().safeParse(raw);
+  const parsed = checkManifoldConfShape(raw);
   if (!parsed.success) {
     throw new CniError(
       CniErrorCode.InvalidNetworkConfig,
       "invalid manifold configuration",
-      z.prettifyError(parsed.error),
+      zodDetails(parsed.error),
     );
   }
-  const c = parsed.data;
+  const c = parsed.data as unknown as ConfShape;
   // Bounds and non-empty paths, reported like zod's own issues ("✖ problem\n  → at key").
   const issues: string[] = [];
   const int = (key: string, v: number | undefined, def: number, min: number, max: number) => {

@@ -22,6 +22,9 @@
 import { z } from "zod";
 import { parseCidr, parseIp } from "./cidr.ts";
 import type { LabelSelector } from "../k8s/label_selector.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 /** Label selectors (`metav1.LabelSelector`): Kubernetes semantics, lib/k8s/label_selector.ts. */
 export type { LabelSelector, LabelSelectorRequirement } from "../k8s/label_selector.ts";

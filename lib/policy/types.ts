@@ -14,6 +14,9 @@
 
 import { z } from "zod";
 import { type Isolation, type PolicySpec, policySpecSchema, salvageIsolation } from "./spec.ts";
+import { tuneZod } from "../cni/decode.ts";
+
+tuneZod(z);
 
 /** API group of MultiNetworkPolicy (upstream k8snetworkplumbingwg/multi-networkpolicy). */
 export const MNP_GROUP = "k8s.cni.cncf.io";

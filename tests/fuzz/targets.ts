@@ -8,6 +8,13 @@
 import type { FuzzTarget } from "../support/fuzz.ts";
 import { cniArgsTarget } from "./cni_args.ts";
 import { configTarget } from "./config.ts";
+import { manifoldConfTarget, netconfTarget, recordTarget } from "./fast_checks.ts";
+import {
+  k8sObjectsTarget,
+  kubeconfigShapeTarget,
+  resultShapeTarget,
+  selectionShapeTarget,
+} from "./fast_checks_api.ts";
 import { netlinkApiTarget, netlinkTarget } from "./netlink.ts";
 import { resultTarget } from "./result.ts";
 import { selectionTarget } from "./selection.ts";
@@ -26,6 +33,13 @@ export interface TargetEntry {
 export const TARGETS: Readonly<Record<string, TargetEntry>> = {
   selection: { target: selectionTarget, ciRuns: 4000 },
   config: { target: configTarget, ciRuns: 4000 },
+  netconf: { target: netconfTarget, ciRuns: 4000 },
+  manifoldconf: { target: manifoldConfTarget, ciRuns: 4000 },
+  record: { target: recordTarget, ciRuns: 3000 },
+  resultshape: { target: resultShapeTarget, ciRuns: 3000 },
+  selectionshape: { target: selectionShapeTarget, ciRuns: 3000 },
+  k8sobjects: { target: k8sObjectsTarget, ciRuns: 3000 },
+  kubeconfigshape: { target: kubeconfigShapeTarget, ciRuns: 3000 },
   cniargs: { target: cniArgsTarget, ciRuns: 20000 },
   result: { target: resultTarget, ciRuns: 3000 },
   netlink: { target: netlinkTarget, ciRuns: 10000 },

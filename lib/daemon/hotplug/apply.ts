@@ -29,6 +29,7 @@ import { lockContainer } from "../../multinet/cache/container_lock.ts";
 import type { ManifoldDeps } from "../../multinet/deps.ts";
 import { detachAll } from "../../multinet/verbs/detach.ts";
 import { podSelections } from "../../multinet/plan/networks.ts";
+import { withSelectionSchema } from "../../multinet/plan/selection_parse.ts";
 import type { PodRef } from "../../multinet/plan/pod.ts";
 import { buildPodPlan } from "../../multinet/plan/pod_plan.ts";
 import { serializeNetworkStatus } from "../../multinet/status/network_status.ts";
@@ -167,7 +168,7 @@ async function change(
   let annotations = pod.annotations;
   let pinned: NetworkSelectionElement[];
   try {
-    const elements = podSelections(podRef, annotations);
+    const elements = await withSelectionSchema(() => podSelections(podRef, annotations));
     pinned = elements.length > 0 ? pinSelection(elements, record.attachments) : [];
   } catch (e) {
     refuse(`${NETWORKS_ANNOTATION} is invalid, networks left as they are: ${msg(e)}`);

@@ -31,7 +31,7 @@ import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import { syncDir, writeFileAtomic } from "../../fs/atomic.ts";
 import { errorText } from "../../util/mod.ts";
 import { type CacheKey, KEY_SEPARATOR, parseRecordName, recordName } from "./names.ts";
-import { type CacheRecord, checkRecord, decodeRecord } from "./record.ts";
+import { type CacheRecord, decodeRecordWith, fastRecordCheck } from "./record_format.ts";
 import { DelegateGroups } from "./delegate_groups.ts";
 import { crashpoint } from "../crashpoint.ts";
 
@@ -43,7 +43,21 @@ export {
   type CachedAttachment,
   type CacheRecord,
   type DelFailures,
-} from "./record.ts";
+} from "./record_format.ts";
+
+/**
+ * A cache file's text as a record (record.ts's `decodeRecord`), without loading zod when the
+ * fast check accepts the record (issue 30); zod decides, and words the error, otherwise.
+ */
+async function decodeRecord(path: string, text: string): Promise<CacheRecord> {
+  return decodeRecordWith(path, text, fastRecordCheck) ??
+    (await import("./record.ts")).decodeRecord(path, text);
+}
+
+/** record.ts's `checkRecord` before a write, loading zod only when the fast check does not accept. */
+async function checkRecord(record: CacheRecord): Promise<void> {
+  if (fastRecordCheck(record) === undefined) (await import("./record.ts")).checkRecord(record);
+}
 
 /** Temporary files a pre-`lib/fs` writer left: `<containerId>.json.tmp-<pid>-<hex>`. */
 const LEGACY_TEMP = /^(.+)\.json\.tmp-\d+-[0-9a-f]+$/;
@@ -120,12 +134,12 @@ export class AttachmentCache {
   async read(containerId: string, ifName: string): Promise<CacheRecord | undefined> {
     const path = this.path(containerId, ifName);
     const text = await readIfPresent(path);
-    if (text !== undefined) return decodeRecord(path, text);
+    if (text !== undefined) return await decodeRecord(path, text);
     if (ifName === "") return undefined;
     const legacy = this.path(containerId, "");
     const legacyText = await readIfPresent(legacy);
     if (legacyText === undefined) return undefined;
-    const record = decodeRecord(legacy, legacyText);
+    const record = await decodeRecord(legacy, legacyText);
     if (record.ifName !== ifName || record.containerId !== containerId) return undefined;
     try {
       await Deno.link(legacy, path); // never replaces a record written meanwhile
@@ -156,7 +170,7 @@ export class AttachmentCache {
       );
     }
     const path = this.path(record.containerId, record.ifName);
-    checkRecord(record);
+    await checkRecord(record);
     try {
       await Deno.mkdir(this.#dir, { recursive: true, mode: 0o700 });
     } catch (err) {
@@ -245,7 +259,7 @@ export class AttachmentCache {
     const text = await readIfPresent(path);
     if (text === undefined) return false;
     try {
-      return decodeRecord(path, text).ifName === ifName;
+      return (await decodeRecord(path, text)).ifName === ifName;
     } catch {
       return true;
     }

@@ -8,7 +8,7 @@
 
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import { interfaceNameProblem } from "../../cni/env.ts";
-import { CONTAINER_ID } from "./record.ts";
+import { CONTAINER_ID } from "./record_format.ts";
 
 /** The key of a record: the runtime attachment (CNI SPEC "Parameters"). */
 export interface CacheKey {

@@ -7,7 +7,7 @@
 
 import { checkJsonDepth, MAX_JSON_DEPTH } from "../../cni/decode.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
-import { isPlainObject, type NetworkConfigList, parseNetworkConfig } from "../../cni/types.ts";
+import { isPlainObject, type NetworkConfigList, parseNetworkConfig } from "../../cni/netconf.ts";
 import { errorText } from "../../util/text.ts";
 
 /**

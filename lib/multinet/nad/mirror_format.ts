@@ -16,6 +16,9 @@ import {
   type ObjectMeta,
   parseNetworkAttachmentDefinition,
 } from "../../k8s/types.ts";
+import { tuneZod } from "../../cni/decode.ts";
+
+tuneZod(z);
 
 /** Where the DaemonSet keeps the mirror on the host (`manifold mirror --dir`, config `nadMirrorDir`). */
 export const DEFAULT_NAD_MIRROR_DIR = "/run/k8s.cni.cncf.io/nads";

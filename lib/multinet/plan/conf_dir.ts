@@ -8,7 +8,7 @@
 
 import { checkJsonDepth } from "../../cni/decode.ts";
 import { CniError } from "../../cni/errors.ts";
-import { type NetworkConfigList, parseNetworkConfig } from "../../cni/types.ts";
+import { type NetworkConfigList, parseNetworkConfig } from "../../cni/netconf.ts";
 
 /** A parsed on-disk CNI config. */
 export interface ConfFile {

@@ -18,7 +18,7 @@ import {
   resolveNetwork,
   type ResolveOptions,
 } from "./resolve.ts";
-import { parseNetworkReference, parseNetworkSelection } from "./selection.ts";
+import { parseNetworkReference, parseNetworkSelection } from "./selection_parse.ts";
 import {
   DEFAULT_NETWORK_ANNOTATION,
   type Delegate,

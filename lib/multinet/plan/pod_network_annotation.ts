@@ -13,11 +13,13 @@
  */
 
 import { z } from "zod";
-import { checkJsonDepth } from "../../cni/decode.ts";
+import { checkJsonDepth, tuneZod } from "../../cni/decode.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import { INTERFACE_RULE, isDns1123Subdomain, isValidInterfaceName } from "./network_reference.ts";
 import { PODNETWORKS_ANNOTATION } from "../types.ts";
 import { errorText } from "../../util/text.ts";
+
+tuneZod(z);
 
 /** Largest accepted number of entries (as the NPWG annotation). */
 export const MAX_PODNETWORK_ENTRIES = 32;

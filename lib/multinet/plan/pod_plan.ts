@@ -18,6 +18,7 @@
 
 import { CniError, CniErrorCode, toCniError } from "../../cni/errors.ts";
 import type { ManifoldConf } from "../config.ts";
+import { withSelectionSchema } from "./selection_parse.ts";
 import type { ManifoldDeps } from "../deps.ts";
 import type { NadSource } from "../nad/source.ts";
 import {
@@ -165,10 +166,10 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
   } else {
     annotations = input.annotations;
   }
-  const override = defaultNetworkOverride(conf, pod, annotations);
+  const override = await withSelectionSchema(() => defaultNetworkOverride(conf, pod, annotations));
   let elements: NetworkSelectionElement[] = [];
   try {
-    const parsed = podSelections(pod, annotations);
+    const parsed = await withSelectionSchema(() => podSelections(pod, annotations));
     checkOneDefaultRoute(override, parsed);
     elements = parsed;
   } catch (e) {

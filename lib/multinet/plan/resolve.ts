@@ -12,12 +12,12 @@
 
 import { checkJsonDepth } from "../../cni/decode.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
-import { type NetworkConfigList, parseNetworkConfig } from "../../cni/types.ts";
+import { type NetworkConfigList, parseNetworkConfig } from "../../cni/netconf.ts";
 import { findConfByName, readConfDir } from "./conf_dir.ts";
 import { checkNadConfigSize, parseNadConfig } from "../nad/config.ts";
 import type { NetworkAttachmentDefinition } from "../../k8s/types.ts";
 import type { NadSource } from "../nad/source.ts";
-import { isDns1123Subdomain, parseNetworkReference } from "./selection.ts";
+import { isDns1123Subdomain, parseNetworkReference } from "./selection_parse.ts";
 import { type Delegate, RESOURCE_NAME_ANNOTATION } from "../types.ts";
 
 export { MAX_NAD_CONFIG_BYTES } from "../nad/config.ts";

@@ -13,7 +13,7 @@ import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import type { Logger } from "../../log/mod.ts";
 import type { EventSink, StatusSink } from "../deps.ts";
 import type { PodRef } from "../plan/pod.ts";
-import { parseNetworkStatus, serializeNetworkStatus } from "./network_status.ts";
+import { serializeNetworkStatus } from "./network_status_build.ts";
 import { recordName } from "../cache/names.ts";
 import { NETWORK_STATUS_ANNOTATION, type NetworkStatus } from "../types.ts";
 
@@ -161,7 +161,8 @@ export class FileStatusSink implements StatusSink {
   async read(containerId: string): Promise<NetworkStatus[] | undefined> {
     for (const path of new Set([this.path(containerId), this.path(containerId, "")])) {
       try {
-        return parseNetworkStatus(await Deno.readTextFile(path));
+        const text = await Deno.readTextFile(path);
+        return (await import("./network_status.ts")).parseNetworkStatus(text); // zod: only here
       } catch (e) {
         if (!(e instanceof Deno.errors.NotFound)) throw e;
       }

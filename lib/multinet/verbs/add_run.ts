@@ -22,7 +22,7 @@ import {
 } from "./add_devices.ts";
 import { attachmentContext, planPodOf, type PodRef } from "../plan/pod.ts";
 import { applyDefaultRoute, claimsSandboxInterface, reconcileStatus } from "../status/kernel.ts";
-import { buildNetworkStatus } from "../status/network_status.ts";
+import { buildNetworkStatus } from "../status/network_status_build.ts";
 import type { AttachmentPlan, NetworkStatus } from "../types.ts";
 import type { NetnsSnapshot } from "../../netlink/inspect.ts";
 import type { Logger } from "../../log/mod.ts";

@@ -6,22 +6,23 @@
  */
 
 import { CniError, CniErrorCode, toCniError } from "../../cni/errors.ts";
-import { parseNetworkConfig } from "../../cni/types.ts";
+import { parseNetworkConfig } from "../../cni/netconf.ts";
 import { supportsCheck } from "../../cni/version.ts";
 import type { ManifoldDeps } from "../deps.ts";
 import { attachmentContext, podRefFromArgs } from "../plan/pod.ts";
 import { parseCniArgs } from "../../cni/env.ts";
 import { claimsSandboxInterface } from "../status/kernel.ts";
-import { type DecodedResult, decodeResult } from "../../cni/result.ts";
+import { type DecodedResult, decodeResult } from "../../cni/result_convert.ts";
+import { withResultSchemas } from "../../cni/result_codecs.ts";
 
 /**
  * A cached result, decoded once; a result that does not decode is kept as the error, which
  * fails the delegate CHECK (code 6/1) — the kernel check then treats it as claiming nothing.
  */
-function decodeCached(raw: unknown): { value?: DecodedResult; error?: CniError } {
+async function decodeCached(raw: unknown): Promise<{ value?: DecodedResult; error?: CniError }> {
   if (raw === undefined || raw === null) return {};
   try {
-    return { value: decodeResult(raw) };
+    return { value: await withResultSchemas(() => decodeResult(raw)) };
   } catch (e) {
     return { error: toCniError(e) };
   }
@@ -45,7 +46,7 @@ export async function cmdCheck(deps: ManifoldDeps): Promise<void> {
   // Each cached result decoded once: the delegates' prevResult and the kernel check share it.
   const results: (DecodedResult | undefined)[] = [];
   for (const a of record.attachments) {
-    const decoded = decodeCached(a.result);
+    const decoded = await decodeCached(a.result);
     results.push(decoded.value);
     const list = parseNetworkConfig(a.conflist, { source: `cache:${a.statusName}` });
     if (!supportsCheck(list.cniVersion)) {

@@ -8,7 +8,7 @@
  */
 
 import { CniError, toCniError } from "../../cni/errors.ts";
-import { parseNetworkConfig } from "../../cni/types.ts";
+import { parseNetworkConfig } from "../../cni/netconf.ts";
 import type { CachedAttachment } from "../cache/cache.ts";
 import type { ManifoldDeps } from "../deps.ts";
 import { attachmentContext, type PodRef } from "../plan/pod.ts";

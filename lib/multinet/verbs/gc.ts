@@ -12,7 +12,7 @@
  */
 
 import { CniError, CniErrorCode, toCniError } from "../../cni/errors.ts";
-import { parseNetworkConfig } from "../../cni/types.ts";
+import { parseNetworkConfig } from "../../cni/netconf.ts";
 import { CacheCorruptError, type CacheRecord } from "../cache/cache.ts";
 import type { ManifoldDeps } from "../deps.ts";
 import { aggregateDetachError, detachAll, type DetachFailure } from "./detach.ts";
