@@ -18,6 +18,7 @@
  * @module
  */
 
+import { listPids, readProcFile } from "../fs/procfs.ts";
 import { BUNDLE_NAME } from "./bundle.ts";
 import { launcherBundle } from "./launcher.ts";
 
@@ -36,8 +37,8 @@ export interface PruneOptions {
   graceMs: number;
   /** When each candidate was first seen unnamed and unused (kept between calls), ms epoch. */
   firstSeen: Map<string, number>;
-  /** The proc file system; default `/proc`. */
-  procDir?: string;
+  /** The processes to look at; default the proc file system's ({@link procCmdlines}). */
+  cmdlines?: () => string[][];
   /** Current time; default `Date.now`. */
   now?: () => number;
 }
@@ -72,25 +73,36 @@ export async function namedBundles(cniBinDir: string): Promise<Set<string>> {
 }
 
 /**
+ * Every process's command line (its arguments), read from `/proc/<pid>/cmdline` through libc
+ * (lib/fs/procfs.ts: Deno refuses `/proc` to a process without `--allow-all`); the first
+ * 4096 bytes of each, where the executable and script paths are. Processes that exit
+ * meanwhile are skipped.
+ *
+ * @returns one argument list per process
+ * @throws {Deno.errors.NotCapable} without `--allow-ffi`
+ */
+export function procCmdlines(): string[][] {
+  const out: string[][] = [];
+  for (const pid of listPids()) {
+    const text = readProcFile(`/proc/${pid}/cmdline`);
+    if (text) out.push(text.split("\0").filter((a) => a !== ""));
+  }
+  return out;
+}
+
+/**
  * The subset of `dirs` some process's command line names (a path of the directory, or a path
  * below it).
  *
  * @param dirs host paths of bundle directories
- * @param procDir the proc file system
+ * @param cmdlines the processes' argument lists (default {@link procCmdlines})
  * @returns the directories in use
  */
-export async function bundlesInUse(dirs: string[], procDir = "/proc"): Promise<Set<string>> {
+export function bundlesInUse(dirs: string[], cmdlines = procCmdlines): Set<string> {
   const used = new Set<string>();
   if (dirs.length === 0) return used;
-  for await (const e of Deno.readDir(procDir)) {
-    if (!/^\d+$/.test(e.name)) continue;
-    let cmd: string;
-    try {
-      cmd = await Deno.readTextFile(`${procDir}/${e.name}/cmdline`);
-    } catch {
-      continue; // exited meanwhile
-    }
-    for (const arg of cmd.split("\0")) {
+  for (const args of cmdlines()) {
+    for (const arg of args) {
       for (const d of dirs) if (arg === d || arg.includes(`${d}/`)) used.add(d);
     }
   }
@@ -122,7 +134,7 @@ export async function pruneBundles(o: PruneOptions): Promise<PruneResult> {
   }
   const host = (name: string) => `${o.bundlesDirHost.replace(/\/+$/, "")}/${name}`;
   const unnamed = candidates.filter((n) => !named.has(host(n)));
-  const inUse = await bundlesInUse(unnamed.map(host), o.procDir);
+  const inUse = bundlesInUse(unnamed.map(host), o.cmdlines);
   for (const name of candidates.sort()) {
     if (named.has(host(name))) {
       o.firstSeen.delete(name);

@@ -144,6 +144,8 @@ interface Installer {
   kubeconfigHost?: string;
   /** Source variant: when each old bundle was first seen unused; undefined: nothing to prune. */
   pruneSeen?: Map<string, number>;
+  /** A prune failure was logged (once until one succeeds). */
+  pruneWarned?: boolean;
 }
 
 /** The watch loop's memory between polls. */
@@ -264,8 +266,12 @@ async function pruneOldBundles(inst: Installer): Promise<void> {
       firstSeen: inst.pruneSeen,
     });
     if (r.removed.length) inst.log.info("removed old plugin bundles", { removed: r.removed });
+    inst.pruneWarned = false;
   } catch (err) {
-    inst.log.warn("cannot prune old plugin bundles", { error: errorText(err) });
+    if (!inst.pruneWarned) {
+      inst.log.warn("cannot prune old plugin bundles", { error: errorText(err) });
+      inst.pruneWarned = true;
+    }
   }
 }
 

@@ -63,13 +63,16 @@ async function run(cmd: string, args: string[], env: Record<string, string>, std
     args,
     env,
     clearEnv: true,
-    stdin: "piped",
+    stdin: stdin ? "piped" : "null",
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const w = child.stdin.getWriter();
-  await w.write(new TextEncoder().encode(stdin));
-  await w.close();
+  if (stdin) {
+    const w = child.stdin.getWriter();
+    // A process that exits without reading stdin closes the pipe: not this test's concern.
+    await w.write(new TextEncoder().encode(stdin)).catch(() => {});
+    await w.close().catch(() => {});
+  }
   const out = await child.output();
   const dec = new TextDecoder();
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
@@ -140,6 +143,29 @@ Deno.test({
       const entries = [];
       for await (const e of Deno.readDir(`${bin}/.manifold`)) entries.push(e.name);
       assert.deepEqual(entries, [bundle.slice(bundle.lastIndexOf("/") + 1)], "no temp dir left");
+
+      // An upgrade by the real process (the compiled binary's permissions: no --allow-all, so
+      // /proc is read through libc): a new bundle, the launcher switched, the old one kept for
+      // the grace, and nothing the installer cannot do.
+      await Deno.writeTextFile(`${app}/main.ts`, "\n// v2\n", { append: true });
+      const up = await run(`${app}/scripts/manifold`, [
+        "install",
+        "--once",
+        "--no-kubeconfig",
+        "--cni-bin-dir",
+        bin,
+        "--cni-conf-dir",
+        conf,
+      ], {
+        PATH: "/usr/sbin:/usr/bin:/sbin:/bin",
+        MANIFOLD_DENO: Deno.execPath(),
+        DENO_DIR: `${app}/deno-dir`,
+      });
+      assert.equal(up.code, 0, up.stderr);
+      assert.doesNotMatch(up.stderr, /cannot prune|"level":"warn/, up.stderr);
+      const upgraded = launcherBundle(await Deno.readTextFile(`${bin}/manifold`))!;
+      assert.notEqual(upgraded, bundle);
+      assert.ok((await Deno.stat(`${bundle}/deno`)).isFile, "old bundle kept for the grace");
 
       // The image's tree is gone (as on the host, which never had it): the launcher still runs.
       await Deno.remove(app, { recursive: true });
