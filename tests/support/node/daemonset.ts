@@ -55,17 +55,34 @@ const HOST_PATHS = [
   "/var/lib/kubelet",
 ];
 
+function isFile(p: string): boolean {
+  try {
+    return Deno.statSync(p).isFile;
+  } catch {
+    return false;
+  }
+}
+
+function onPath(c: string): string | undefined {
+  return (Deno.env.get("PATH") ?? "").split(":").map((d) => `${d}/${c}`).find(isFile);
+}
+
+/**
+ * kubectl: beside kube-apiserver (`server/bin/` of the Kubernetes server tarball has it too;
+ * or in `MANIFOLD_KUBE_BIN_DIR`), else on PATH.
+ */
+export function kubectlBinary(): string | undefined {
+  const api = Deno.env.get("MANIFOLD_KUBE_APISERVER") ?? "";
+  const dir = Deno.env.get("MANIFOLD_KUBE_BIN_DIR") ?? api.replace(/\/[^/]*$/, "");
+  if (dir && isFile(`${dir}/kubectl`)) return `${dir}/kubectl`;
+  return onPath("kubectl");
+}
+
 /** What is missing for these scenarios beyond the node tier, or undefined. */
 export function daemonSetMissing(): string | undefined {
-  for (const c of ["mmdebstrap", "kubectl", "iptables", "git", "npm"]) {
-    const found = (Deno.env.get("PATH") ?? "").split(":").some((d) => {
-      try {
-        return Deno.statSync(`${d}/${c}`).isFile;
-      } catch {
-        return false;
-      }
-    });
-    if (!found) return `${c} on PATH`;
+  if (!kubectlBinary()) return "kubectl (beside kube-apiserver or on PATH)";
+  for (const c of ["mmdebstrap", "iptables", "git", "npm"]) {
+    if (!onPath(c)) return `${c} on PATH (scripts/setup.sh installs mmdebstrap)`;
   }
   return undefined;
 }
@@ -152,8 +169,8 @@ export async function prepareHost(node: NodeCluster): Promise<HostPrep> {
 
 /** `kubectl --kubeconfig <admin> args…` against the node's API server; stdout. */
 export async function kubectl(node: NodeCluster, ...args: string[]): Promise<string> {
-  return (await run("kubectl", ["--kubeconfig", `${node.layout.dir}/admin.kubeconfig`, ...args]))
-    .stdout;
+  const bin = kubectlBinary() ?? "kubectl";
+  return (await run(bin, ["--kubeconfig", `${node.layout.dir}/admin.kubeconfig`, ...args])).stdout;
 }
 
 /** Image archives built once per test run (keyed by tag). */
