@@ -176,6 +176,7 @@ export async function kubectl(node: NodeCluster, ...args: string[]): Promise<str
 /** Image archives built once per test run (keyed by tag). */
 const built = new Map<string, Promise<{ archive: string; ms: number; bytes: number }>>();
 let buildDir: string | undefined;
+let buildQueue: Promise<unknown> = Promise.resolve();
 
 /**
  * The image archive of this tree (`scripts/image.sh -t <ref>`), built once per test run; with
@@ -191,7 +192,10 @@ export function imageArchive(
   const key = `${ref} ${variant ?? ""}`;
   let p = built.get(key);
   if (!p) {
-    p = buildImage(ref, variant);
+    // One build at a time: scripts/image.sh's first build fills the shared root file system
+    // cache under a fixed partial name, which two concurrent cold builds would race on.
+    p = buildQueue.then(() => buildImage(ref, variant));
+    buildQueue = p.catch(() => {});
     built.set(key, p);
   }
   return p;
