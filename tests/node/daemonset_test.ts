@@ -70,6 +70,18 @@ async function assertStatusMatchesKernel(node: NodeCluster, pod: KubeObject): Pr
   }
 }
 
+/** A container's log lines (kubelet's pod log files; CRI format, the message last). */
+async function containerLog(pod: KubeObject, container: string): Promise<string[]> {
+  const dir = `/var/log/pods/kube-system_${pod.metadata.name}_${pod.metadata.uid}/${container}`;
+  const lines: string[] = [];
+  try {
+    for await (const e of Deno.readDir(dir)) {
+      lines.push(...(await Deno.readTextFile(`${dir}/${e.name}`)).split("\n"));
+    }
+  } catch { /* no log yet */ }
+  return lines;
+}
+
 /** The daemon container's log lines of served ADDs (kubelet's pod log files). */
 async function servedAdds(pod: KubeObject): Promise<number> {
   const dir = `/var/log/pods/kube-system_${pod.metadata.name}_${pod.metadata.uid}/daemon`;
@@ -160,6 +172,17 @@ Deno.test({
           `installer waited for the primary; primary written → Ready ${primaryToReadyMs} ms`,
       );
 
+      const installLog = await containerLog(pod, "install");
+      const copied = installLog.map((l) =>
+        /installed the plugin bundle.*"bytes":(\d+),"ms":(\d+)/.exec(l)
+      )
+        .find((m) => m);
+      if (copied) {
+        console.log(
+          `installer: bundle of ${(Number(copied[1]) / 1048576).toFixed(1)} MiB copied into the ` +
+            `node's CNI bin dir in ${copied[2]} ms`,
+        );
+      }
       const conf = JSON.parse(await Deno.readTextFile(`${NODE_CNI.conf}/00-manifold.conflist`));
       const entry = conf.plugins[0];
       assert.equal(entry.type, "manifold");
