@@ -120,8 +120,14 @@ export function bundlesInUse(dirs: string[], cmdlines = procCmdlines): Set<strin
 export async function pruneBundles(o: PruneOptions): Promise<PruneResult> {
   const now = o.now ?? Date.now;
   const result: PruneResult = { removed: [], kept: [] };
-  const named = await namedBundles(o.cniBinDir);
   const candidates: string[] = [];
+  try {
+    await Deno.lstat(o.bundlesDir);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return result; // no bundle was ever installed
+    throw e;
+  }
+  const named = await namedBundles(o.cniBinDir);
   for await (const e of Deno.readDir(o.bundlesDir)) {
     if (e.isDirectory && BUNDLE_NAME.test(e.name)) candidates.push(e.name);
     else if (e.isDirectory && e.name.startsWith(".tmp-")) {

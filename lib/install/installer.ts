@@ -223,12 +223,16 @@ function resolveInstaller(options: InstallerOptions): Installer {
   };
 }
 
-async function installPluginBinary({ o, host, log }: Installer, binary: string): Promise<void> {
+async function installPluginBinary(inst: Installer, binary: string): Promise<void> {
+  const { o, host, log } = inst;
   const dest = host(`${o.cniBinDir.replace(/\/+$/, "")}/${o.binaryName}`);
   const outcome = await installBinary(binary, dest);
   log.info(outcome === "installed" ? "installed the plugin binary" : "plugin binary up to date", {
     path: dest,
   });
+  // A node moved from the source variant to the compiled one: its bundles go too, once
+  // nothing names or runs them.
+  inst.pruneSeen = new Map();
 }
 
 async function installPluginBundle(inst: Installer, bundle: BundleSource): Promise<void> {

@@ -390,3 +390,27 @@ Deno.test("variant: the flags, else the process (compiled or an image-built sour
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("compiled variant after the source variant: the old bundles go once unnamed", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
+  try {
+    const bin = `${dir}/bin`;
+    const conf = `${dir}/net.d`;
+    const old = `${bin}/.manifold/${"ab".repeat(16)}`;
+    await Deno.mkdir(`${old}/scripts`, { recursive: true });
+    await Deno.writeTextFile(`${old}/deno`, "");
+    await Deno.writeTextFile(`${bin}/manifold`, renderLauncher(old), { mode: 0o755 });
+    await Deno.mkdir(conf);
+    await Deno.writeTextFile(`${conf}/10-flannel.conflist`, JSON.stringify(flannelConflist()));
+    const binary = `${dir}/manifold-compiled`;
+    await Deno.writeTextFile(binary, "\x7fELF stand-in");
+    await runInstaller({ cniBinDir: bin, cniConfDir: conf, binary, once: true, pruneGraceMs: 0 });
+    assert.equal(await Deno.readTextFile(`${bin}/manifold`), "\x7fELF stand-in");
+    await assert.rejects(Deno.stat(old), Deno.errors.NotFound);
+    // Without any bundle dir, the installer has nothing to prune and says nothing.
+    await Deno.remove(`${bin}/.manifold`, { recursive: true });
+    await runInstaller({ cniBinDir: bin, cniConfDir: conf, binary, once: true, pruneGraceMs: 0 });
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+});
