@@ -22,6 +22,7 @@ import {
   daemonSetMissing,
   execIn,
   HOST_CACHE_DIR,
+  type HostPrep,
   IMAGE_REF,
   imageArchive,
   importImage,
@@ -30,6 +31,7 @@ import {
   NODE_CNI,
   OVERLAY,
   prepareHost,
+  removeImageArchives,
 } from "../support/node/daemonset.ts";
 import { launcherBundle } from "../../lib/install/mod.ts";
 
@@ -107,152 +109,167 @@ Deno.test({
   sanitizeResources: false,
   fn: async () => {
     const lock = await lockHost();
-    const image = imageArchive(IMAGE_REF);
-    const node = await startNodeCluster({
-      cniDirs: { bin: NODE_CNI.bin, conf: NODE_CNI.conf },
-      installManifold: false,
-    });
-    const host = await prepareHost(node);
-    const tag = crypto.randomUUID().slice(0, 4);
-    const brA = `mda${tag}`, brB = `mdb${tag}`;
     try {
-      const img = await image;
-      console.log(
-        `image ${IMAGE_REF}: ${
-          (img.bytes / 1048576).toFixed(1)
-        } MiB archive, built in ${img.ms} ms`,
-      );
-      await importImage(node, img.archive);
-      // The cluster network's own config is not there yet: the installer must wait for it.
-      const primary = `${NODE_CNI.conf}/10-cluster.conflist`;
-      const primaryText = await Deno.readTextFile(primary);
-      await Deno.remove(primary);
-
-      const applied = performance.now();
-      await kubectl(node, "apply", "-k", OVERLAY);
-      // The installer puts the plugin in place first, and no config while the primary is missing.
-      const launcher = await poll(
-        "launcher in the CNI bin dir",
-        async () => launcherBundle(await Deno.readTextFile(`${NODE_CNI.bin}/manifold`)),
-        300_000,
-        500,
-      );
-      const pluginMs = Math.round(performance.now() - applied);
-      assert.match(launcher, new RegExp(`^${NODE_CNI.bin}/\\.manifold/[0-9a-f]{32}$`));
-      const st = await Deno.stat(launcher);
-      assert.equal(st.uid, 0);
-      assert.equal(st.mode! & 0o777, 0o755);
-      assert.equal((await Deno.stat(`${NODE_CNI.bin}/manifold`)).mode! & 0o777, 0o755);
-      await new Promise((r) => setTimeout(r, 3000));
-      await assert.rejects(
-        Deno.stat(`${NODE_CNI.conf}/00-manifold.conflist`),
-        Deno.errors.NotFound,
-        "no Manifold config before the cluster network's",
-      );
-      await Deno.writeTextFile(primary, primaryText);
-      const primaryAt = performance.now();
-
-      const pod = await poll(
-        "DaemonSet pod Ready",
-        async () => {
-          const pods = await dsPods(node);
-          return pods.length === 1 && ready(pods[0]) ? pods[0] : undefined;
-        },
-        300_000,
-        500,
-      );
-      const readyMs = Math.round(performance.now() - applied);
-      const primaryToReadyMs = Math.round(performance.now() - primaryAt);
-      // deno-lint-ignore no-explicit-any
-      const readyAt = pod.status.conditions.find((c: any) => c.type === "Ready").lastTransitionTime;
-      const podStartToReady = Date.parse(readyAt) - Date.parse(pod.status.startTime);
-      console.log(
-        `DaemonSet pod: apply → plugin installed ${pluginMs} ms; apply → Ready ${readyMs} ms; ` +
-          `pod start → Ready ${podStartToReady} ms (API times, 1 s resolution), of which the ` +
-          `installer waited for the primary; primary written → Ready ${primaryToReadyMs} ms`,
-      );
-
-      const installLog = await containerLog(pod, "install");
-      const copied = installLog.map((l) =>
-        /installed the plugin bundle.*"bytes":(\d+),"ms":(\d+)/.exec(l)
-      )
-        .find((m) => m);
-      if (copied) {
+      const image = imageArchive(IMAGE_REF);
+      const node = await startNodeCluster({
+        cniDirs: { bin: NODE_CNI.bin, conf: NODE_CNI.conf },
+        installManifold: false,
+      });
+      let host: HostPrep | undefined;
+      const tag = crypto.randomUUID().slice(0, 4);
+      const brA = `mda${tag}`, brB = `mdb${tag}`;
+      try {
+        host = await prepareHost(node);
+        const img = await image;
         console.log(
-          `installer: bundle of ${(Number(copied[1]) / 1048576).toFixed(1)} MiB copied into the ` +
-            `node's CNI bin dir in ${copied[2]} ms`,
+          `image ${IMAGE_REF}: ${
+            (img.bytes / 1048576).toFixed(1)
+          } MiB archive, built in ${img.ms} ms`,
         );
+        await importImage(node, img.archive);
+        // The cluster network's own config is not there yet: the installer must wait for it.
+        const primary = `${NODE_CNI.conf}/10-cluster.conflist`;
+        const primaryText = await Deno.readTextFile(primary);
+        await Deno.remove(primary);
+
+        const applied = performance.now();
+        await kubectl(node, "apply", "-k", OVERLAY);
+        // The installer puts the plugin in place first, and no config while the primary is missing.
+        const launcher = await poll(
+          "launcher in the CNI bin dir",
+          async () => launcherBundle(await Deno.readTextFile(`${NODE_CNI.bin}/manifold`)),
+          300_000,
+          500,
+        );
+        const pluginMs = Math.round(performance.now() - applied);
+        assert.match(launcher, new RegExp(`^${NODE_CNI.bin}/\\.manifold/[0-9a-f]{32}$`));
+        const st = await Deno.stat(launcher);
+        assert.equal(st.uid, 0);
+        assert.equal(st.mode! & 0o777, 0o755);
+        assert.equal((await Deno.stat(`${NODE_CNI.bin}/manifold`)).mode! & 0o777, 0o755);
+        await new Promise((r) => setTimeout(r, 3000));
+        await assert.rejects(
+          Deno.stat(`${NODE_CNI.conf}/00-manifold.conflist`),
+          Deno.errors.NotFound,
+          "no Manifold config before the cluster network's",
+        );
+        await Deno.writeTextFile(primary, primaryText);
+        const primaryAt = performance.now();
+
+        const pod = await poll(
+          "DaemonSet pod Ready",
+          async () => {
+            const pods = await dsPods(node);
+            return pods.length === 1 && ready(pods[0]) ? pods[0] : undefined;
+          },
+          300_000,
+          500,
+        );
+        const readyMs = Math.round(performance.now() - applied);
+        const primaryToReadyMs = Math.round(performance.now() - primaryAt);
+        // deno-lint-ignore no-explicit-any
+        const readyAt = pod.status.conditions.find((c: any) =>
+          c.type === "Ready"
+        ).lastTransitionTime;
+        const podStartToReady = Date.parse(readyAt) - Date.parse(pod.status.startTime);
+        console.log(
+          `DaemonSet pod: apply → plugin installed ${pluginMs} ms; apply → Ready ${readyMs} ms; ` +
+            `pod start → Ready ${podStartToReady} ms (API times, 1 s resolution), of which the ` +
+            `installer waited for the primary; primary written → Ready ${primaryToReadyMs} ms`,
+        );
+
+        const installLog = await containerLog(pod, "install");
+        const copied = installLog.map((l) =>
+          /installed the plugin bundle.*"bytes":(\d+),"ms":(\d+)/.exec(l)
+        )
+          .find((m) => m);
+        if (copied) {
+          console.log(
+            `installer: bundle of ${
+              (Number(copied[1]) / 1048576).toFixed(1)
+            } MiB copied into the ` +
+              `node's CNI bin dir in ${copied[2]} ms`,
+          );
+        }
+        const conf = JSON.parse(await Deno.readTextFile(`${NODE_CNI.conf}/00-manifold.conflist`));
+        const entry = conf.plugins[0];
+        assert.equal(entry.type, "manifold");
+        assert.equal(entry.clusterNetwork, primary);
+        assert.equal(entry.daemonSocket, "/run/manifold/manifold.sock");
+        assert.equal(
+          entry.binDir,
+          NODE_CNI.bin,
+          "the daemon finds delegates in the node's bin dir",
+        );
+        assert.equal(entry.kubeconfig, `${NODE_CNI.conf}/manifold.d/manifold.kubeconfig`);
+        const kc = await Deno.readTextFile(entry.kubeconfig);
+        assert.match(kc, /https:\/\/10\.96\.0\.1:443/);
+        assert.ok((await Deno.stat(`${NODE_CNI.conf}/manifold.d/token`)).size > 0);
+
+        // Pods selecting NADs, through the daemon.
+        await node.createNamespace(NS);
+        await node.createNad(NS, "net-a", bridgeNad(node, "net-a", brA, "10.37.1.0/24"));
+        await node.createNad(NS, "net-b", bridgeNad(node, "net-b", brB, "10.37.2.0/24"));
+        await node.apply(deployment(NS, "web", 5, "net-a,net-b"));
+        const pods = await node.waitPodsRunning(NS, "app=web", 5, 300_000);
+        const ids: string[] = [];
+        for (const p of pods) {
+          await assertStatusMatchesKernel(node, p);
+          assert.deepEqual(node.networkStatus(p).map((s) => s.interface), ["eth0", "net1", "net2"]);
+          ids.push((await node.podSandbox(p)).id);
+        }
+        const served = await servedAdds(pod);
+        console.log(`daemon served ${served} ADDs (its log)`);
+        assert.ok(served >= 5, `the daemon served the ADDs (${served} served lines)`);
+
+        // doctor in the daemon container, as `kubectl exec ds/manifold -- manifold doctor`.
+        const cid = await containerId(node, pod.metadata.name, "daemon");
+        const doc = await execIn(node, cid, [
+          "/usr/local/bin/manifold",
+          "doctor",
+          `--cni-conf-dir=${NODE_CNI.conf}`,
+          `--cni-bin-dir=${NODE_CNI.bin}`,
+          "-o",
+          "json",
+        ]);
+        const report = JSON.parse(doc.stdout);
+        // deno-lint-ignore no-explicit-any
+        const checks: any[] = report.checks ?? report;
+        const failed = checks.filter((c) => c.status === "fail");
+        console.log(
+          `doctor in the daemon container: ${
+            checks.map((c) => `${c.name}=${c.status}`).join(", ")
+          }`,
+        );
+        assert.deepEqual(failed, [], doc.stdout + doc.stderr);
+        assert.equal(doc.code, 0, doc.stderr);
+
+        await node.scale(NS, "web", 0);
+        await node.waitPodsGone(NS, "app=web", 180_000);
+        const leaks = await poll(
+          "no leaks",
+          async () => {
+            const r = await findLeaks({
+              containerIds: ids,
+              ipamDir: node.layout.ipamDir,
+              cacheDir: HOST_CACHE_DIR,
+            });
+            return Object.values(r).every((v) => v.length === 0) ? r : undefined;
+          },
+          90_000,
+          1000,
+        );
+        assert.deepEqual(leaks, { interfaces: [], leases: [], cache: [], files: [] });
+      } finally {
+        await kubectl(node, "delete", "-k", OVERLAY, "--wait=false").catch(() => {});
+        await node.stop();
+        await host?.restore();
+        for (const b of [brA, brB]) {
+          await new Deno.Command("ip", { args: ["link", "del", b], stderr: "null" }).output();
+        }
       }
-      const conf = JSON.parse(await Deno.readTextFile(`${NODE_CNI.conf}/00-manifold.conflist`));
-      const entry = conf.plugins[0];
-      assert.equal(entry.type, "manifold");
-      assert.equal(entry.clusterNetwork, primary);
-      assert.equal(entry.daemonSocket, "/run/manifold/manifold.sock");
-      assert.equal(entry.binDir, NODE_CNI.bin, "the daemon finds delegates in the node's bin dir");
-      assert.equal(entry.kubeconfig, `${NODE_CNI.conf}/manifold.d/manifold.kubeconfig`);
-      const kc = await Deno.readTextFile(entry.kubeconfig);
-      assert.match(kc, /https:\/\/10\.96\.0\.1:443/);
-      assert.ok((await Deno.stat(`${NODE_CNI.conf}/manifold.d/token`)).size > 0);
-
-      // Pods selecting NADs, through the daemon.
-      await node.createNamespace(NS);
-      await node.createNad(NS, "net-a", bridgeNad(node, "net-a", brA, "10.37.1.0/24"));
-      await node.createNad(NS, "net-b", bridgeNad(node, "net-b", brB, "10.37.2.0/24"));
-      await node.apply(deployment(NS, "web", 5, "net-a,net-b"));
-      const pods = await node.waitPodsRunning(NS, "app=web", 5, 300_000);
-      const ids: string[] = [];
-      for (const p of pods) {
-        await assertStatusMatchesKernel(node, p);
-        assert.deepEqual(node.networkStatus(p).map((s) => s.interface), ["eth0", "net1", "net2"]);
-        ids.push((await node.podSandbox(p)).id);
-      }
-      const served = await servedAdds(pod);
-      console.log(`daemon served ${served} ADDs (its log)`);
-      assert.ok(served >= 5, `the daemon served the ADDs (${served} served lines)`);
-
-      // doctor in the daemon container, as `kubectl exec ds/manifold -- manifold doctor`.
-      const cid = await containerId(node, pod.metadata.name, "daemon");
-      const doc = await execIn(node, cid, [
-        "/usr/local/bin/manifold",
-        "doctor",
-        `--cni-conf-dir=${NODE_CNI.conf}`,
-        `--cni-bin-dir=${NODE_CNI.bin}`,
-        "-o",
-        "json",
-      ]);
-      const report = JSON.parse(doc.stdout);
-      // deno-lint-ignore no-explicit-any
-      const checks: any[] = report.checks ?? report;
-      const failed = checks.filter((c) => c.status === "fail");
-      console.log(
-        `doctor in the daemon container: ${checks.map((c) => `${c.name}=${c.status}`).join(", ")}`,
-      );
-      assert.deepEqual(failed, [], doc.stdout + doc.stderr);
-      assert.equal(doc.code, 0, doc.stderr);
-
-      await node.scale(NS, "web", 0);
-      await node.waitPodsGone(NS, "app=web", 180_000);
-      const leaks = await poll(
-        "no leaks",
-        async () => {
-          const r = await findLeaks({
-            containerIds: ids,
-            ipamDir: node.layout.ipamDir,
-            cacheDir: HOST_CACHE_DIR,
-          });
-          return Object.values(r).every((v) => v.length === 0) ? r : undefined;
-        },
-        90_000,
-        1000,
-      );
-      assert.deepEqual(leaks, { interfaces: [], leases: [], cache: [], files: [] });
     } finally {
-      await kubectl(node, "delete", "-k", OVERLAY, "--wait=false").catch(() => {});
-      await node.stop();
-      await host.restore();
-      for (const b of [brA, brB]) {
-        await new Deno.Command("ip", { args: ["link", "del", b], stderr: "null" }).output();
-      }
+      await removeImageArchives();
       lock.close();
     }
   },

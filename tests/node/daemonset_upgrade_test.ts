@@ -21,6 +21,7 @@ import type { KubeObject } from "../support/kube_rest.ts";
 import {
   daemonSetMissing,
   HOST_CACHE_DIR,
+  type HostPrep,
   IMAGE_REF,
   imageArchive,
   importImage,
@@ -29,6 +30,7 @@ import {
   NODE_CNI,
   OVERLAY,
   prepareHost,
+  removeImageArchives,
 } from "../support/node/daemonset.ts";
 import { launcherBundle } from "../../lib/install/mod.ts";
 
@@ -121,202 +123,209 @@ Deno.test({
   sanitizeResources: false,
   fn: async () => {
     const lock = await lockHost();
-    const images = Promise.all([imageArchive(IMAGE_REF), imageArchive(IMAGE_2, "upgrade")]);
-    const node = await startNodeCluster({
-      cniDirs: { bin: NODE_CNI.bin, conf: NODE_CNI.conf },
-      installManifold: false,
-    });
-    const host = await prepareHost(node);
-    const br = `mdu${crypto.randomUUID().slice(0, 5)}`;
-    let stopWatch = false;
     try {
-      const [one, two] = await images;
-      await importImage(node, one.archive);
-      await importImage(node, two.archive);
-      const applied = performance.now();
-      await kubectl(node, "apply", "-k", OVERLAY);
-      const first = await poll(
-        "DaemonSet pod Ready",
-        async () => {
-          const p = await dsPods(node);
-          return p.length === 1 && ready(p[0]) ? p[0] : undefined;
-        },
-        300_000,
-        500,
-      );
-      const readyMs = Math.round(performance.now() - applied);
-      // deno-lint-ignore no-explicit-any
-      const readyAt = first.status.conditions.find((c: any) => c.type === "Ready")
-        .lastTransitionTime;
-      console.log(
-        `DaemonSet pod (primary config present): apply → Ready ${readyMs} ms; pod start → Ready ` +
-          `${Date.parse(readyAt) - Date.parse(first.status.startTime)} ms (API times, 1 s steps)`,
-      );
-      const bundle1 = await poll("launcher", launcher, 120_000, 500);
-      assert.ok(bundle1);
-
-      await node.createNamespace(NS);
-      await node.createNad(NS, "net-a", bridgeNad(node, "net-a", br, "10.38.0.0/24"));
-      await node.apply(deployment(NS, "web", 0, "net-a"));
-
-      // Watch: when each web pod is first Running, when the new DaemonSet pod is Ready.
-      const runningAt = new Map<string, number>();
-      let dsReadyAt = 0;
-      let switchedAt = 0;
-      const oldDs = (await dsPods(node))[0].metadata.name;
-      const watch = (async () => {
-        while (!stopWatch) {
-          const pods = await node.listPods(NS, "app=web").catch(() => []);
-          for (const p of pods) {
-            if (p.status?.phase === "Running" && !runningAt.has(p.metadata.name)) {
-              runningAt.set(p.metadata.name, performance.now());
-            }
-          }
-          if (!switchedAt) {
-            const b = await launcher();
-            if (b && b !== bundle1) switchedAt = performance.now();
-          }
-          if (!dsReadyAt) {
-            const ds = await dsPods(node).catch(() => []);
-            if (ds.some((p) => p.metadata.name !== oldDs && ready(p))) {
-              dsReadyAt = performance.now();
-            }
-          }
-          await new Promise((r) => setTimeout(r, 300));
-        }
-      })();
-
-      const began = performance.now();
-      await kubectl(
-        node,
-        "-n",
-        "kube-system",
-        "set",
-        "image",
-        "ds/manifold",
-        `daemon=${IMAGE_2}`,
-        `install=${IMAGE_2}`,
-      );
-      await node.scale(NS, "web", PODS);
-      await kubectl(
-        node,
-        "-n",
-        "kube-system",
-        "rollout",
-        "status",
-        "ds/manifold",
-        "--timeout=300s",
-      );
-      const pods = await node.waitPodsRunning(NS, "app=web", PODS, 400_000);
-      await poll("new DaemonSet pod seen Ready", () => dsReadyAt > 0, 30_000);
-      // The new pod's daemon can be Ready before its installer has copied the new bundle.
-      await poll("launcher switched to the new bundle", () => switchedAt > 0, 120_000);
-      stopWatch = true;
-      await watch;
-      const bundle2 = (await launcher())!;
-      assert.notEqual(bundle2, bundle1);
-      await assertNetworks(node, pods);
-      // The update: from the image change until the new pod is Ready and its launcher is in place.
-      const updated = Math.max(dsReadyAt, switchedAt);
-      const during = [...runningAt.values()].filter((t) => t >= began && t <= updated).length;
-      const events = await node.admin.request("GET", `/api/v1/namespaces/${NS}/events`);
-      // deno-lint-ignore no-explicit-any
-      const failures = (events.items ?? []).filter((e: any) =>
-        e.reason === "FailedCreatePodSandBox"
-      );
-      console.log(
-        `rolling update: new DaemonSet pod Ready ${Math.round(dsReadyAt - began)} ms, launcher ` +
-          `switched ${Math.round(switchedAt - began)} ms after the image change; ` +
-          `${during}/${PODS} pods Running during the update, all ${PODS} after ` +
-          `${Math.round(Math.max(...runningAt.values()) - began)} ms; ` +
-          `${failures.length} sandbox failures (FailedCreatePodSandBox events, retried by ` +
-          `kubelet)${
-            // deno-lint-ignore no-explicit-any
-            failures.map((f: any) => `\n  ${f.count}× ${String(f.message).slice(0, 300)}`).join(
-              "",
-            )}`,
-      );
-      // The old bundle goes once nothing names or runs it (the installer's grace: 60 s).
-      await poll(
-        "old bundle pruned",
-        async () => {
-          try {
-            await Deno.stat(bundle1);
-            return false;
-          } catch {
-            return true;
-          }
-        },
-        150_000,
-        1000,
-      ).catch(async (e) => {
-        const users: string[] = [];
-        for await (const d of Deno.readDir("/proc")) {
-          const cmd = await Deno.readTextFile(`/proc/${d.name}/cmdline`).catch(() => "");
-          if (cmd.includes(bundle1)) users.push(`${d.name}: ${cmd.replaceAll("\0", " ")}`);
-        }
-        const ds = (await dsPods(node))[0];
-        throw new Error(
-          `${e.message}\nprocesses naming it: ${users.join("\n")}\ninstaller log:\n${await podLog(
-            ds,
-            "install",
-          ).catch((x) => `${x}`)}`,
-        );
+      const images = Promise.all([imageArchive(IMAGE_REF), imageArchive(IMAGE_2, "upgrade")]);
+      const node = await startNodeCluster({
+        cniDirs: { bin: NODE_CNI.bin, conf: NODE_CNI.conf },
+        installManifold: false,
       });
+      let host: HostPrep | undefined;
+      const br = `mdu${crypto.randomUUID().slice(0, 5)}`;
+      let stopWatch = false;
+      try {
+        host = await prepareHost(node);
+        const [one, two] = await images;
+        await importImage(node, one.archive);
+        await importImage(node, two.archive);
+        const applied = performance.now();
+        await kubectl(node, "apply", "-k", OVERLAY);
+        const first = await poll(
+          "DaemonSet pod Ready",
+          async () => {
+            const p = await dsPods(node);
+            return p.length === 1 && ready(p[0]) ? p[0] : undefined;
+          },
+          300_000,
+          500,
+        );
+        const readyMs = Math.round(performance.now() - applied);
+        // deno-lint-ignore no-explicit-any
+        const readyAt = first.status.conditions.find((c: any) => c.type === "Ready")
+          .lastTransitionTime;
+        console.log(
+          `DaemonSet pod (primary config present): apply → Ready ${readyMs} ms; pod start → Ready ` +
+            `${Date.parse(readyAt) - Date.parse(first.status.startTime)} ms (API times, 1 s steps)`,
+        );
+        const bundle1 = await poll("launcher", launcher, 120_000, 500);
+        assert.ok(bundle1);
 
-      // Scale down: nothing of the 30 sandboxes left.
-      const sb = await sandboxes(node, pods);
-      await node.scale(NS, "web", 0);
-      await node.waitPodsGone(NS, "app=web", 300_000);
-      await assertNothingLeft(node, sb);
-      console.log(`scale ${PODS} → 0 after the update: no lease, cache record or netns left`);
+        await node.createNamespace(NS);
+        await node.createNad(NS, "net-a", bridgeNad(node, "net-a", br, "10.38.0.0/24"));
+        await node.apply(deployment(NS, "web", 0, "net-a"));
 
-      // Removal while pods run.
-      await node.scale(NS, "web", 5);
-      const five = await node.waitPodsRunning(NS, "app=web", 5, 300_000);
-      const sb5 = await sandboxes(node, five);
-      await kubectl(node, "delete", "-k", OVERLAY, "--timeout=180s");
-      await poll("DaemonSet pods gone", async () => (await dsPods(node)).length === 0, 120_000);
-      await new Promise((r) => setTimeout(r, 5000));
-      const still = await node.listPods(NS, "app=web");
-      assert.equal(still.length, 5);
-      assert.ok(still.every((p) => p.status?.phase === "Running" && !p.metadata.deletionTimestamp));
-      for (const s of sb5) assert.ok(await netnsExists(s.netns), `${s.netns} still there`);
-      await assertNetworks(node, still);
-      // The plugin stays on the node: the pods' DELs need it (CRDs and NADs are gone now).
-      assert.equal(await launcher(), bundle2);
-      await node.scale(NS, "web", 0);
-      await node.waitPodsGone(NS, "app=web", 300_000);
-      await assertNothingLeft(node, sb5);
-      console.log(
-        "kubectl delete -k: 5 running pods intact; their deletion afterwards left nothing",
-      );
+        // Watch: when each web pod is first Running, when the new DaemonSet pod is Ready.
+        const runningAt = new Map<string, number>();
+        let dsReadyAt = 0;
+        let switchedAt = 0;
+        const oldDs = (await dsPods(node))[0].metadata.name;
+        const watch = (async () => {
+          while (!stopWatch) {
+            const pods = await node.listPods(NS, "app=web").catch(() => []);
+            for (const p of pods) {
+              if (p.status?.phase === "Running" && !runningAt.has(p.metadata.name)) {
+                runningAt.set(p.metadata.name, performance.now());
+              }
+            }
+            if (!switchedAt) {
+              const b = await launcher();
+              if (b && b !== bundle1) switchedAt = performance.now();
+            }
+            if (!dsReadyAt) {
+              const ds = await dsPods(node).catch(() => []);
+              if (ds.some((p) => p.metadata.name !== oldDs && ready(p))) {
+                dsReadyAt = performance.now();
+              }
+            }
+            await new Promise((r) => setTimeout(r, 300));
+          }
+        })();
 
-      // Reinstall resumes.
-      await kubectl(node, "apply", "-k", OVERLAY);
-      await poll(
-        "DaemonSet pod Ready again",
-        async () => {
-          const p = await dsPods(node);
-          return p.length === 1 && ready(p[0]);
-        },
-        300_000,
-        500,
-      );
-      await poll(
-        "NAD CRD served again",
-        () => node.createNad(NS, "net-a", bridgeNad(node, "net-a", br, "10.38.0.0/24")),
-        60_000,
-        1000,
-      );
-      await node.scale(NS, "web", 3);
-      await assertNetworks(node, await node.waitPodsRunning(NS, "app=web", 3, 300_000));
+        const began = performance.now();
+        await kubectl(
+          node,
+          "-n",
+          "kube-system",
+          "set",
+          "image",
+          "ds/manifold",
+          `daemon=${IMAGE_2}`,
+          `install=${IMAGE_2}`,
+        );
+        await node.scale(NS, "web", PODS);
+        await kubectl(
+          node,
+          "-n",
+          "kube-system",
+          "rollout",
+          "status",
+          "ds/manifold",
+          "--timeout=300s",
+        );
+        const pods = await node.waitPodsRunning(NS, "app=web", PODS, 400_000);
+        await poll("new DaemonSet pod seen Ready", () => dsReadyAt > 0, 30_000);
+        // The new pod's daemon can be Ready before its installer has copied the new bundle.
+        await poll("launcher switched to the new bundle", () => switchedAt > 0, 120_000);
+        stopWatch = true;
+        await watch;
+        const bundle2 = (await launcher())!;
+        assert.notEqual(bundle2, bundle1);
+        await assertNetworks(node, pods);
+        // The update: from the image change until the new pod is Ready and its launcher is in place.
+        const updated = Math.max(dsReadyAt, switchedAt);
+        const during = [...runningAt.values()].filter((t) => t >= began && t <= updated).length;
+        const events = await node.admin.request("GET", `/api/v1/namespaces/${NS}/events`);
+        // deno-lint-ignore no-explicit-any
+        const failures = (events.items ?? []).filter((e: any) =>
+          e.reason === "FailedCreatePodSandBox"
+        );
+        console.log(
+          `rolling update: new DaemonSet pod Ready ${Math.round(dsReadyAt - began)} ms, launcher ` +
+            `switched ${Math.round(switchedAt - began)} ms after the image change; ` +
+            `${during}/${PODS} pods Running during the update, all ${PODS} after ` +
+            `${Math.round(Math.max(...runningAt.values()) - began)} ms; ` +
+            `${failures.length} sandbox failures (FailedCreatePodSandBox events, retried by ` +
+            `kubelet)${
+              // deno-lint-ignore no-explicit-any
+              failures.map((f: any) => `\n  ${f.count}× ${String(f.message).slice(0, 300)}`).join(
+                "",
+              )}`,
+        );
+        // The old bundle goes once nothing names or runs it (the installer's grace: 60 s).
+        await poll(
+          "old bundle pruned",
+          async () => {
+            try {
+              await Deno.stat(bundle1);
+              return false;
+            } catch {
+              return true;
+            }
+          },
+          150_000,
+          1000,
+        ).catch(async (e) => {
+          const users: string[] = [];
+          for await (const d of Deno.readDir("/proc")) {
+            const cmd = await Deno.readTextFile(`/proc/${d.name}/cmdline`).catch(() => "");
+            if (cmd.includes(bundle1)) users.push(`${d.name}: ${cmd.replaceAll("\0", " ")}`);
+          }
+          const ds = (await dsPods(node))[0];
+          throw new Error(
+            `${e.message}\nprocesses naming it: ${users.join("\n")}\ninstaller log:\n${await podLog(
+              ds,
+              "install",
+            ).catch((x) => `${x}`)}`,
+          );
+        });
+
+        // Scale down: nothing of the 30 sandboxes left.
+        const sb = await sandboxes(node, pods);
+        await node.scale(NS, "web", 0);
+        await node.waitPodsGone(NS, "app=web", 300_000);
+        await assertNothingLeft(node, sb);
+        console.log(`scale ${PODS} → 0 after the update: no lease, cache record or netns left`);
+
+        // Removal while pods run.
+        await node.scale(NS, "web", 5);
+        const five = await node.waitPodsRunning(NS, "app=web", 5, 300_000);
+        const sb5 = await sandboxes(node, five);
+        await kubectl(node, "delete", "-k", OVERLAY, "--timeout=180s");
+        await poll("DaemonSet pods gone", async () => (await dsPods(node)).length === 0, 120_000);
+        await new Promise((r) => setTimeout(r, 5000));
+        const still = await node.listPods(NS, "app=web");
+        assert.equal(still.length, 5);
+        assert.ok(
+          still.every((p) => p.status?.phase === "Running" && !p.metadata.deletionTimestamp),
+        );
+        for (const s of sb5) assert.ok(await netnsExists(s.netns), `${s.netns} still there`);
+        await assertNetworks(node, still);
+        // The plugin stays on the node: the pods' DELs need it (CRDs and NADs are gone now).
+        assert.equal(await launcher(), bundle2);
+        await node.scale(NS, "web", 0);
+        await node.waitPodsGone(NS, "app=web", 300_000);
+        await assertNothingLeft(node, sb5);
+        console.log(
+          "kubectl delete -k: 5 running pods intact; their deletion afterwards left nothing",
+        );
+
+        // Reinstall resumes.
+        await kubectl(node, "apply", "-k", OVERLAY);
+        await poll(
+          "DaemonSet pod Ready again",
+          async () => {
+            const p = await dsPods(node);
+            return p.length === 1 && ready(p[0]);
+          },
+          300_000,
+          500,
+        );
+        await poll(
+          "NAD CRD served again",
+          () => node.createNad(NS, "net-a", bridgeNad(node, "net-a", br, "10.38.0.0/24")),
+          60_000,
+          1000,
+        );
+        await node.scale(NS, "web", 3);
+        await assertNetworks(node, await node.waitPodsRunning(NS, "app=web", 3, 300_000));
+      } finally {
+        stopWatch = true;
+        await kubectl(node, "delete", "-k", OVERLAY, "--wait=false").catch(() => {});
+        await node.stop();
+        await host?.restore();
+        await new Deno.Command("ip", { args: ["link", "del", br], stderr: "null" }).output();
+      }
     } finally {
-      stopWatch = true;
-      await kubectl(node, "delete", "-k", OVERLAY, "--wait=false").catch(() => {});
-      await node.stop();
-      await host.restore();
-      await new Deno.Command("ip", { args: ["link", "del", br], stderr: "null" }).output();
+      await removeImageArchives();
       lock.close();
     }
   },

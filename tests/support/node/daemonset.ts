@@ -203,11 +203,6 @@ export function imageArchive(
 
 async function buildImage(ref: string, variant?: string) {
   buildDir ??= await Deno.makeTempDir({ prefix: "manifold-image-test-" });
-  globalThis.addEventListener("unload", () => {
-    try {
-      Deno.removeSync(buildDir!, { recursive: true });
-    } catch { /* gone */ }
-  });
   let tree = REPO;
   if (variant) {
     tree = `${buildDir}/tree-${crypto.randomUUID().slice(0, 6)}`;
@@ -238,6 +233,14 @@ async function buildImage(ref: string, variant?: string) {
   await run("bash", [`${tree}/scripts/image.sh`, "-t", ref, "-o", archive]);
   const ms = Math.round(performance.now() - began);
   return { archive, ms, bytes: (await Deno.stat(archive)).size };
+}
+
+/** Removes the archives {@link imageArchive} built in this run (call in the test's `finally`). */
+export async function removeImageArchives(): Promise<void> {
+  await buildQueue;
+  if (buildDir) await Deno.remove(buildDir, { recursive: true }).catch(() => {});
+  buildDir = undefined;
+  built.clear();
 }
 
 /** Imports an image archive into the node's containerd (`k8s.io` namespace). */
