@@ -180,9 +180,13 @@ type Readiness =
 export async function runInstaller(options: InstallerOptions = {}): Promise<InstallerResult> {
   const inst = resolveInstaller(options);
   if (options.binary && options.bundle) throw new Error("binary and bundle are exclusive");
+  // Credentials first: the plugin already on the node (an upgrade) calls the API with the
+  // mirrored token, and the previous installer's pod token died with its pod (bound service
+  // account tokens), so every second spent copying the plugin first is a second of 401s for
+  // pods starting meanwhile. A missing token at start is an error, later only a warning.
+  await syncCredentials(inst);
   if (options.binary) await installPluginBinary(inst, options.binary);
   if (options.bundle) await installPluginBundle(inst, options.bundle);
-  await syncCredentials(inst); // a missing token at start is an error, later only a warning
   const w: WatchState = {
     started: Date.now(),
     everReady: false,

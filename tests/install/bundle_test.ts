@@ -21,7 +21,7 @@ import {
   renderLauncher,
   runInstaller,
 } from "../../lib/install/mod.ts";
-import { flannelConflist } from "./fixtures.ts";
+import { fakeHost, flannelConflist } from "./fixtures.ts";
 
 const REPO = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 
@@ -412,5 +412,27 @@ Deno.test("compiled variant after the source variant: the old bundles go once un
     await runInstaller({ cniBinDir: bin, cniConfDir: conf, binary, once: true, pruneGraceMs: 0 });
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("upgrade: the installer mirrors the service-account token before it copies the plugin", async () => {
+  // The old pod's bound token is invalid once that pod is gone: the plugin on the node needs the
+  // new one before the (seconds long) copy, not after. A plugin that cannot be installed shows
+  // the order: the token is there all the same.
+  const h = await fakeHost();
+  try {
+    await Deno.writeTextFile(`${h.confDir}/10-flannel.conflist`, JSON.stringify(flannelConflist()));
+    await assert.rejects(
+      runInstaller({
+        hostRoot: h.root,
+        bundle: { root: `${h.root}/not-an-image-tree`, deno: Deno.execPath() },
+        kubeconfig: { server: "https://10.96.0.1:443", serviceAccountDir: h.saDir },
+        once: true,
+      }),
+      /has no main\.ts/,
+    );
+    assert.equal(await Deno.readTextFile(`${h.confDir}/manifold.d/token`), "token-one");
+  } finally {
+    await h.cleanup();
   }
 });
