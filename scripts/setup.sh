@@ -29,6 +29,9 @@ command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)
 # tests/deploy/delegate_paths_test.ts traces the delegates the daemon runs.
 command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
+# scripts/image.sh builds the image's root file system offline from Debian packages
+# (tests/node/daemonset*_test.ts build it and apply deploy/ on the node tier's node).
+command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)
 # promtool (Debian's prometheus package): tests/deploy/monitoring_test.ts runs the alerts' unit
 # tests and lints a live daemon's /metrics. No server is started (no init system runs here).
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)

@@ -5,6 +5,10 @@
  * `manifold mirror` used to keep), until SIGTERM/SIGINT: then it stops accepting, finishes
  * the requests in flight, removes the socket and exits 0.
  *
+ * A config that does not exist yet is waited for (the installer beside the daemon writes it once
+ * the cluster network's exists); with `--socket` and `--metrics-address`, `/healthz` answers
+ * meanwhile and `/readyz` says it waits.
+ *
  * Exit codes: 0 stopped by a signal, 1 failure (unreadable config, no socket), 2 usage error.
  *
  * @module
@@ -23,6 +27,7 @@ import { fallbackFile } from "../daemon/forward.ts";
 import { DEFAULT_REQUEST_TIMEOUT_MS } from "../daemon/service.ts";
 import { DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS } from "../daemon/server.ts";
 import { errorText } from "../util/text.ts";
+import { waitForFile } from "../fs/mod.ts";
 
 /** The socket path when neither `--socket` nor the config's `daemonSocket` names one. */
 export const DEFAULT_DAEMON_SOCKET = "/run/manifold/manifold.sock";
@@ -54,7 +59,8 @@ Options:
 Every request runs with the config of --config (re-read when the file changes) plus only the
 per-invocation fields of the request (cniVersion, runtimeConfig, args, prevResult; CNI_COMMAND,
 CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS); delegates come from its binDir. One daemon per
-socket: a second one exits 1 naming the first one's PID (<socket>.lock).
+socket: a second one exits 1 naming the first one's PID (<socket>.lock). A --config that does not
+exist yet is waited for (with --socket, /healthz answers and /readyz says so meanwhile).
 
 Stops on SIGTERM/SIGINT: stops accepting, finishes requests in flight, removes the socket, exit 0.
 Exit codes: 0 stopped by a signal, 1 failure, 2 usage error.
@@ -113,22 +119,36 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
   let daemon: ManifoldDaemon | undefined;
   let http: { close(): Promise<void> } | undefined;
   try {
-    const trusted = await DaemonConf.load(opts.conf, logger);
-    const conf = trusted.conf;
-    await assertChrootDir(conf.chrootDir);
-    const socketPath = opts.socket ?? conf.daemonSocket ?? DEFAULT_DAEMON_SOCKET;
     let observer = NO_OBSERVER;
     let started: ManifoldDaemon | undefined;
-    if (opts.metricsAddress) {
+    let waiting: string | undefined;
+    const startHttp = async (socketPath: string) => {
+      if (!opts.metricsAddress || http) return;
       const { startDaemonHttp } = await import("../daemon/http.ts");
       const h = await startDaemonHttp({
         address: opts.metricsAddress,
-        ready: () => started?.ready() ?? { ok: false, reasons: ["starting"] },
+        ready: () => started?.ready() ?? { ok: false, reasons: [waiting ?? "starting"] },
         fallbackFile: fallbackFile(socketPath),
       });
       observer = h.observer;
       http = h;
-    }
+    };
+    // The installer beside the daemon (deploy/) writes the config once the cluster network's
+    // exists: wait for it rather than exit into the kubelet's restart back-off. With --socket,
+    // /healthz answers meanwhile (the liveness probe) and /readyz says why it is not ready.
+    if (opts.socket) await startHttp(opts.socket);
+    waiting = `waiting for the config ${opts.conf}`;
+    const found = await waitForFile(opts.conf, {
+      signal,
+      onWait: () => logger.info("waiting for the config", { config: opts.conf }),
+    });
+    if (!found) return 0; // stopped while waiting
+    waiting = undefined;
+    const trusted = await DaemonConf.load(opts.conf, logger);
+    const conf = trusted.conf;
+    await assertChrootDir(conf.chrootDir);
+    const socketPath = opts.socket ?? conf.daemonSocket ?? DEFAULT_DAEMON_SOCKET;
+    await startHttp(socketPath);
     kube = await apiClient(opts.kubeconfig ?? conf.kubeconfig, env, conf, logger, observer);
     daemon = started = await ManifoldDaemon.start({
       conf: trusted,

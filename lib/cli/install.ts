@@ -20,7 +20,10 @@ import {
   type InstallerOptions,
   MANIFOLD_CONFIG_NAME,
   parsePluginConf,
+  pluginSource,
   runInstaller,
+  type RunningProcess,
+  runningProcess,
   serverFromEnv,
 } from "../install/mod.ts";
 import { errorText } from "../util/text.ts";
@@ -32,7 +35,10 @@ Installs Manifold on this node and keeps its CNI config in step with the cluster
 network's. Host paths are given as the host sees them and accessed below --host-root.
 
 Binary:
-  --binary PATH                 binary to copy into --cni-bin-dir (default: this executable)
+  --binary PATH                 binary to copy into --cni-bin-dir (default: this executable;
+                                run by deno from an image-built source tree: that tree, its
+                                npm cache and deno as a bundle in --cni-bin-dir/.manifold/,
+                                with --cni-bin-dir/manifold a launcher naming it)
   --skip-binary-copy            do not copy the binary
 Paths:
   --host-root DIR               where the host's file system is mounted (default /)
@@ -79,6 +85,11 @@ export interface InstallIO extends TextOutputs {
   signal?: AbortSignal;
   /** The running executable, the default `--binary`; default `Deno.execPath()`. */
   execPath?: string;
+  /**
+   * What the process is (compiled or deno, its source tree); default {@link runningProcess}
+   * with `execPath` applied.
+   */
+  process?: Partial<RunningProcess>;
   /** Receives the installer's log; default JSON lines on stderr. */
   logger?: Logger;
 }
@@ -98,7 +109,11 @@ export async function runInstall(args: string[], io: InstallIO = {}): Promise<nu
     const parsed = parseInstallArgs(
       args,
       io.env ?? Deno.env.toObject(),
-      () => io.execPath ?? Deno.execPath(),
+      () => ({
+        ...runningProcess(),
+        ...(io.execPath !== undefined ? { execPath: io.execPath } : {}),
+        ...io.process,
+      }),
     );
     if (parsed === "help") {
       stdout(INSTALL_USAGE);
@@ -169,7 +184,7 @@ function parseInstallFlags(args: string[]) {
 function parseInstallArgs(
   args: string[],
   env: Record<string, string>,
-  execPath: () => string,
+  proc: () => RunningProcess,
 ): InstallerOptions | "help" {
   const values = parseInstallFlags(args);
   if (values.help) return "help";
@@ -182,7 +197,7 @@ function parseInstallArgs(
     cniConfDir: absolute("cni-conf-dir", values["cni-conf-dir"]),
     cniBinDir: absolute("cni-bin-dir", values["cni-bin-dir"]),
     configName,
-    binary: binaryToInstall(values, execPath),
+    ...pluginToInstall(values, proc),
     primaryConfig: fileName("primary-config", values["primary-config"]),
     primaryTimeoutMs: ms("primary-timeout-ms", values["primary-timeout-ms"], 0),
     pollIntervalMs: ms("poll-interval-ms", values["poll-interval-ms"], 10),
@@ -197,21 +212,14 @@ function parseInstallArgs(
   };
 }
 
-/** `--binary`, else this executable; none with `--skip-binary-copy`. */
-function binaryToInstall(values: InstallFlags, execPath: () => string): string | undefined {
-  if (values["skip-binary-copy"]) {
-    if (values.binary !== undefined) {
-      throw new Error("--binary and --skip-binary-copy cannot be used together");
-    }
-    return undefined;
-  }
-  const binary = values.binary ?? execPath();
-  if (values.binary === undefined && /(^|\/)deno$/.test(binary)) {
-    throw new Error(
-      "running from source: pass --binary PATH (e.g. dist/manifold) or --skip-binary-copy",
-    );
-  }
-  return binary;
+/** `--binary`, else this executable or (source variant) its bundle; none with `--skip-binary-copy`. */
+function pluginToInstall(
+  values: InstallFlags,
+  proc: () => RunningProcess,
+): Pick<InstallerOptions, "binary" | "bundle"> {
+  const src = pluginSource({ binary: values.binary, skip: values["skip-binary-copy"] }, proc());
+  if (src === undefined) return {};
+  return src.kind === "binary" ? { binary: src.path } : { bundle: src.bundle };
 }
 
 /** `--plugin-conf-file`, then `--plugin-conf` (JSON objects), then the keys the single flags set. */
@@ -241,11 +249,16 @@ function pluginConfFromFlags(values: InstallFlags): Record<string, unknown> {
   }
   if (values["daemon-socket"] !== undefined) {
     pluginConf.daemonSocket = absolute("daemon-socket", values["daemon-socket"]);
-    // `manifold daemon` runs delegates from the config's binDir only (never a request's
-    // CNI_PATH): a non-default --cni-bin-dir must reach it, or it looks in /opt/cni/bin.
-    if (values["cni-bin-dir"] !== undefined && pluginConf.binDir === undefined) {
-      pluginConf.binDir = absolute("cni-bin-dir", values["cni-bin-dir"]);
-    }
+  }
+  // `manifold daemon` runs delegates from the config's binDir only (never a request's
+  // CNI_PATH): a non-default --cni-bin-dir must reach it, or it looks in /opt/cni/bin —
+  // whether the daemon's socket came from --daemon-socket or from --plugin-conf(-file), as
+  // deploy/'s ConfigMap gives it.
+  if (
+    pluginConf.daemonSocket !== undefined && values["cni-bin-dir"] !== undefined &&
+    pluginConf.binDir === undefined
+  ) {
+    pluginConf.binDir = absolute("cni-bin-dir", values["cni-bin-dir"]);
   }
   if (values["no-daemon-fallback"]) {
     if (values["daemon-socket"] === undefined) {

@@ -18,6 +18,9 @@
 import { type Logger, nullLogger } from "../log/mod.ts";
 import { readTextIfExists, removeFileDurable, writeFileAtomic } from "../fs/atomic.ts";
 import { installBinary } from "./binary.ts";
+import { BUNDLES_DIR, type BundleSource } from "./bundle.ts";
+import { pruneBundles } from "./bundle_prune.ts";
+import { installSourceVariant } from "./source_install.ts";
 import {
   generateManifoldConflist,
   isManifoldConfig,
@@ -41,6 +44,7 @@ export const INSTALL_DEFAULTS = {
   pollIntervalMs: 1_000,
   progressIntervalMs: 10_000,
   serviceAccountDir: "/var/run/secrets/kubernetes.io/serviceaccount",
+  pruneGraceMs: 60_000,
 } as const;
 
 /** Options of {@link runInstaller}. Paths named "host path" are as the host sees them. */
@@ -55,6 +59,17 @@ export interface InstallerOptions {
   configName?: string;
   /** The binary to install (installer view); absent: no copy. */
   binary?: string;
+  /**
+   * The source variant: the bundle (deno + source tree + npm cache, installer view) to put
+   * into `<cniBinDir>/.manifold/<hash>/`, with `<cniBinDir>/<binaryName>` a launcher naming it
+   * (lib/install/source_install.ts). Not with `binary`.
+   */
+  bundle?: BundleSource;
+  /**
+   * How long a bundle no launcher names and no process runs is kept before removal, ms;
+   * default 60 000 (lib/install/bundle_prune.ts).
+   */
+  pruneGraceMs?: number;
   /** Name of the binary in `cniBinDir` (the plugin `type`); default `"manifold"`. */
   binaryName?: string;
   /** Pinned primary file name in `cniConfDir` (Multus `multusMasterCNI`). */
@@ -128,6 +143,10 @@ interface Installer {
   configPath: string;
   /** Host path of the plugin's kubeconfig, once written. */
   kubeconfigHost?: string;
+  /** Source variant: when each old bundle was first seen unused; undefined: nothing to prune. */
+  pruneSeen?: Map<string, number>;
+  /** A prune failure was logged (once until one succeeds). */
+  pruneWarned?: boolean;
 }
 
 /** The watch loop's memory between polls. */
@@ -163,8 +182,14 @@ type Readiness =
  */
 export async function runInstaller(options: InstallerOptions = {}): Promise<InstallerResult> {
   const inst = resolveInstaller(options);
+  if (options.binary && options.bundle) throw new Error("binary and bundle are exclusive");
+  // Credentials first: the plugin already on the node (an upgrade) calls the API with the
+  // mirrored token, and the previous installer's pod token died with its pod (bound service
+  // account tokens), so every second spent copying the plugin first is a second of 401s for
+  // pods starting meanwhile. A missing token at start is an error, later only a warning.
+  await syncCredentials(inst);
   if (options.binary) await installPluginBinary(inst, options.binary);
-  await syncCredentials(inst); // a missing token at start is an error, later only a warning
+  if (options.bundle) await installPluginBundle(inst, options.bundle);
   const w: WatchState = {
     started: Date.now(),
     everReady: false,
@@ -173,6 +198,7 @@ export async function runInstaller(options: InstallerOptions = {}): Promise<Inst
     credentialWarned: false,
   };
   while (!inst.signal.aborted) {
+    await pruneOldBundles(inst);
     await refreshCredentials(inst, w);
     const state = await evaluatePrimary(inst);
     if (state.ready) {
@@ -204,12 +230,60 @@ function resolveInstaller(options: InstallerOptions): Installer {
   };
 }
 
-async function installPluginBinary({ o, host, log }: Installer, binary: string): Promise<void> {
+async function installPluginBinary(inst: Installer, binary: string): Promise<void> {
+  const { o, host, log } = inst;
   const dest = host(`${o.cniBinDir.replace(/\/+$/, "")}/${o.binaryName}`);
   const outcome = await installBinary(binary, dest);
   log.info(outcome === "installed" ? "installed the plugin binary" : "plugin binary up to date", {
     path: dest,
   });
+  // A node moved from the source variant to the compiled one: its bundles go too, once
+  // nothing names or runs them.
+  inst.pruneSeen = new Map();
+}
+
+async function installPluginBundle(inst: Installer, bundle: BundleSource): Promise<void> {
+  const { o, host, log } = inst;
+  const binDirHost = o.cniBinDir.replace(/\/+$/, "");
+  const began = performance.now();
+  const r = await installSourceVariant(bundle, {
+    cniBinDir: host(binDirHost),
+    cniBinDirHost: binDirHost,
+    binaryName: o.binaryName,
+  });
+  log.info(
+    r.bundle === "installed" ? "installed the plugin bundle" : "plugin bundle present",
+    {
+      bundle: r.bundleHost,
+      launcher: r.launcher,
+      files: r.files,
+      bytes: r.bytes,
+      ms: Math.round(performance.now() - began),
+    },
+  );
+  inst.pruneSeen = new Map();
+}
+
+/** Source variant: removes old bundles nothing names or runs any more (after the grace). */
+async function pruneOldBundles(inst: Installer): Promise<void> {
+  if (!inst.pruneSeen) return;
+  const binDirHost = inst.o.cniBinDir.replace(/\/+$/, "");
+  try {
+    const r = await pruneBundles({
+      bundlesDir: inst.host(`${binDirHost}/${BUNDLES_DIR}`),
+      bundlesDirHost: `${binDirHost}/${BUNDLES_DIR}`,
+      cniBinDir: inst.host(binDirHost),
+      graceMs: inst.o.pruneGraceMs,
+      firstSeen: inst.pruneSeen,
+    });
+    if (r.removed.length) inst.log.info("removed old plugin bundles", { removed: r.removed });
+    inst.pruneWarned = false;
+  } catch (err) {
+    if (!inst.pruneWarned) {
+      inst.log.warn("cannot prune old plugin bundles", { error: errorText(err) });
+      inst.pruneWarned = true;
+    }
+  }
 }
 
 /** Mirrors the service-account token and CA and writes the plugin's kubeconfig (when asked). */

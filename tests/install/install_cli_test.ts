@@ -77,7 +77,7 @@ Deno.test("install --help and usage errors", async () => {
   const cases: [string[], RegExp, Record<string, string>?][] = [
     [["--bogus"], /Unknown option/],
     [["--skip-binary-copy"], /no API server/],
-    [[], /running from source: pass --binary/, {
+    [[], /running from source .*pass --binary/, {
       KUBERNETES_SERVICE_HOST: "h",
       KUBERNETES_SERVICE_PORT: "1",
     }],
@@ -140,6 +140,29 @@ Deno.test("install --once in-process: flags reach the generated config", async (
     const kc = JSON.parse((await readIf(`${h.confDir}/manifold.d/manifold.kubeconfig`))!);
     assert.equal(kc.clusters[0].cluster.server, "https://[fd00::1]:443");
     assert.ok(await readIf(`${h.binDir}/manifold`));
+  } finally {
+    await h.cleanup();
+  }
+});
+
+Deno.test("install: a daemonSocket from --plugin-conf-file (deploy/'s ConfigMap) takes a non-default --cni-bin-dir as binDir", async () => {
+  const h = await fakeHost();
+  try {
+    await Deno.writeTextFile(`${h.confDir}/10-flannel.conflist`, JSON.stringify(flannelConflist()));
+    const file = `${h.root}/plugin-conf.json`;
+    await Deno.writeTextFile(file, JSON.stringify({ daemonSocket: "/run/manifold/manifold.sock" }));
+    const base = ["--host-root", h.root, "--skip-binary-copy", "--no-kubeconfig", "--once"];
+    const c = io();
+    const code = await runInstall([
+      ...base,
+      "--cni-bin-dir",
+      "/srv/cni/bin",
+      "--plugin-conf-file",
+      file,
+    ], c.io);
+    assert.equal(code, 0, c.out.stderr);
+    // The daemon runs delegates from binDir only: without it, from /opt/cni/bin.
+    assert.equal(parseGenerated((await readIf(h.config))!).conf.binDir, "/srv/cni/bin");
   } finally {
     await h.cleanup();
   }

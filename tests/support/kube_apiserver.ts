@@ -21,6 +21,13 @@ import { KubeRest } from "./kube_rest.ts";
 import { loopbackPort } from "./ports.ts";
 
 /** Environment variable naming the kube-apiserver binary. */
+
+/** The Service ClusterIP range of the API server. */
+export const SERVICE_CIDR = "10.96.0.0/16";
+
+/** The `kubernetes` Service's ClusterIP (the range's first address), in the serving cert. */
+export const KUBERNETES_SERVICE_IP = "10.96.0.1";
+
 export const KUBE_APISERVER_ENV = "MANIFOLD_KUBE_APISERVER";
 
 /** The one line printed when the real-API tests are skipped. */
@@ -378,7 +385,7 @@ export class KubeApiServer {
       `--service-account-key-file=${d}/sa.pub`,
       `--service-account-signing-key-file=${d}/sa.key`,
       "--service-account-issuer=https://kubernetes.default.svc",
-      "--service-cluster-ip-range=10.96.0.0/16",
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
       "--endpoint-reconciler-type=none",
       "--allow-privileged=true",
       `--cert-dir=${d}/certs`,
@@ -429,7 +436,16 @@ async function startOnce(binary: string, opts: StartOptions): Promise<KubeApiSer
       issueCert(ca, {
         cn: "kube-apiserver",
         usage: "serverAuth",
-        sans: ["IP:127.0.0.1", "DNS:localhost"],
+        // The `kubernetes` Service's ClusterIP and names too: pods reach the API there
+        // (tests/node/daemonset_test.ts maps it to the loopback port, as kube-proxy would).
+        sans: [
+          "IP:127.0.0.1",
+          "DNS:localhost",
+          `IP:${KUBERNETES_SERVICE_IP}`,
+          "DNS:kubernetes",
+          "DNS:kubernetes.default",
+          "DNS:kubernetes.default.svc",
+        ],
       }),
       createCa("manifold-envtest-sa-signer"),
     ]);

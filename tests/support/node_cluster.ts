@@ -46,6 +46,16 @@ export interface NodeClusterOptions {
   pluginConf?: Record<string, unknown>;
   /** Subnet of the cluster default network (bridge + host-local); default `10.244.<n>.0/24`. */
   podSubnet?: string;
+  /**
+   * The node's CNI bin and config dirs (created, removed on stop) instead of ones in the temp
+   * dir: deploy/ on the node (tests/node/overlay/) names fixed host paths.
+   */
+  cniDirs?: { bin: string; conf: string };
+  /**
+   * Install Manifold as the node's CNI (default true). false: only the cluster default
+   * network's config is there; something else (the DaemonSet) installs Manifold.
+   */
+  installManifold?: boolean;
 }
 
 /** What is missing for the node tier, or undefined when everything is there. */
@@ -538,6 +548,11 @@ export class NodeCluster {
     await step(() => run("ip", ["link", "del", this.#bridge]).catch(() => {}));
     await step(() => this.api.stop());
     await step(() => Deno.remove(this.layout.dir, { recursive: true }));
+    for (const d of [this.layout.cniBinDir, this.layout.cniConfDir]) {
+      if (!d.startsWith(`${this.layout.dir}/`)) {
+        await step(() => Deno.remove(d, { recursive: true }).catch(() => {}));
+      }
+    }
   }
 
   /** The `unload` safety net: SIGKILL every process (no waiting). */
@@ -716,8 +731,8 @@ export async function startNodeCluster(opts: NodeClusterOptions = {}): Promise<N
   const layout: NodeLayout = {
     dir,
     containerdSocket: `${dir}/containerd/containerd.sock`,
-    cniBinDir: `${dir}/cni/bin`,
-    cniConfDir: `${dir}/cni/net.d`,
+    cniBinDir: opts.cniDirs?.bin ?? `${dir}/cni/bin`,
+    cniConfDir: opts.cniDirs?.conf ?? `${dir}/cni/net.d`,
     cacheDir: `${dir}/cni/manifold`,
     ipamDir: `${dir}/cni/ipam`,
     kubeletPort: loopbackPort(),
@@ -742,6 +757,9 @@ export async function startNodeCluster(opts: NodeClusterOptions = {}): Promise<N
     ) {
       await Deno.mkdir(`${dir}/${d}`, { recursive: true });
     }
+    for (const d of [layout.cniBinDir, layout.cniConfDir]) {
+      await Deno.mkdir(d, { recursive: true, mode: 0o755 });
+    }
     const apiStart = startKubeApiServer({
       extraArgs: ["--endpoint-reconciler-type=none", "--allow-privileged=true"],
     });
@@ -749,7 +767,8 @@ export async function startNodeCluster(opts: NodeClusterOptions = {}): Promise<N
     for await (const e of Deno.readDir("/usr/lib/cni")) {
       await Deno.symlink(`/usr/lib/cni/${e.name}`, `${layout.cniBinDir}/${e.name}`);
     }
-    await Deno.symlink(`${REPO}/scripts/manifold`, `${layout.cniBinDir}/manifold`);
+    const install = opts.installManifold ?? true;
+    if (install) await Deno.symlink(`${REPO}/scripts/manifold`, `${layout.cniBinDir}/manifold`);
     await Deno.writeTextFile(`${dir}/containerd.toml`, containerdToml(layout, PAUSE_IMAGE.ref));
     await Deno.writeTextFile(`${dir}/kubelet.json`, JSON.stringify(kubeletConfig(layout), null, 2));
     const subnet = opts.podSubnet ?? `10.244.${(Deno.pid + subnetSeq++) % 250}.0/24`;
@@ -776,7 +795,7 @@ export async function startNodeCluster(opts: NodeClusterOptions = {}): Promise<N
     }
     await Deno.writeTextFile(`${dir}/sa/token`, api.adminToken, { mode: 0o600 });
     await Deno.writeTextFile(`${dir}/sa/ca.crt`, api.caPem);
-    await installManifold(node, opts.pluginConf ?? {});
+    if (install) await installManifold(node, opts.pluginConf ?? {});
     await images;
     if (mode === "daemon") await node.startDaemon();
     node.startKubelet();

@@ -1,0 +1,67 @@
+/**
+ * Installing the source variant on a node: the bundle (deno + source tree + npm cache,
+ * lib/install/bundle.ts) into `<cni-bin-dir>/.manifold/<hash>/`, then `<cni-bin-dir>/manifold`
+ * atomically replaced by a launcher naming that bundle by its host path
+ * (lib/install/launcher.ts). Order matters for a runtime that execs `manifold` at any moment:
+ * the new bundle is complete (renamed into place, fsynced) before any launcher names it, and
+ * the old one stays until nothing names or runs it (lib/install/bundle_prune.ts).
+ *
+ * @module
+ */
+
+import { readTextIfExists, writeFileAtomic } from "../fs/atomic.ts";
+import { BUNDLES_DIR, type BundleSource, installBundle } from "./bundle.ts";
+import { bundleDirHost, renderLauncher } from "./launcher.ts";
+
+/** Where {@link installSourceVariant} puts things. */
+export interface SourceInstallTarget {
+  /** The CNI bin dir, installer view (e.g. `/host/opt/cni/bin`). */
+  cniBinDir: string;
+  /** The same directory as the host sees it (e.g. `/opt/cni/bin`): what the launcher names. */
+  cniBinDirHost: string;
+  /** The launcher's file name (the plugin `type`), e.g. `manifold`. */
+  binaryName: string;
+}
+
+/** What {@link installSourceVariant} did. */
+export interface SourceInstallResult {
+  /** The bundle's host path. */
+  bundleHost: string;
+  /** Whether the bundle was copied now (`installed`) or already there (`present`). */
+  bundle: "installed" | "present";
+  /** Whether the launcher was replaced (`installed`) or already named this bundle (`unchanged`). */
+  launcher: "installed" | "unchanged";
+  /** Files in the bundle. */
+  files: number;
+  /** Bytes in the bundle. */
+  bytes: number;
+}
+
+/**
+ * Installs the bundle of `src` and points the launcher at it (see the module documentation).
+ *
+ * @param src the source tree and the runtime (installer view)
+ * @param target the CNI bin dir (both views) and the launcher's name
+ * @returns the bundle's host path and what was written
+ * @throws Error from {@link installBundle} (missing entries, an untrusted directory) or
+ *   {@link bundleDirHost} (a host path the launcher cannot name); Deno errors of the writes
+ */
+export async function installSourceVariant(
+  src: BundleSource,
+  target: SourceInstallTarget,
+): Promise<SourceInstallResult> {
+  const binDir = target.cniBinDir.replace(/\/+$/, "");
+  // Checked before anything is copied: a path the launcher cannot name fails early.
+  bundleDirHost(target.cniBinDirHost, "0".repeat(32));
+  const b = await installBundle(src, `${binDir}/${BUNDLES_DIR}`);
+  const bundleHost = bundleDirHost(target.cniBinDirHost, b.name);
+  const text = renderLauncher(bundleHost);
+  const launcherPath = `${binDir}/${target.binaryName}`;
+  const current = await readTextIfExists(launcherPath).catch(() => undefined);
+  let launcher: SourceInstallResult["launcher"] = "unchanged";
+  if (current !== text) {
+    await writeFileAtomic(launcherPath, text, { mode: 0o755 });
+    launcher = "installed";
+  }
+  return { bundleHost, bundle: b.outcome, launcher, files: b.files, bytes: b.bytes };
+}
