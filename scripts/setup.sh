@@ -21,7 +21,8 @@ command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v containerd >/dev/null 2>&1 || need_apt+=(containerd)
 command -v runc >/dev/null 2>&1 || need_apt+=(runc)
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
-# tests/image/ builds the image offline (scripts/image.sh: a Debian root file system by mmdebstrap).
+# tests/image/ and tests/node/daemonset*_test.ts build the image offline (scripts/image.sh: a
+# Debian root file system by mmdebstrap).
 command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)
 # …and pushes it to a local registry as docs/install.md says (skopeo, docker-registry on loopback).
 command -v skopeo >/dev/null 2>&1 || need_apt+=(skopeo)
@@ -29,9 +30,6 @@ command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)
 # tests/deploy/delegate_paths_test.ts traces the delegates the daemon runs.
 command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
-# scripts/image.sh builds the image's root file system offline from Debian packages
-# (tests/node/daemonset*_test.ts build it and apply deploy/ on the node tier's node).
-command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)
 # promtool (Debian's prometheus package): tests/deploy/monitoring_test.ts runs the alerts' unit
 # tests and lints a live daemon's /metrics. No server is started (no init system runs here).
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
