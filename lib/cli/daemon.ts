@@ -137,6 +137,7 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
     // exists: wait for it rather than exit into the kubelet's restart back-off. With --socket,
     // /healthz answers meanwhile (the liveness probe) and /readyz says why it is not ready.
     if (opts.socket) await startHttp(opts.socket);
+    await assertConfigDir(opts.conf);
     waiting = `waiting for the config ${opts.conf}`;
     const found = await waitForFile(opts.conf, {
       signal,
@@ -273,4 +274,29 @@ function parseDaemonArgs(args: string[]): DaemonArgs | "help" {
     ),
     logLevel,
   };
+}
+
+/**
+ * The config's directory must exist when the daemon starts: the installer writes the config
+ * into it later (deploy/ mounts /etc/cni/net.d with `DirectoryOrCreate`), so a missing file is
+ * waited for, but a missing directory is a wrong `--config` that no installer will fix.
+ *
+ * @param conf the `--config` path (absolute or relative to the working directory)
+ * @throws {Error} naming the path when its directory is absent or not a directory
+ */
+async function assertConfigDir(conf: string): Promise<void> {
+  const slash = conf.lastIndexOf("/");
+  const dir = slash > 0 ? conf.slice(0, slash) : slash === 0 ? "/" : ".";
+  let isDir = false;
+  try {
+    isDir = (await Deno.stat(dir)).isDirectory;
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  if (!isDir) {
+    throw new Error(
+      `--config ${conf}: the directory ${dir} does not exist (the daemon waits for the file, ` +
+        "not for its directory)",
+    );
+  }
 }

@@ -181,6 +181,8 @@ Deno.test("manifold daemon: --config names the config; --conf is accepted with a
   assert.equal(r.code, 1, r.stderr);
   assert.doesNotMatch(r.stderr, /deprecated/);
   assert.match(r.stderr, /nonexistent\/manifold-daemon\.conflist/);
+  // A missing file is waited for (the installer writes it); a missing directory is an error.
+  assert.match(r.stderr, /the directory \/nonexistent does not exist/);
   r = await manifold(["daemon", "--conf", missing]);
   assert.equal(r.code, 1, r.stderr);
   assert.match(r.stderr, /^manifold daemon: --conf is deprecated; use --config PATH\n/);

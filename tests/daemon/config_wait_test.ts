@@ -46,9 +46,11 @@ Deno.test(
   async () => {
     const dir = await Deno.makeTempDir({ prefix: "mft-cfgwait-" });
     const port = loopbackPort();
+    // The config's directory exists from the start (deploy/: a DirectoryOrCreate hostPath);
+    // the file does not.
+    await Deno.mkdir(`${dir}/net.d`);
     const child = spawnDaemon(dir, port);
     try {
-      await Deno.mkdir(`${dir}/net.d`);
       await Deno.mkdir(`${dir}/run`);
       // Liveness answers while the config is missing; readiness says why not.
       await waitUntil(
@@ -101,6 +103,7 @@ Deno.test(
 Deno.test("daemon: SIGTERM while waiting for the config exits 0", opts, async () => {
   const dir = await Deno.makeTempDir({ prefix: "mft-cfgwait-" });
   const port = loopbackPort();
+  await Deno.mkdir(`${dir}/net.d`);
   const child = spawnDaemon(dir, port);
   try {
     await waitUntil(
