@@ -283,20 +283,20 @@ function parseDaemonArgs(args: string[]): DaemonArgs | "help" {
  *
  * @param conf the `--config` path (absolute or relative to the working directory)
  * @throws {Error} naming the path when its directory is absent or not a directory
+ *   ("Not a directory", as the kernel's ENOTDIR reads)
  */
 async function assertConfigDir(conf: string): Promise<void> {
   const slash = conf.lastIndexOf("/");
   const dir = slash > 0 ? conf.slice(0, slash) : slash === 0 ? "/" : ".";
-  let isDir = false;
+  let st: Deno.FileInfo;
   try {
-    isDir = (await Deno.stat(dir)).isDirectory;
+    st = await Deno.stat(dir);
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
-  }
-  if (!isDir) {
     throw new Error(
       `--config ${conf}: the directory ${dir} does not exist (the daemon waits for the file, ` +
         "not for its directory)",
     );
   }
+  if (!st.isDirectory) throw new Error(`--config ${conf}: Not a directory (${dir})`);
 }
