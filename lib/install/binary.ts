@@ -13,7 +13,11 @@ import { copyFileAtomic, sameContent } from "../fs/atomic.ts";
 export type BinaryInstallOutcome = "installed" | "unchanged";
 
 /**
- * Copies `source` to `dest` (mode 0755) unless `dest` already holds the same bytes.
+ * Copies `source` to `dest` (mode 0755) unless `dest` already is a regular file (not a
+ * symbolic link) with mode 0755 holding the same bytes. A copy with the right bytes but
+ * other permission bits (e.g. `chmod -x`, which makes every CNI call fail with "permission
+ * denied"), or a link to a file with those bytes, is replaced, as Multus's unconditional copy
+ * on every start would.
  *
  * @param source the binary to install (installer view, e.g. `/usr/local/bin/manifold`)
  * @param dest the target (installer view, e.g. `/host/opt/cni/bin/manifold`); its
@@ -22,9 +26,27 @@ export type BinaryInstallOutcome = "installed" | "unchanged";
  * @throws Deno errors (`NotFound` for a missing source, `PermissionDenied`)
  */
 export async function installBinary(source: string, dest: string): Promise<BinaryInstallOutcome> {
-  if (await sameContent(source, dest)) return "unchanged";
+  if (await isPlainExecutable(dest) && await sameContent(source, dest)) return "unchanged";
   const dir = dest.slice(0, dest.lastIndexOf("/")) || "/";
   await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
   await copyFileAtomic(source, dest, { mode: 0o755 });
   return "installed";
+}
+
+/**
+ * Whether `path` is what the installer leaves in the CNI bin dir: a regular file (not a
+ * symbolic link) with mode exactly 0755.
+ *
+ * @param path the file (installer view)
+ * @returns false when it is missing, a link, another kind of file or has other mode bits
+ * @throws Deno errors other than `NotFound`
+ */
+export async function isPlainExecutable(path: string): Promise<boolean> {
+  try {
+    const st = await Deno.lstat(path);
+    return st.isFile && ((st.mode ?? 0) & 0o7777) === 0o755;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
 }

@@ -11,6 +11,7 @@
 
 import { readTextIfExists, writeFileAtomic } from "../fs/atomic.ts";
 import { BUNDLES_DIR, type BundleSource, installBundle } from "./bundle.ts";
+import { isPlainExecutable } from "./binary.ts";
 import { bundleDirHost, renderLauncher } from "./launcher.ts";
 
 /** Where {@link installSourceVariant} puts things. */
@@ -59,7 +60,9 @@ export async function installSourceVariant(
   const launcherPath = `${binDir}/${target.binaryName}`;
   const current = await readTextIfExists(launcherPath).catch(() => undefined);
   let launcher: SourceInstallResult["launcher"] = "unchanged";
-  if (current !== text) {
+  // The same text with other mode bits (not executable: every CNI call fails) or as a link
+  // is replaced too.
+  if (current !== text || !(await isPlainExecutable(launcherPath))) {
     await writeFileAtomic(launcherPath, text, { mode: 0o755 });
     launcher = "installed";
   }

@@ -87,6 +87,30 @@ Deno.test("installBinary copies once, then reports unchanged; creates the bin di
   }
 });
 
+Deno.test("installBinary: the same bytes without mode 0755, or behind a link, are replaced", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const src = `${dir}/src`;
+    const dest = `${dir}/manifold`;
+    await Deno.writeTextFile(src, "#!/bin/sh\necho plugin\n");
+    assert.equal(await installBinary(src, dest), "installed");
+    // Someone made it non-executable: every CNI call would fail with "permission denied".
+    await Deno.chmod(dest, 0o644);
+    assert.equal(await installBinary(src, dest), "installed");
+    assert.equal((await Deno.lstat(dest)).mode! & 0o7777, 0o755);
+    // A link to a file with the same bytes: replaced by the installer's own regular file.
+    await Deno.remove(dest);
+    await Deno.copyFile(src, `${dir}/elsewhere`);
+    await Deno.symlink(`${dir}/elsewhere`, dest);
+    assert.equal(await installBinary(src, dest), "installed");
+    const st = await Deno.lstat(dest);
+    assert.ok(st.isFile && !st.isSymlink);
+    assert.equal(await installBinary(src, dest), "unchanged");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("removeFileDurable and readTextIfExists tolerate missing files", async () => {
   const dir = await Deno.makeTempDir();
   try {

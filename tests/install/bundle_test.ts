@@ -306,6 +306,14 @@ Deno.test("source variant: the launcher names the host path, not the installer's
     assert.match(bundle, /^\/opt\/cni\/bin\/\.manifold\/[0-9a-f]{32}$/);
     assert.ok(!text.includes(dir), text);
     assert.ok((await Deno.stat(`${root}${bundle}/scripts/manifold`)).isFile);
+    // The same launcher text made non-executable is restored by the next installer run.
+    await Deno.chmod(`${root}/opt/cni/bin/manifold`, 0o644);
+    await runInstaller({
+      hostRoot: root,
+      bundle: { root: app, deno: Deno.execPath() },
+      once: true,
+    });
+    assert.equal(await modeOf(`${root}/opt/cni/bin/manifold`), 0o755);
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
