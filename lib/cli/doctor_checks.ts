@@ -238,7 +238,7 @@ async function checkPrimaryLookup({ confDir, configName, host, add }: DoctorCont
     "fail",
     lookup.status === "missing"
       ? `no primary config (*.conf or *.conflist) in ${confDir}`
-      : `primary config ${lookup.fileName} does not parse: ${lookup.reason}`,
+      : `primary config ${lookup.fileName} ${lookup.reason}`,
     "install or fix the cluster default network (flannel, calico, cilium, …)",
   );
 }

@@ -370,7 +370,7 @@ async function evaluatePrimary(inst: Installer): Promise<Readiness> {
     // already written (removing it would let the runtime bypass Manifold meanwhile).
     return {
       ready: false,
-      reason: `primary config ${lookup.fileName} does not parse: ${lookup.reason}`,
+      reason: `primary config ${lookup.fileName} ${lookup.reason}`,
       keep: true,
     };
   }
