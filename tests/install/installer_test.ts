@@ -151,6 +151,40 @@ Deno.test("kubeconfig names the mirrored token file and CA by host path", async 
   }
 });
 
+Deno.test("a CA that leaves the service-account volume stays in the kubeconfig (never the system roots)", async () => {
+  const h = await fakeHost();
+  const inst = start(h);
+  try {
+    const kcPath = `${h.confDir}/manifold.d/manifold.kubeconfig`;
+    const text = await waitFor("kubeconfig", () => readIf(kcPath));
+    await Deno.remove(`${h.saDir}/ca.crt`);
+    await waitFor(
+      "a warning naming the missing CA",
+      () =>
+        inst.lines.some((l) =>
+          l.level === "warn" && String(l.fields?.error).includes("service-account CA")
+        ),
+    );
+    // Polls went on after the warning: the kubeconfig and the CA copy are as they were.
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(await readIf(kcPath), text);
+    assert.equal(
+      JSON.parse(text).clusters[0].cluster["certificate-authority"],
+      "/etc/cni/net.d/manifold.d/ca.crt",
+    );
+    assert.match((await readIf(`${h.confDir}/manifold.d/ca.crt`))!, /BEGIN CERTIFICATE/);
+    // The token still rotates meanwhile.
+    await Deno.writeTextFile(`${h.saDir}/token`, "token-two");
+    await waitFor(
+      "rotated token mirrored",
+      async () => (await readIf(`${h.confDir}/manifold.d/token`)) === "token-two",
+    );
+  } finally {
+    await inst.stop().catch(() => {});
+    await h.cleanup();
+  }
+});
+
 Deno.test("kubeconfig loads in the plugin's loader when the root is /", async () => {
   const h = await fakeHost();
   try {
