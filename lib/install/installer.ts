@@ -30,7 +30,7 @@ import {
 import { MANIFOLD_CONF_SUBDIR, SERVICE_ACCOUNT_FILES } from "./kubeconfig.ts";
 import { writePluginCredentials } from "./credentials.ts";
 import { tokenDue } from "./token_expiry.ts";
-import { findPrimaryConfig } from "./primary.ts";
+import { findPrimaryConfig, firstLoadedConfig } from "./primary.ts";
 import { sleepUnlessAborted } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
 
@@ -159,6 +159,8 @@ interface WatchState {
   credentialWarned: boolean;
   /** Due time (ISO) of the expired token last warned about; undefined while the token is current. */
   expiredWarned?: string;
+  /** The file last warned about as loaded before Manifold's; undefined while ours is first. */
+  shadowWarned?: string;
 }
 
 /** What one poll found: the config to write, or why the default network is not ready. */
@@ -392,10 +394,11 @@ async function evaluatePrimary(inst: Installer): Promise<Readiness> {
 
 /** Writes the config when it differs from the file there, and says why. */
 async function writeConfig(
-  { o, configPath, log }: Installer,
+  inst: Installer,
   w: WatchState,
   state: Extract<Readiness, { ready: true }>,
 ): Promise<void> {
+  const { o, configPath, log } = inst;
   const current = await readTextIfExists(configPath);
   if (current !== state.text) {
     await writeFileAtomic(configPath, state.text, { mode: 0o600 });
@@ -411,6 +414,27 @@ async function writeConfig(
   }
   w.everReady = true;
   w.lastPrimary = state.primary;
+  await warnIfShadowed(inst, w);
+}
+
+/**
+ * Warns (once per file) when another file sorts before Manifold's config: the runtime loads
+ * that one and pods bypass Manifold (`manifold doctor` reports the same as "config order").
+ */
+async function warnIfShadowed(inst: Installer, w: WatchState): Promise<void> {
+  const { o, host, confDirHost, log } = inst;
+  const first = await firstLoadedConfig(host(confDirHost)).catch(() => undefined);
+  if (first === undefined || first === o.configName) {
+    w.shadowWarned = undefined;
+    return;
+  }
+  if (w.shadowWarned === first) return;
+  w.shadowWarned = first;
+  log.warn(
+    `the container runtime loads ${first} first, not ${o.configName}: pods bypass Manifold; ` +
+      "rename that file, or give Manifold's config a name that sorts first (--config-name)",
+    { dir: confDirHost, first, config: o.configName },
+  );
 }
 
 /**

@@ -137,6 +137,33 @@ export async function findPrimaryConfig(
   return { status: "missing", reason, skipped };
 }
 
+/** Suffixes of the files the container runtime loads from the directory (libcni `ConfFiles`). */
+const RUNTIME_CONFIG_SUFFIXES = [".conf", ".conflist", ".json"];
+
+/**
+ * The file the container runtime loads: the lexically (byte) first non-directory entry named
+ * `*.conf`, `*.conflist` or `*.json` — hidden ones included — as containerd and CRI-O do
+ * (go-cni / ocicni over libcni `ConfFiles`, sorted, first one). When this is not Manifold's
+ * config, pods bypass Manifold.
+ *
+ * @param dir the CNI configuration directory (installer view)
+ * @returns the file name, or undefined when there is none (or no directory)
+ * @throws Deno errors other than `NotFound` when the directory cannot be read
+ */
+export async function firstLoadedConfig(dir: string): Promise<string | undefined> {
+  const names: string[] = [];
+  try {
+    for await (const e of Deno.readDir(dir)) {
+      if (e.isDirectory) continue;
+      if (RUNTIME_CONFIG_SUFFIXES.some((x) => e.name.endsWith(x))) names.push(e.name);
+    }
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw err;
+  }
+  return names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))[0];
+}
+
 /** The target of `path` when it is a symbolic link (that did not resolve), else undefined. */
 async function danglingLink(path: string): Promise<string | undefined> {
   try {

@@ -246,6 +246,33 @@ Deno.test("conflist with cniVersions: the negotiated version is used", async () 
   }
 });
 
+Deno.test("a config that sorts before Manifold's (the runtime's choice) is warned about once", async () => {
+  const h = await fakeHost();
+  // The primary itself sorts first: the runtime would load it and pods bypass Manifold.
+  await writeJson(`${h.confDir}/00-aaa.conflist`, flannelConflist());
+  const inst = start(h);
+  const shadowed = () =>
+    inst.lines.filter((l) => l.level === "warn" && l.msg.includes("pods bypass Manifold"));
+  try {
+    await waitFor("config", () => readIf(h.config));
+    await waitFor("the warning", () => shadowed().length > 0);
+    assert.equal(shadowed()[0].fields?.first, "00-aaa.conflist");
+    assert.match(shadowed()[0].msg, /--config-name/);
+    await new Promise((r) => setTimeout(r, 100)); // several polls: still one warning
+    assert.equal(shadowed().length, 1);
+    // Renamed out of the way: no further warning; a new shadowing file warns again.
+    await Deno.rename(`${h.confDir}/00-aaa.conflist`, `${h.confDir}/10-aaa.conflist`);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(shadowed().length, 1);
+    await Deno.writeTextFile(`${h.confDir}/.hidden.json`, "{}");
+    await waitFor("a second warning", () => shadowed().length === 2);
+    assert.equal(shadowed()[1].fields?.first, ".hidden.json");
+  } finally {
+    await inst.stop().catch(() => {});
+    await h.cleanup();
+  }
+});
+
 Deno.test("primary changes → regenerated; another file takes over → follows it", async () => {
   const h = await fakeHost();
   await writeJson(`${h.confDir}/10-flannel.conflist`, flannelConflist("0.4.0"));
