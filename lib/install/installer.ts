@@ -379,7 +379,7 @@ async function evaluatePrimary(inst: Installer): Promise<Readiness> {
   if (o.readinessIndicatorFile && !(await exists(host(o.readinessIndicatorFile)))) {
     return {
       ready: false,
-      reason: `readiness indicator file ${o.readinessIndicatorFile} does not exist`,
+      reason: await readinessMissing(inst, o.readinessIndicatorFile),
       keep: false,
     };
   }
@@ -390,6 +390,19 @@ async function evaluatePrimary(inst: Installer): Promise<Readiness> {
     extra: o.pluginConf,
   });
   return { ready: true, text: renderConfig(conf), primary: lookup.primary.fileName };
+}
+
+/**
+ * Why the readiness file is not ready, with a hint when not even its directory is visible
+ * below the host root: the DaemonSet mounts only the CNI directories there, so a file such as
+ * flannel's `/run/flannel/subnet.env` needs its directory mounted into the install container.
+ */
+async function readinessMissing(inst: Installer, file: string): Promise<string> {
+  const reason = `readiness indicator file ${file} does not exist`;
+  const dir = file.slice(0, file.lastIndexOf("/")) || "/";
+  if (inst.o.hostRoot.replace(/\/+$/, "") === "" || await exists(inst.host(dir))) return reason;
+  return `${reason}, nor its directory at ${inst.host(dir)}: if the host has it, mount ${dir} ` +
+    `into the install container at ${inst.host(dir)} (a hostPath volume)`;
 }
 
 /** Writes the config when it differs from the file there, and says why. */

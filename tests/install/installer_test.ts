@@ -440,6 +440,38 @@ Deno.test("readiness file: waited for, its removal removes the config, its retur
   }
 });
 
+Deno.test("a readiness file whose directory is not mounted below the host root: the error says what to mount", async () => {
+  const h = await fakeHost();
+  await writeJson(`${h.confDir}/10-flannel.conflist`, flannelConflist());
+  const inst = start(h, {
+    readinessIndicatorFile: "/run/flannel/subnet.env",
+    primaryTimeoutMs: 100,
+  });
+  try {
+    const err = await inst.run.then(() => undefined, (e) => e);
+    assert.ok(err instanceof InstallTimeoutError, String(err));
+    assert.match(
+      err.message,
+      new RegExp(`mount /run/flannel into the install container at ${h.root}/run/flannel`),
+    );
+    // Its directory is there (mounted), only the file is not: no hint.
+    await Deno.mkdir(`${h.root}/run/flannel`, { recursive: true });
+    const again = start(h, {
+      readinessIndicatorFile: "/run/flannel/subnet.env",
+      primaryTimeoutMs: 100,
+    });
+    const err2 = await again.run.then(() => undefined, (e) => e);
+    assert.ok(err2 instanceof InstallTimeoutError);
+    assert.match(
+      err2.message,
+      /readiness indicator file \/run\/flannel\/subnet\.env does not exist$/,
+    );
+  } finally {
+    await inst.stop().catch(() => {});
+    await h.cleanup();
+  }
+});
+
 Deno.test("the first wait is bounded: InstallTimeoutError, nothing written", async () => {
   const h = await fakeHost();
   try {
