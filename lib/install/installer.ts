@@ -118,7 +118,11 @@ export class InstallTimeoutError extends Error {
    * @param reason why it was not ready, e.g. `no *.conf or *.conflist file in /host/etc/cni/net.d`
    */
   constructor(readonly waitedMs: number, readonly reason: string) {
-    super(`the cluster default network was not ready within ${waitedMs} ms: ${reason}`);
+    super(
+      `the cluster default network was not ready within ${waitedMs} ms: ${reason} ` +
+        "(the installer exits and its container restarts; is the network plugin running on " +
+        "this node? --primary-config pins its file, --primary-timeout-ms=0 waits without a bound)",
+    );
     this.name = "InstallTimeoutError";
   }
 }
