@@ -7,7 +7,10 @@
  * @module
  */
 
-import { copyFileAtomic, sameContent } from "../fs/atomic.ts";
+import { copyFileAtomic, sameContent, tempPrefix } from "../fs/atomic.ts";
+
+/** Age after which a temporary copy of the binary is another installer's debris, ms. */
+export const STALE_TEMP_MS = 10 * 60_000;
 
 /** What {@link installBinary} did. */
 export type BinaryInstallOutcome = "installed" | "unchanged";
@@ -22,12 +25,17 @@ export type BinaryInstallOutcome = "installed" | "unchanged";
  * @param source the binary to install (installer view, e.g. `/usr/local/bin/manifold`)
  * @param dest the target (installer view, e.g. `/host/opt/cni/bin/manifold`); its
  *   directory is created (0755) when missing
+ * Temporary copies of `dest` (`.<name>.tmp-*`, lib/fs/atomic.ts) older than
+ * {@link STALE_TEMP_MS} are removed first: an installer killed mid-copy (OOM, SIGKILL after
+ * the grace period) leaves one the size of the binary, and a crash-looping one many.
+ *
  * @returns `"installed"` when copied, `"unchanged"` when `dest` was already identical
  * @throws Deno errors (`NotFound` for a missing source, `PermissionDenied`)
  */
 export async function installBinary(source: string, dest: string): Promise<BinaryInstallOutcome> {
-  if (await isPlainExecutable(dest) && await sameContent(source, dest)) return "unchanged";
   const dir = dest.slice(0, dest.lastIndexOf("/")) || "/";
+  await removeStaleTemps(dir, dest.slice(dest.lastIndexOf("/") + 1));
+  if (await isPlainExecutable(dest) && await sameContent(source, dest)) return "unchanged";
   await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
   await copyFileAtomic(source, dest, { mode: 0o755 });
   return "installed";
@@ -49,4 +57,19 @@ export async function isPlainExecutable(path: string): Promise<boolean> {
     if (err instanceof Deno.errors.NotFound) return false;
     throw err;
   }
+}
+
+/** Removes `.<name>.tmp-*` files in `dir` older than {@link STALE_TEMP_MS}; best effort. */
+async function removeStaleTemps(dir: string, name: string): Promise<void> {
+  const prefix = tempPrefix(name);
+  try {
+    for await (const e of Deno.readDir(dir)) {
+      if (!e.isFile || !e.name.startsWith(prefix)) continue;
+      const p = `${dir}/${e.name}`;
+      const mtime = (await Deno.lstat(p).catch(() => undefined))?.mtime?.getTime();
+      if (mtime !== undefined && Date.now() - mtime >= STALE_TEMP_MS) {
+        await Deno.remove(p).catch(() => {});
+      }
+    }
+  } catch { /* no directory yet, or unreadable: nothing to clean */ }
 }

@@ -10,6 +10,7 @@ import {
   readTextIfExists,
   removeFileDurable,
   sameContent,
+  STALE_TEMP_MS,
   writeFileAtomic,
 } from "../../lib/install/mod.ts";
 import { tempFiles } from "./fixtures.ts";
@@ -106,6 +107,32 @@ Deno.test("installBinary: the same bytes without mode 0755, or behind a link, ar
     const st = await Deno.lstat(dest);
     assert.ok(st.isFile && !st.isSymlink);
     assert.equal(await installBinary(src, dest), "unchanged");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("installBinary removes temporary copies an installer killed mid-copy left, not fresh ones", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const src = `${dir}/src`;
+    await Deno.writeTextFile(src, "#!/bin/sh\necho plugin\n");
+    const stale = `${dir}/.manifold.tmp-17-dead`;
+    const fresh = `${dir}/.manifold.tmp-18-busy`;
+    const other = `${dir}/.bridge.tmp-19-x`;
+    for (const p of [stale, fresh, other]) await Deno.writeTextFile(p, "partial");
+    const old = new Date(Date.now() - STALE_TEMP_MS - 60_000);
+    await Deno.utime(stale, old, old);
+    await Deno.utime(other, old, old);
+    assert.equal(await installBinary(src, `${dir}/manifold`), "installed");
+    assert.equal(await readTextIfExists(stale), undefined);
+    assert.equal(await readTextIfExists(fresh), "partial", "another installer's copy in progress");
+    assert.equal(await readTextIfExists(other), "partial", "not Manifold's");
+    // Also when the binary is already up to date.
+    await Deno.writeTextFile(stale, "partial");
+    await Deno.utime(stale, old, old);
+    assert.equal(await installBinary(src, `${dir}/manifold`), "unchanged");
+    assert.equal(await readTextIfExists(stale), undefined);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
