@@ -34,7 +34,8 @@ export interface PluginCredentialsOptions {
  *
  * @param options server, service-account directory, target directory, path mapping, logger
  * @returns the kubeconfig's host path
- * @throws {Deno.errors.NotFound} when no service-account token is mounted
+ * @throws {Deno.errors.NotFound} when no service-account token is mounted (the message says
+ *   where it was looked for and what to do)
  * @throws {Error} when the token is empty, or when the CA is missing but was mirrored before
  *   (the kubeconfig keeps naming the copy: a CA that was there is never silently replaced by
  *   the system roots)
@@ -47,7 +48,14 @@ export async function writePluginCredentials(options: PluginCredentialsOptions):
   const token = `${saDir}/${SERVICE_ACCOUNT_FILES.token}`;
   const hostToken = `${subdir}/${SERVICE_ACCOUNT_FILES.token}`;
   if (!(await sameContent(token, hostToken)) || !(await ownPrivateFile(hostToken))) {
-    const text = await Deno.readFile(token); // NotFound: no service account mounted
+    const text = await Deno.readFile(token).catch((e) => {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+      throw new Deno.errors.NotFound(
+        `no service-account token at ${token} (automountServiceAccountToken false, or another ` +
+          "--service-account-dir?): the plugin's kubeconfig names a copy of it; pass " +
+          "--no-kubeconfig on a node whose plugin needs no API (nadDir)",
+      );
+    });
     if (text.length === 0) throw new Error(`service-account token ${token} is empty`);
     await writeFileAtomic(hostToken, text, { mode: 0o600 });
     log.info("service-account token mirrored for the plugin", { path: hostToken });

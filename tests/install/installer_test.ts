@@ -185,6 +185,24 @@ Deno.test("a CA that leaves the service-account volume stays in the kubeconfig (
   }
 });
 
+Deno.test("no service-account token at start: the error says where and what to do", async () => {
+  const h = await fakeHost();
+  try {
+    await Deno.remove(`${h.saDir}/token`);
+    const err = await runInstaller({
+      hostRoot: h.root,
+      kubeconfig: { server: "https://10.96.0.1:443", serviceAccountDir: h.saDir },
+      once: true,
+    }).then(() => undefined, (e) => e);
+    assert.ok(err instanceof Deno.errors.NotFound, String(err));
+    assert.match(err.message, new RegExp(`no service-account token at ${h.saDir}/token`));
+    assert.match(err.message, /--no-kubeconfig/);
+    assert.equal(await readIf(h.config), undefined);
+  } finally {
+    await h.cleanup();
+  }
+});
+
 Deno.test("kubeconfig loads in the plugin's loader when the root is /", async () => {
   const h = await fakeHost();
   try {
