@@ -327,12 +327,15 @@ Deno.test("source variant: bundle directories others can write, or links, are re
     // Group-writable .manifold.
     await Deno.mkdir(`${dir}/a/.manifold`, { recursive: true });
     await Deno.chmod(`${dir}/a/.manifold`, 0o775);
-    await assert.rejects(installBundle(src, `${dir}/a/.manifold`), /writable by group or others/);
+    await assert.rejects(
+      installBundle(src, `${dir}/a/.manifold`),
+      /writable by group or others \(mode 775\); the installer will not use it: remove it/,
+    );
     // A symbolic link as .manifold.
     await Deno.mkdir(`${dir}/elsewhere`);
     await Deno.mkdir(`${dir}/b`);
     await Deno.symlink(`${dir}/elsewhere`, `${dir}/b/.manifold`);
-    await assert.rejects(installBundle(src, `${dir}/b/.manifold`), /not a directory/);
+    await assert.rejects(installBundle(src, `${dir}/b/.manifold`), /not a directory.*remove it/);
     // A directory of the right hash that another user owns (root only: chown).
     if (Deno.uid() === 0) {
       const name = await bundleHash(await listBundleFiles(src));
