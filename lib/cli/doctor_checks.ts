@@ -9,7 +9,7 @@
  */
 
 import { parseNetworkConfig } from "../cni/types.ts";
-import { findPrimaryConfig } from "../install/mod.ts";
+import { findPrimaryConfig, firstLoadedConfig } from "../install/mod.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import { errorText, oneLine } from "../util/text.ts";
@@ -150,7 +150,7 @@ export const configStep: DoctorStep = {
     } else {
       add("config", "ok", `${path} (cniVersion ${conf.cniVersion})`);
     }
-    const first = await firstConfigFile(host(confDir));
+    const first = await firstLoadedConfig(host(confDir));
     if (first !== configName) {
       add(
         "config order",
@@ -238,7 +238,7 @@ async function checkPrimaryLookup({ confDir, configName, host, add }: DoctorCont
     "fail",
     lookup.status === "missing"
       ? `no primary config (*.conf or *.conflist) in ${confDir}`
-      : `primary config ${lookup.fileName} does not parse: ${lookup.reason}`,
+      : `primary config ${lookup.fileName} ${lookup.reason}`,
     "install or fix the cluster default network (flannel, calico, cilium, …)",
   );
 }
@@ -361,16 +361,6 @@ async function parseOwnConfig(text: string): Promise<ManifoldConf> {
   const plugin = list.plugins.find((p) => p.type === "manifold");
   if (!plugin) throw new Error('no plugin of type "manifold"');
   return parseManifoldConf({ ...plugin, name: list.name, cniVersion: list.cniVersion });
-}
-
-/** The lexically first file libcni would load (`.conf`, `.conflist`, `.json`). */
-async function firstConfigFile(dir: string): Promise<string | undefined> {
-  const names: string[] = [];
-  for await (const e of Deno.readDir(dir)) {
-    if (e.isDirectory) continue;
-    if ([".conf", ".conflist", ".json"].some((x) => e.name.endsWith(x))) names.push(e.name);
-  }
-  return names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))[0];
 }
 
 function isExecutableFile(st: Deno.FileInfo): boolean {

@@ -26,15 +26,19 @@ export interface PluginCredentialsOptions {
 }
 
 /**
- * Mirrors the token (required, not empty) and the CA (when present) and writes the plugin's
+ * Mirrors the token (required, not empty) and the CA (when present; with no CA ever mirrored the
+ * kubeconfig names none and the plugin uses the system roots) and writes the plugin's
  * kubeconfig naming them by host path; files that are already current are left alone. The
  * token copy is always a regular file with mode 0600, written by the installer (root in the
  * DaemonSet): a copy with the right bytes but other permission bits, or a link, is replaced.
  *
  * @param options server, service-account directory, target directory, path mapping, logger
  * @returns the kubeconfig's host path
- * @throws {Deno.errors.NotFound} when no service-account token is mounted
- * @throws {Error} when the token is empty
+ * @throws {Deno.errors.NotFound} when no service-account token is mounted (the message says
+ *   where it was looked for and what to do)
+ * @throws {Error} when the token is empty, or when the CA is missing but was mirrored before
+ *   (the kubeconfig keeps naming the copy: a CA that was there is never silently replaced by
+ *   the system roots)
  */
 export async function writePluginCredentials(options: PluginCredentialsOptions): Promise<string> {
   const { subdirHost, host, logger: log } = options;
@@ -44,7 +48,14 @@ export async function writePluginCredentials(options: PluginCredentialsOptions):
   const token = `${saDir}/${SERVICE_ACCOUNT_FILES.token}`;
   const hostToken = `${subdir}/${SERVICE_ACCOUNT_FILES.token}`;
   if (!(await sameContent(token, hostToken)) || !(await ownPrivateFile(hostToken))) {
-    const text = await Deno.readFile(token); // NotFound: no service account mounted
+    const text = await Deno.readFile(token).catch((e) => {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+      throw new Deno.errors.NotFound(
+        `no service-account token at ${token} (automountServiceAccountToken false, or another ` +
+          "--service-account-dir?): the plugin's kubeconfig names a copy of it; pass " +
+          "--no-kubeconfig on a node whose plugin needs no API (nadDir)",
+      );
+    });
     if (text.length === 0) throw new Error(`service-account token ${token} is empty`);
     await writeFileAtomic(hostToken, text, { mode: 0o600 });
     log.info("service-account token mirrored for the plugin", { path: hostToken });
@@ -54,8 +65,15 @@ export async function writePluginCredentials(options: PluginCredentialsOptions):
   let haveCa = true;
   if (!(await sameContent(ca, hostCa))) {
     const pem = await readTextIfExists(ca);
-    if (pem === undefined) haveCa = false;
-    else await writeFileAtomic(hostCa, pem, { mode: 0o600 });
+    if (pem !== undefined) await writeFileAtomic(hostCa, pem, { mode: 0o600 });
+    else if ((await readTextIfExists(hostCa)) !== undefined) {
+      // The CA left the service-account volume after it was mirrored: dropping it from the
+      // kubeconfig would make the plugin trust the system roots instead (more servers, not
+      // fewer). The kubeconfig keeps naming the last copy; the caller warns.
+      throw new Error(
+        `service-account CA ${ca} is missing; the plugin keeps trusting the last copy ${subdirHost}/${SERVICE_ACCOUNT_FILES.ca}`,
+      );
+    } else haveCa = false;
   }
   const kubeconfig = renderConfig(buildPluginKubeconfig({
     server: options.server,

@@ -30,7 +30,7 @@ import {
 import { MANIFOLD_CONF_SUBDIR, SERVICE_ACCOUNT_FILES } from "./kubeconfig.ts";
 import { writePluginCredentials } from "./credentials.ts";
 import { tokenDue } from "./token_expiry.ts";
-import { findPrimaryConfig } from "./primary.ts";
+import { findPrimaryConfig, firstLoadedConfig } from "./primary.ts";
 import { sleepUnlessAborted } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
 
@@ -118,7 +118,11 @@ export class InstallTimeoutError extends Error {
    * @param reason why it was not ready, e.g. `no *.conf or *.conflist file in /host/etc/cni/net.d`
    */
   constructor(readonly waitedMs: number, readonly reason: string) {
-    super(`the cluster default network was not ready within ${waitedMs} ms: ${reason}`);
+    super(
+      `the cluster default network was not ready within ${waitedMs} ms: ${reason} ` +
+        "(the installer exits and its container restarts; is the network plugin running on " +
+        "this node? --primary-config pins its file, --primary-timeout-ms=0 waits without a bound)",
+    );
     this.name = "InstallTimeoutError";
   }
 }
@@ -159,6 +163,8 @@ interface WatchState {
   credentialWarned: boolean;
   /** Due time (ISO) of the expired token last warned about; undefined while the token is current. */
   expiredWarned?: string;
+  /** The file last warned about as loaded before Manifold's; undefined while ours is first. */
+  shadowWarned?: string;
 }
 
 /** What one poll found: the config to write, or why the default network is not ready. */
@@ -370,14 +376,14 @@ async function evaluatePrimary(inst: Installer): Promise<Readiness> {
     // already written (removing it would let the runtime bypass Manifold meanwhile).
     return {
       ready: false,
-      reason: `primary config ${lookup.fileName} does not parse: ${lookup.reason}`,
+      reason: `primary config ${lookup.fileName} ${lookup.reason}`,
       keep: true,
     };
   }
   if (o.readinessIndicatorFile && !(await exists(host(o.readinessIndicatorFile)))) {
     return {
       ready: false,
-      reason: `readiness indicator file ${o.readinessIndicatorFile} does not exist`,
+      reason: await readinessMissing(inst, o.readinessIndicatorFile),
       keep: false,
     };
   }
@@ -390,12 +396,26 @@ async function evaluatePrimary(inst: Installer): Promise<Readiness> {
   return { ready: true, text: renderConfig(conf), primary: lookup.primary.fileName };
 }
 
+/**
+ * Why the readiness file is not ready, with a hint when not even its directory is visible
+ * below the host root: the DaemonSet mounts only the CNI directories there, so a file such as
+ * flannel's `/run/flannel/subnet.env` needs its directory mounted into the install container.
+ */
+async function readinessMissing(inst: Installer, file: string): Promise<string> {
+  const reason = `readiness indicator file ${file} does not exist`;
+  const dir = file.slice(0, file.lastIndexOf("/")) || "/";
+  if (inst.o.hostRoot.replace(/\/+$/, "") === "" || await exists(inst.host(dir))) return reason;
+  return `${reason}, nor its directory at ${inst.host(dir)}: if the host has it, mount ${dir} ` +
+    `into the install container at ${inst.host(dir)} (a hostPath volume)`;
+}
+
 /** Writes the config when it differs from the file there, and says why. */
 async function writeConfig(
-  { o, configPath, log }: Installer,
+  inst: Installer,
   w: WatchState,
   state: Extract<Readiness, { ready: true }>,
 ): Promise<void> {
+  const { o, configPath, log } = inst;
   const current = await readTextIfExists(configPath);
   if (current !== state.text) {
     await writeFileAtomic(configPath, state.text, { mode: 0o600 });
@@ -411,6 +431,27 @@ async function writeConfig(
   }
   w.everReady = true;
   w.lastPrimary = state.primary;
+  await warnIfShadowed(inst, w);
+}
+
+/**
+ * Warns (once per file) when another file sorts before Manifold's config: the runtime loads
+ * that one and pods bypass Manifold (`manifold doctor` reports the same as "config order").
+ */
+async function warnIfShadowed(inst: Installer, w: WatchState): Promise<void> {
+  const { o, host, confDirHost, log } = inst;
+  const first = await firstLoadedConfig(host(confDirHost)).catch(() => undefined);
+  if (first === undefined || first === o.configName) {
+    w.shadowWarned = undefined;
+    return;
+  }
+  if (w.shadowWarned === first) return;
+  w.shadowWarned = first;
+  log.warn(
+    `the container runtime loads ${first} first, not ${o.configName}: pods bypass Manifold; ` +
+      "rename that file, or give Manifold's config a name that sorts first (--config-name)",
+    { dir: confDirHost, first, config: o.configName },
+  );
 }
 
 /**

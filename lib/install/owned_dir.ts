@@ -7,6 +7,11 @@
  * @module
  */
 
+/** What an operator does about a directory the installer refuses. */
+const FIX_HINT =
+  "; the installer will not use it: remove it (the installer recreates it) or make " +
+  "it a directory owned by the installer's user (root) and writable by it alone";
+
 /**
  * Checks that `dir` is a real directory (not a symbolic link), owned by `uid` (this
  * process's user, {@link ownUid}) and not writable by group or others.
@@ -19,14 +24,20 @@
 export async function assertOwnedDir(dir: string, uid: number): Promise<void> {
   const info = await Deno.lstat(dir);
   if (info.isSymlink || !info.isDirectory) {
-    throw new Error(`${dir} is not a directory (a symbolic link or a file is not followed)`);
+    throw new Error(
+      `${dir} is not a directory (a symbolic link or a file is not followed)${FIX_HINT}`,
+    );
   }
   if (info.uid !== uid) {
-    throw new Error(`${dir} is owned by uid ${info.uid}, not by this installer (uid ${uid})`);
+    throw new Error(
+      `${dir} is owned by uid ${info.uid}, not by this installer (uid ${uid})${FIX_HINT}`,
+    );
   }
   if (((info.mode ?? 0) & 0o022) !== 0) {
     throw new Error(
-      `${dir} is writable by group or others (mode ${((info.mode ?? 0) & 0o777).toString(8)})`,
+      `${dir} is writable by group or others (mode ${
+        ((info.mode ?? 0) & 0o777).toString(8)
+      })${FIX_HINT}`,
     );
   }
 }
@@ -68,7 +79,9 @@ export async function ensureOwnedDir(dir: string): Promise<number> {
   // Checked before the probe is written into it.
   const info = await Deno.lstat(dir);
   if (info.isSymlink || !info.isDirectory) {
-    throw new Error(`${dir} is not a directory (a symbolic link or a file is not followed)`);
+    throw new Error(
+      `${dir} is not a directory (a symbolic link or a file is not followed)${FIX_HINT}`,
+    );
   }
   const uid = await ownUid(dir);
   await assertOwnedDir(dir, uid);

@@ -57,7 +57,9 @@ export interface FindPrimaryOptions {
  * @param options pinned file name and Manifold's own file name
  * @returns `found` with the parsed config; `missing` when no candidate (or the pinned file)
  *   exists, or the directory is missing; `invalid` when the first candidate does not parse
- *   (reason: the parse error)
+ *   (reason: `does not parse: <the parse error>`) or is a symbolic link that does not resolve
+ *   in this process's view (reason: `is a symbolic link to <target>, …`, what to mount); the
+ *   reason reads after "primary config <fileName> "
  * @throws Deno errors other than `NotFound` when the directory cannot be read
  */
 export async function findPrimaryConfig(
@@ -95,6 +97,20 @@ export async function findPrimaryConfig(
       text = await Deno.readTextFile(path);
     } catch (err) {
       if (err instanceof Deno.errors.NotFound) {
+        const link = await danglingLink(path);
+        // A link whose target this process cannot see (an absolute target outside the
+        // directories mounted below the host root, or a broken link): the runtime on the host
+        // may well load it, so taking the next file instead would pick a wrong primary.
+        if (link !== undefined) {
+          return {
+            status: "invalid",
+            fileName,
+            reason: `is a symbolic link to ${link}, which does not resolve here (${path}): ` +
+              "mount the target's directory into the install container below --host-root, " +
+              "or replace the link by the file",
+            skipped,
+          };
+        }
         // Removed between listing and reading: as if it never was there.
         continue;
       }
@@ -107,7 +123,7 @@ export async function findPrimaryConfig(
       const why = err instanceof CniError
         ? `${err.msg}${err.details ? `: ${oneLine(err.details)}` : ""}`
         : String(err);
-      return { status: "invalid", fileName, reason: why, skipped };
+      return { status: "invalid", fileName, reason: `does not parse: ${why}`, skipped };
     }
     if (list.plugins.some((p) => DELEGATING_PLUGIN_TYPES.includes(String(p.type)))) {
       skipped.push(`${fileName}: a delegating plugin's own config`);
@@ -119,4 +135,40 @@ export async function findPrimaryConfig(
     ? `pinned primary config ${options.pinned} does not exist in ${dir}`
     : `no *.conf or *.conflist file in ${dir}`;
   return { status: "missing", reason, skipped };
+}
+
+/** Suffixes of the files the container runtime loads from the directory (libcni `ConfFiles`). */
+const RUNTIME_CONFIG_SUFFIXES = [".conf", ".conflist", ".json"];
+
+/**
+ * The file the container runtime loads: the lexically (byte) first non-directory entry named
+ * `*.conf`, `*.conflist` or `*.json` — hidden ones included — as containerd and CRI-O do
+ * (go-cni / ocicni over libcni `ConfFiles`, sorted, first one). When this is not Manifold's
+ * config, pods bypass Manifold.
+ *
+ * @param dir the CNI configuration directory (installer view)
+ * @returns the file name, or undefined when there is none (or no directory)
+ * @throws Deno errors other than `NotFound` when the directory cannot be read
+ */
+export async function firstLoadedConfig(dir: string): Promise<string | undefined> {
+  const names: string[] = [];
+  try {
+    for await (const e of Deno.readDir(dir)) {
+      if (e.isDirectory) continue;
+      if (RUNTIME_CONFIG_SUFFIXES.some((x) => e.name.endsWith(x))) names.push(e.name);
+    }
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw err;
+  }
+  return names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))[0];
+}
+
+/** The target of `path` when it is a symbolic link (that did not resolve), else undefined. */
+async function danglingLink(path: string): Promise<string | undefined> {
+  try {
+    return (await Deno.lstat(path)).isSymlink ? await Deno.readLink(path) : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -11,6 +11,7 @@
 
 import { readTextIfExists, writeFileAtomic } from "../fs/atomic.ts";
 import { BUNDLES_DIR, type BundleSource, installBundle } from "./bundle.ts";
+import { isPlainExecutable } from "./binary.ts";
 import { bundleDirHost, renderLauncher } from "./launcher.ts";
 
 /** Where {@link installSourceVariant} puts things. */
@@ -21,7 +22,15 @@ export interface SourceInstallTarget {
   cniBinDirHost: string;
   /** The launcher's file name (the plugin `type`), e.g. `manifold`. */
   binaryName: string;
+  /**
+   * Runs between the bundle being in place and the launcher being checked (tests stand in a
+   * concurrent pruner here).
+   */
+  beforeLauncher?: () => Promise<void>;
 }
+
+/** Attempts at a bundle that vanishes before the launcher names it (see below). */
+const ATTEMPTS = 3;
 
 /** What {@link installSourceVariant} did. */
 export interface SourceInstallResult {
@@ -44,7 +53,8 @@ export interface SourceInstallResult {
  * @param target the CNI bin dir (both views) and the launcher's name
  * @returns the bundle's host path and what was written
  * @throws Error from {@link installBundle} (missing entries, an untrusted directory) or
- *   {@link bundleDirHost} (a host path the launcher cannot name); Deno errors of the writes
+ *   {@link bundleDirHost} (a host path the launcher cannot name), or when the bundle vanished
+ *   three times before the launcher named it; Deno errors of the writes
  */
 export async function installSourceVariant(
   src: BundleSource,
@@ -53,15 +63,42 @@ export async function installSourceVariant(
   const binDir = target.cniBinDir.replace(/\/+$/, "");
   // Checked before anything is copied: a path the launcher cannot name fails early.
   bundleDirHost(target.cniBinDirHost, "0".repeat(32));
-  const b = await installBundle(src, `${binDir}/${BUNDLES_DIR}`);
-  const bundleHost = bundleDirHost(target.cniBinDirHost, b.name);
-  const text = renderLauncher(bundleHost);
   const launcherPath = `${binDir}/${target.binaryName}`;
-  const current = await readTextIfExists(launcherPath).catch(() => undefined);
   let launcher: SourceInstallResult["launcher"] = "unchanged";
-  if (current !== text) {
-    await writeFileAtomic(launcherPath, text, { mode: 0o755 });
-    launcher = "installed";
+  for (let attempt = 1;; attempt++) {
+    const b = await installBundle(src, `${binDir}/${BUNDLES_DIR}`);
+    const bundleHost = bundleDirHost(target.cniBinDirHost, b.name);
+    const text = renderLauncher(bundleHost);
+    await target.beforeLauncher?.();
+    const current = await readTextIfExists(launcherPath).catch(() => undefined);
+    // The same text with other mode bits (not executable: every CNI call fails) or as a link
+    // is replaced too.
+    if (current !== text || !(await isPlainExecutable(launcherPath))) {
+      await writeFileAtomic(launcherPath, text, { mode: 0o755 });
+      launcher = "installed";
+    }
+    // A bundle found "present" was unnamed until now: another installer's pruner (an old pod
+    // still stopping, after a rollback to this image) may have renamed it away meanwhile, and
+    // a launcher naming a missing bundle fails every CNI call. Now that the launcher names it
+    // no pruner takes it any more: it is copied again if it is gone.
+    if (await bundleComplete(b.dir)) {
+      return { bundleHost, bundle: b.outcome, launcher, files: b.files, bytes: b.bytes };
+    }
+    if (attempt >= ATTEMPTS) {
+      throw new Error(
+        `the bundle ${bundleHost} vanished ${ATTEMPTS} times before the launcher named it: ` +
+          `is something else removing directories in ${binDir}/${BUNDLES_DIR}?`,
+      );
+    }
   }
-  return { bundleHost, bundle: b.outcome, launcher, files: b.files, bytes: b.bytes };
+}
+
+/** Whether the bundle directory is (still) there with its launcher script. */
+async function bundleComplete(dir: string): Promise<boolean> {
+  try {
+    return (await Deno.lstat(`${dir}/scripts/manifold`)).isFile;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
 }

@@ -12,6 +12,7 @@ import { pathInRoot } from "../cni/root.ts";
 import type { Logger } from "../log/mod.ts";
 import { errorText } from "../util/text.ts";
 import type { KernelAccess } from "./status/kernel.ts";
+import type { ManifoldConf } from "./config.ts";
 
 /**
  * The root delegates run in: `chrootDir` when it is set and names a directory, else
@@ -79,4 +80,21 @@ export function kernelInRoot(kernel: KernelAccess, root: string): KernelAccess {
     setDefaultRoute: async (netnsPath, request) =>
       kernel.setDefaultRoute(await pathInRoot(root, netnsPath), request),
   };
+}
+
+/**
+ * The configuration with its host paths that Manifold itself checks mapped into `root`
+ * ({@link pathInRoot}): `readinessindicatorfile`. The installer writes it as the host sees it
+ * (the plugin the runtime runs on the host checks it there); `manifold daemon` in its container
+ * sees the host below `chrootDir` only, and would otherwise wait for a file that never appears
+ * there and fail every ADD (Multus thick has the daemon's own view in its config instead).
+ *
+ * @param conf the parsed configuration
+ * @param root the chroot directory ({@link delegateRoot})
+ * @returns `conf` itself when there is nothing to map, else a copy with the mapped path
+ * @throws {Error} when more than 40 symbolic links are followed (a loop)
+ */
+export async function confInRoot(conf: ManifoldConf, root: string): Promise<ManifoldConf> {
+  if (!conf.readinessindicatorfile) return conf;
+  return { ...conf, readinessindicatorfile: await pathInRoot(root, conf.readinessindicatorfile) };
 }

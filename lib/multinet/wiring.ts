@@ -92,7 +92,8 @@ export async function buildDeps(
     ...(root ? { findPlugin: (type, dirs) => findPlugin(type, dirs, { root }) } : {}),
   });
   const base = {
-    conf,
+    // The readiness file is a host path: the daemon checks it inside the host's root.
+    conf: root ? await chroot!.confInRoot(conf, root) : conf,
     env,
     runtime,
     cache,

@@ -10,6 +10,7 @@ import {
   readTextIfExists,
   removeFileDurable,
   sameContent,
+  STALE_TEMP_MS,
   writeFileAtomic,
 } from "../../lib/install/mod.ts";
 import { tempFiles } from "./fixtures.ts";
@@ -82,6 +83,56 @@ Deno.test("installBinary copies once, then reports unchanged; creates the bin di
     assert.equal(await sameContent(src, `${dir}/host/opt/cni/bin/manifold`), false);
     assert.equal(await installBinary(src, `${dir}/host/opt/cni/bin/manifold`), "installed");
     await assert.rejects(installBinary(`${dir}/missing`, `${dir}/x`), Deno.errors.NotFound);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("installBinary: the same bytes without mode 0755, or behind a link, are replaced", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const src = `${dir}/src`;
+    const dest = `${dir}/manifold`;
+    await Deno.writeTextFile(src, "#!/bin/sh\necho plugin\n");
+    assert.equal(await installBinary(src, dest), "installed");
+    // Someone made it non-executable: every CNI call would fail with "permission denied".
+    await Deno.chmod(dest, 0o644);
+    assert.equal(await installBinary(src, dest), "installed");
+    assert.equal((await Deno.lstat(dest)).mode! & 0o7777, 0o755);
+    // A link to a file with the same bytes: replaced by the installer's own regular file.
+    await Deno.remove(dest);
+    await Deno.copyFile(src, `${dir}/elsewhere`);
+    await Deno.symlink(`${dir}/elsewhere`, dest);
+    assert.equal(await installBinary(src, dest), "installed");
+    const st = await Deno.lstat(dest);
+    assert.ok(st.isFile && !st.isSymlink);
+    assert.equal(await installBinary(src, dest), "unchanged");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("installBinary removes temporary copies an installer killed mid-copy left, not fresh ones", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const src = `${dir}/src`;
+    await Deno.writeTextFile(src, "#!/bin/sh\necho plugin\n");
+    const stale = `${dir}/.manifold.tmp-17-dead`;
+    const fresh = `${dir}/.manifold.tmp-18-busy`;
+    const other = `${dir}/.bridge.tmp-19-x`;
+    for (const p of [stale, fresh, other]) await Deno.writeTextFile(p, "partial");
+    const old = new Date(Date.now() - STALE_TEMP_MS - 60_000);
+    await Deno.utime(stale, old, old);
+    await Deno.utime(other, old, old);
+    assert.equal(await installBinary(src, `${dir}/manifold`), "installed");
+    assert.equal(await readTextIfExists(stale), undefined);
+    assert.equal(await readTextIfExists(fresh), "partial", "another installer's copy in progress");
+    assert.equal(await readTextIfExists(other), "partial", "not Manifold's");
+    // Also when the binary is already up to date.
+    await Deno.writeTextFile(stale, "partial");
+    await Deno.utime(stale, old, old);
+    assert.equal(await installBinary(src, `${dir}/manifold`), "unchanged");
+    assert.equal(await readTextIfExists(stale), undefined);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -14,6 +14,7 @@ import {
   bundleDirHost,
   bundleHash,
   installBundle,
+  installSourceVariant,
   launcherBundle,
   listBundleFiles,
   pluginSource,
@@ -306,6 +307,55 @@ Deno.test("source variant: the launcher names the host path, not the installer's
     assert.match(bundle, /^\/opt\/cni\/bin\/\.manifold\/[0-9a-f]{32}$/);
     assert.ok(!text.includes(dir), text);
     assert.ok((await Deno.stat(`${root}${bundle}/scripts/manifold`)).isFile);
+    // The same launcher text made non-executable is restored by the next installer run.
+    await Deno.chmod(`${root}/opt/cni/bin/manifold`, 0o644);
+    await runInstaller({
+      hostRoot: root,
+      bundle: { root: app, deno: Deno.execPath() },
+      once: true,
+    });
+    assert.equal(await modeOf(`${root}/opt/cni/bin/manifold`), 0o755);
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+});
+
+Deno.test("source variant: a present bundle a concurrent pruner takes before the launcher names it is copied again", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
+  try {
+    const app = await imageTree(dir);
+    const bin = `${dir}/host/opt/cni/bin`;
+    const target = { cniBinDir: bin, cniBinDirHost: "/opt/cni/bin", binaryName: "manifold" };
+    const src = { root: app, deno: Deno.execPath() };
+    const first = await installSourceVariant(src, target);
+    // A rollback: the launcher names another bundle, so this one is unnamed and unused, and
+    // an old installer (still stopping) prunes it the moment the new one found it "present".
+    await Deno.writeTextFile(
+      `${bin}/manifold`,
+      renderLauncher(bundleDirHost("/opt/cni/bin", "f".repeat(32))),
+    );
+    let pruned: string[] = [];
+    let calls = 0;
+    const r = await installSourceVariant(src, {
+      ...target,
+      beforeLauncher: async () => {
+        if (calls++ > 0) return;
+        pruned = (await pruneBundles({
+          bundlesDir: `${bin}/.manifold`,
+          bundlesDirHost: "/opt/cni/bin/.manifold",
+          cniBinDir: bin,
+          graceMs: 0,
+          firstSeen: new Map(),
+          cmdlines: () => [],
+        })).removed;
+      },
+    });
+    assert.deepEqual(pruned, [first.bundleHost.split("/").at(-1)], "the pruner took the bundle");
+    assert.equal(calls, 2, "copied again, then named");
+    assert.equal(r.bundleHost, first.bundleHost);
+    assert.equal(launcherBundle(await Deno.readTextFile(`${bin}/manifold`)), r.bundleHost);
+    // The launcher names the host path; below the fake root the bundle is complete.
+    assert.ok((await Deno.stat(`${dir}/host${r.bundleHost}/scripts/manifold`)).isFile);
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
@@ -319,12 +369,15 @@ Deno.test("source variant: bundle directories others can write, or links, are re
     // Group-writable .manifold.
     await Deno.mkdir(`${dir}/a/.manifold`, { recursive: true });
     await Deno.chmod(`${dir}/a/.manifold`, 0o775);
-    await assert.rejects(installBundle(src, `${dir}/a/.manifold`), /writable by group or others/);
+    await assert.rejects(
+      installBundle(src, `${dir}/a/.manifold`),
+      /writable by group or others \(mode 775\); the installer will not use it: remove it/,
+    );
     // A symbolic link as .manifold.
     await Deno.mkdir(`${dir}/elsewhere`);
     await Deno.mkdir(`${dir}/b`);
     await Deno.symlink(`${dir}/elsewhere`, `${dir}/b/.manifold`);
-    await assert.rejects(installBundle(src, `${dir}/b/.manifold`), /not a directory/);
+    await assert.rejects(installBundle(src, `${dir}/b/.manifold`), /not a directory.*remove it/);
     // A directory of the right hash that another user owns (root only: chown).
     if (Deno.uid() === 0) {
       const name = await bundleHash(await listBundleFiles(src));

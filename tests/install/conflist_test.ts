@@ -112,3 +112,33 @@ Deno.test("findPrimaryConfig: lexical order, skips, invalid first, pinned, missi
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("findPrimaryConfig: a link that does not resolve in the installer's view is waited for, not skipped", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/20-b.conflist`, JSON.stringify(flannelConflist()));
+    // On the host the link resolves (an absolute target outside the mounted directories); in
+    // the install container it does not. The runtime on the host loads it, so 20-b must not
+    // become the primary in its place.
+    await Deno.symlink("/var/lib/cni-absent-r29/10-a.conflist", `${dir}/10-a.conflist`);
+    const r = await findPrimaryConfig(dir, { ownFileName: "00-manifold.conflist" });
+    assert.equal(r.status, "invalid");
+    if (r.status === "invalid") {
+      assert.equal(r.fileName, "10-a.conflist");
+      assert.match(r.reason, /symbolic link to \/var\/lib\/cni-absent-r29\/10-a\.conflist/);
+      assert.match(r.reason, /mount the target's directory into the install container/);
+    }
+    const pinned = await findPrimaryConfig(dir, {
+      ownFileName: "00-manifold.conflist",
+      pinned: "10-a.conflist",
+    });
+    assert.equal(pinned.status, "invalid");
+    // A link that resolves is read through.
+    await Deno.remove(`${dir}/10-a.conflist`);
+    await Deno.symlink(`${dir}/20-b.conflist`, `${dir}/10-a.conflist`);
+    const ok = await findPrimaryConfig(dir, { ownFileName: "00-manifold.conflist" });
+    assert.equal(ok.status === "found" && ok.primary.fileName, "10-a.conflist");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -151,6 +151,58 @@ Deno.test("kubeconfig names the mirrored token file and CA by host path", async 
   }
 });
 
+Deno.test("a CA that leaves the service-account volume stays in the kubeconfig (never the system roots)", async () => {
+  const h = await fakeHost();
+  const inst = start(h);
+  try {
+    const kcPath = `${h.confDir}/manifold.d/manifold.kubeconfig`;
+    const text = await waitFor("kubeconfig", () => readIf(kcPath));
+    await Deno.remove(`${h.saDir}/ca.crt`);
+    await waitFor(
+      "a warning naming the missing CA",
+      () =>
+        inst.lines.some((l) =>
+          l.level === "warn" && String(l.fields?.error).includes("service-account CA")
+        ),
+    );
+    // Polls went on after the warning: the kubeconfig and the CA copy are as they were.
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(await readIf(kcPath), text);
+    assert.equal(
+      JSON.parse(text).clusters[0].cluster["certificate-authority"],
+      "/etc/cni/net.d/manifold.d/ca.crt",
+    );
+    assert.match((await readIf(`${h.confDir}/manifold.d/ca.crt`))!, /BEGIN CERTIFICATE/);
+    // The token still rotates meanwhile.
+    await Deno.writeTextFile(`${h.saDir}/token`, "token-two");
+    await waitFor(
+      "rotated token mirrored",
+      async () => (await readIf(`${h.confDir}/manifold.d/token`)) === "token-two",
+    );
+  } finally {
+    await inst.stop().catch(() => {});
+    await h.cleanup();
+  }
+});
+
+Deno.test("no service-account token at start: the error says where and what to do", async () => {
+  const h = await fakeHost();
+  try {
+    await Deno.remove(`${h.saDir}/token`);
+    const err = await runInstaller({
+      hostRoot: h.root,
+      kubeconfig: { server: "https://10.96.0.1:443", serviceAccountDir: h.saDir },
+      once: true,
+    }).then(() => undefined, (e) => e);
+    assert.ok(err instanceof Deno.errors.NotFound, String(err));
+    assert.match(err.message, new RegExp(`no service-account token at ${h.saDir}/token`));
+    assert.match(err.message, /--no-kubeconfig/);
+    assert.equal(await readIf(h.config), undefined);
+  } finally {
+    await h.cleanup();
+  }
+});
+
 Deno.test("kubeconfig loads in the plugin's loader when the root is /", async () => {
   const h = await fakeHost();
   try {
@@ -208,6 +260,33 @@ Deno.test("conflist with cniVersions: the negotiated version is used", async () 
     await runInstaller({ hostRoot: h.root, once: true, pollIntervalMs: 15 });
     assert.equal(parseGenerated((await readIf(h.config))!).list.cniVersion, "1.1.0");
   } finally {
+    await h.cleanup();
+  }
+});
+
+Deno.test("a config that sorts before Manifold's (the runtime's choice) is warned about once", async () => {
+  const h = await fakeHost();
+  // The primary itself sorts first: the runtime would load it and pods bypass Manifold.
+  await writeJson(`${h.confDir}/00-aaa.conflist`, flannelConflist());
+  const inst = start(h);
+  const shadowed = () =>
+    inst.lines.filter((l) => l.level === "warn" && l.msg.includes("pods bypass Manifold"));
+  try {
+    await waitFor("config", () => readIf(h.config));
+    await waitFor("the warning", () => shadowed().length > 0);
+    assert.equal(shadowed()[0].fields?.first, "00-aaa.conflist");
+    assert.match(shadowed()[0].msg, /--config-name/);
+    await new Promise((r) => setTimeout(r, 100)); // several polls: still one warning
+    assert.equal(shadowed().length, 1);
+    // Renamed out of the way: no further warning; a new shadowing file warns again.
+    await Deno.rename(`${h.confDir}/00-aaa.conflist`, `${h.confDir}/10-aaa.conflist`);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(shadowed().length, 1);
+    await Deno.writeTextFile(`${h.confDir}/.hidden.json`, "{}");
+    await waitFor("a second warning", () => shadowed().length === 2);
+    assert.equal(shadowed()[1].fields?.first, ".hidden.json");
+  } finally {
+    await inst.stop().catch(() => {});
     await h.cleanup();
   }
 });
@@ -373,6 +452,39 @@ Deno.test("readiness file: waited for, its removal removes the config, its retur
     await waitFor("config removed", async () => (await readIf(h.config)) === undefined);
     await Deno.writeTextFile(`${h.root}/run/flannel/subnet.env`, "FLANNEL_MTU=1450\n");
     await waitFor("config restored", () => readIf(h.config));
+  } finally {
+    await inst.stop().catch(() => {});
+    await h.cleanup();
+  }
+});
+
+Deno.test("a readiness file whose directory is not mounted below the host root: the error says what to mount", async () => {
+  const h = await fakeHost();
+  await writeJson(`${h.confDir}/10-flannel.conflist`, flannelConflist());
+  const inst = start(h, {
+    readinessIndicatorFile: "/run/flannel/subnet.env",
+    primaryTimeoutMs: 100,
+  });
+  try {
+    const err = await inst.run.then(() => undefined, (e) => e);
+    assert.ok(err instanceof InstallTimeoutError, String(err));
+    assert.match(
+      err.message,
+      new RegExp(`mount /run/flannel into the install container at ${h.root}/run/flannel`),
+    );
+    // Its directory is there (mounted), only the file is not: no hint.
+    await Deno.mkdir(`${h.root}/run/flannel`, { recursive: true });
+    const again = start(h, {
+      readinessIndicatorFile: "/run/flannel/subnet.env",
+      primaryTimeoutMs: 100,
+    });
+    const err2 = await again.run.then(() => undefined, (e) => e);
+    assert.ok(err2 instanceof InstallTimeoutError);
+    assert.match(
+      err2.message,
+      /readiness indicator file \/run\/flannel\/subnet\.env does not exist \(/,
+    );
+    assert.match(err2.message, /--primary-timeout-ms=0 waits without a bound/);
   } finally {
     await inst.stop().catch(() => {});
     await h.cleanup();

@@ -61,3 +61,46 @@ Deno.test("kernelInRoot: netns paths are opened inside the root", async () => {
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("with chrootDir the readiness file (a host path) is checked inside the root", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "mft-root-" });
+  const { buildDeps } = await import("../../lib/multinet/wiring.ts");
+  const { parseCniEnv } = await import("../../lib/cni/env.ts");
+  const { cmdStatus } = await import("../../lib/multinet/verbs/gc.ts");
+  try {
+    const root = `${dir}/hostroot`;
+    await Deno.mkdir(`${root}/run/flannel-r29`, { recursive: true });
+    await Deno.mkdir(`${dir}/nads`);
+    const conf = parseManifoldConf({
+      ...base,
+      clusterNetwork: `${dir}/absent.conflist`,
+      chrootDir: root,
+      readinessindicatorfile: "/run/flannel-r29/subnet.env",
+      nadDir: `${dir}/nads`,
+      cniDir: `${dir}/cache`,
+    });
+    const status = async () => {
+      const deps = await buildDeps(
+        conf,
+        parseCniEnv({ CNI_COMMAND: "STATUS", CNI_PATH: "/opt/cni/bin" }),
+        nullLogger,
+        {
+          processEnv: {},
+        },
+      );
+      return await cmdStatus(deps).then(() => undefined, (e) => e);
+    };
+    // The host's flannel wrote it (below the root, as the daemon container sees the host):
+    // ready. What fails next is the absent cluster network, not readiness.
+    await Deno.writeTextFile(`${root}/run/flannel-r29/subnet.env`, "FLANNEL_NETWORK=x\n");
+    const ready = await status();
+    assert.ok(!(ready instanceof CniError && ready.code === 50), String(ready?.details ?? ready));
+    await Deno.remove(`${root}/run/flannel-r29/subnet.env`);
+    // Gone from the host's root: the default network is not ready (code 50).
+    const missing = await status();
+    assert.ok(missing instanceof CniError && missing.code === 50, String(missing));
+    assert.match(missing.details, /\/hostroot\/run\/flannel-r29\/subnet\.env/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
