@@ -62,7 +62,10 @@ export interface StartOptions {
   log?: (line: string) => void;
 }
 
-/** A kube-apiserver process that exited before `/readyz` answered `ok`. */
+/**
+ * kube-apiserver or its etcd exited before `/readyz` answered `ok` (e.g. a loopback port taken
+ * by another process between choosing it and binding it): the start is repeated once.
+ */
 class ApiServerExited extends Error {}
 
 /** One audit record (`audit.k8s.io/v1` Event, level Metadata), the fields tests read. */
@@ -270,7 +273,7 @@ export class KubeApiServer {
     const apiserver = this.#apiserver;
     for (;;) {
       if (this.#etcd.exited) {
-        throw new Error(`etcd exited during start:\n${await tail(this.#etcd.log)}`);
+        throw new ApiServerExited(`etcd exited during start:\n${await tail(this.#etcd.log)}`);
       }
       if (apiserver.exited) {
         throw new ApiServerExited(
