@@ -80,6 +80,35 @@ interface IssueLike {
 }
 
 /**
+ * One shape problem as zod reports it, built by the hand-written checks that stand in for a
+ * zod schema on the per-call path (lib/cni/netconf_checks.ts, lib/k8s/types.ts,
+ * lib/multinet/config_shape.ts); {@link zodDetails} prints a list of them.
+ */
+export interface ShapeIssue {
+  /** zod 4's English message, e.g. `Invalid input: expected string, received number`. */
+  message: string;
+  /** Keys and indexes from the document's root to the value. */
+  path: (string | number)[];
+}
+
+/**
+ * How zod 4's English messages name a value's type (the `received …` of its invalid_type
+ * issue), so hand-written checks print zod's exact text.
+ * @param v any decoded JSON value.
+ * @returns `array`, `null`, `NaN`, or `typeof v`.
+ * @example
+ * ```ts
+ * zodReceived([1]); // "array"
+ * ```
+ */
+export function zodReceived(v: unknown): string {
+  if (Array.isArray(v)) return "array";
+  if (v === null) return "null";
+  if (typeof v === "number" && Number.isNaN(v)) return "NaN";
+  return typeof v;
+}
+
+/**
  * zod's `prettifyError` text of a zod error, without loading zod: one `✖ <message>` line per
  * issue (fewest path segments first), each followed by `  → at <path>` when it has a path
  * (`a.b[0]["x-y"]`).

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { zodDetails } from "./decode.ts";
+import { type ShapeIssue, zodDetails, zodReceived } from "./decode.ts";
 import { CniError, CniErrorCode } from "./errors.ts";
 
 /**
@@ -64,23 +64,9 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-/** One shape problem, as zod reports it (message and path). */
-interface Issue {
-  message: string;
-  path: (string | number)[];
-}
-
-/** How zod 4's English messages name a value's type (`received …`). */
-function received(v: unknown): string {
-  if (Array.isArray(v)) return "array";
-  if (v === null) return "null";
-  if (typeof v === "number" && Number.isNaN(v)) return "NaN";
-  return typeof v;
-}
-
 /** zod's `invalid_type` message. */
 function expected(type: string, v: unknown): string {
-  return `Invalid input: expected ${type}, received ${received(v)}`;
+  return `Invalid input: expected ${type}, received ${zodReceived(v)}`;
 }
 
 /**
@@ -93,7 +79,7 @@ function expected(type: string, v: unknown): string {
  */
 export const NETWORK_CONFIG_CHECKS: NetworkConfigChecks = {
   list(d, src) {
-    const issues: Issue[] = [];
+    const issues: ShapeIssue[] = [];
     const { name, cniVersion, cniVersions, disableCheck, disableGC, plugins } = d;
     if (typeof name !== "string") issues.push({ message: "name must be a string", path: ["name"] });
     // zod runs `.min(1)` on anything with a `length` (an array, `{"length": 0}`), typed or not.
@@ -137,7 +123,7 @@ export const NETWORK_CONFIG_CHECKS: NetworkConfigChecks = {
     return out;
   },
   plugin(p, where, src) {
-    const issues: Issue[] = [];
+    const issues: ShapeIssue[] = [];
     const { type, capabilities } = p;
     if (typeof type !== "string") {
       issues.push({ message: "plugin type must be a string", path: ["type"] });

@@ -11,7 +11,8 @@
  */
 
 import { KubeError } from "./errors.ts";
-import { zodDetails } from "../cni/decode.ts";
+import { type ShapeIssue, zodDetails, zodReceived } from "../cni/decode.ts";
+import { isPlainObject as isObject } from "../cni/netconf_checks.ts";
 
 /** API group of NetworkAttachmentDefinition (NPWG v1.3 §3.1). */
 export const NAD_GROUP = "k8s.cni.cncf.io";
@@ -59,25 +60,6 @@ export interface NetworkAttachmentDefinition {
   raw?: Record<string, unknown>;
 }
 
-/** One shape problem, as zod reports it. */
-interface Issue {
-  message: string;
-  path: (string | number)[];
-}
-
-/** How zod 4's English messages name a value's type (`received …`). */
-function received(v: unknown): string {
-  if (Array.isArray(v)) return "array";
-  if (v === null) return "null";
-  if (typeof v === "number" && Number.isNaN(v)) return "NaN";
-  return typeof v;
-}
-
-/** What zod's object schemas accept: a non-null, non-array object. */
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /** What zod's record schemas accept (its `isPlainObject`, for JSON values). */
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   if (!isObject(v)) return false;
@@ -87,12 +69,12 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return isObject(prot) && Object.hasOwn(prot, "isPrototypeOf");
 }
 
-function typeIssue(expected: string, v: unknown, path: (string | number)[]): Issue {
-  return { message: `Invalid input: expected ${expected}, received ${received(v)}`, path };
+function typeIssue(expected: string, v: unknown, path: (string | number)[]): ShapeIssue {
+  return { message: `Invalid input: expected ${expected}, received ${zodReceived(v)}`, path };
 }
 
 /** `z.string().min(1)`: zod runs the length check on anything with a `length`, typed or not. */
-function nonEmptyString(v: unknown, path: (string | number)[], issues: Issue[]): void {
+function nonEmptyString(v: unknown, path: (string | number)[], issues: ShapeIssue[]): void {
   if (typeof v !== "string") issues.push(typeIssue("string", v, path));
   const length = v === null || v === undefined ? undefined : (v as { length?: unknown }).length;
   if (length !== undefined && !((length as number) >= 1)) {
@@ -108,7 +90,7 @@ function nonEmptyString(v: unknown, path: (string | number)[], issues: Issue[]):
  * and resourceVersion strings, annotations an object of strings or null) and returns it as
  * {@link ObjectMeta}; pushes zod's issues otherwise.
  */
-function checkMeta(m: unknown, issues: Issue[]): ObjectMeta | undefined {
+function checkMeta(m: unknown, issues: ShapeIssue[]): ObjectMeta | undefined {
   if (!isObject(m)) {
     issues.push(typeIssue("object", m, ["metadata"]));
     return undefined;
@@ -144,7 +126,7 @@ function checkMeta(m: unknown, issues: Issue[]): ObjectMeta | undefined {
 }
 
 /** The decoding error of a bad shape, details in zod's words (`zodDetails`). */
-function shapeError(what: string, issues: Issue[]): KubeError {
+function shapeError(what: string, issues: ShapeIssue[]): KubeError {
   return new KubeError("decoding", what, { details: zodDetails({ issues }) });
 }
 
@@ -163,7 +145,7 @@ function shapeError(what: string, issues: Issue[]): KubeError {
  */
 export function parsePod(raw: unknown): Pod {
   if (!isObject(raw)) throw shapeError("Invalid Pod object", [typeIssue("object", raw, [])]);
-  const issues: Issue[] = [];
+  const issues: ShapeIssue[] = [];
   const metadata = checkMeta(raw.metadata, issues);
   if (!metadata) throw shapeError("Invalid Pod object", issues);
   return { metadata, raw };
@@ -189,7 +171,7 @@ export function parsePod(raw: unknown): Pod {
 export function parseNetworkAttachmentDefinition(raw: unknown): NetworkAttachmentDefinition {
   const what = "Invalid NetworkAttachmentDefinition object";
   if (!isObject(raw)) throw shapeError(what, [typeIssue("object", raw, [])]);
-  const issues: Issue[] = [];
+  const issues: ShapeIssue[] = [];
   const metadata = checkMeta(raw.metadata, issues);
   const s = raw.spec;
   const spec: { config?: string } = {};

@@ -7,6 +7,9 @@
  * @module
  */
 
+import { type ShapeIssue, zodReceived } from "../cni/decode.ts";
+import { isPlainObject as isObject } from "../cni/netconf_checks.ts";
+
 /** The kind of one key of Manifold's configuration (lib/multinet/config_schema.ts's zod type). */
 type Kind =
   | "string"
@@ -67,25 +70,6 @@ const KEYS: readonly (readonly [string, Kind, boolean?])[] = [
 ];
 const KNOWN = new Set(KEYS.map(([k]) => k));
 
-/** One shape problem, as zod reports it. */
-interface Issue {
-  message: string;
-  path: (string | number)[];
-}
-
-/** How zod 4's English messages name a value's type (`received …`). */
-function received(v: unknown): string {
-  if (Array.isArray(v)) return "array";
-  if (v === null) return "null";
-  if (typeof v === "number" && Number.isNaN(v)) return "NaN";
-  return typeof v;
-}
-
-/** A JSON object: what zod's object and record schemas accept. */
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /** A copy of a JSON object as zod's `z.looseObject({})` makes it (`for…in`, assigned). */
 function copied(o: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -97,9 +81,12 @@ function copied(o: Record<string, unknown>): Record<string, unknown> {
  * Checks one value against its kind; pushes zod's issues (paths under `key`) and returns the
  * value as zod outputs it.
  */
-function checkValue(key: string, kind: Kind, v: unknown, issues: Issue[]): unknown {
+function checkValue(key: string, kind: Kind, v: unknown, issues: ShapeIssue[]): unknown {
   const wrong = (expected: string, path: (string | number)[] = [key]) => {
-    issues.push({ message: `Invalid input: expected ${expected}, received ${received(v)}`, path });
+    issues.push({
+      message: `Invalid input: expected ${expected}, received ${zodReceived(v)}`,
+      path,
+    });
     return undefined;
   };
   if (typeof kind !== "string") {
@@ -125,7 +112,7 @@ function checkValue(key: string, kind: Kind, v: unknown, issues: Issue[]): unkno
       return v.map((o, i) => {
         if (isObject(o)) return copied(o);
         issues.push({
-          message: `Invalid input: expected object, received ${received(o)}`,
+          message: `Invalid input: expected object, received ${zodReceived(o)}`,
           path: [key, i],
         });
         return undefined;
@@ -142,7 +129,7 @@ function checkValue(key: string, kind: Kind, v: unknown, issues: Issue[]): unkno
         if (typeof flag === "boolean") out[k] = flag;
         else {
           issues.push({
-            message: `Invalid input: expected boolean, received ${received(flag)}`,
+            message: `Invalid input: expected boolean, received ${zodReceived(flag)}`,
             path: [key, k],
           });
         }
@@ -231,10 +218,10 @@ export type ManifoldConfShape =
  */
 export function checkManifoldConfShape(raw: unknown): ManifoldConfShape {
   if (!isObject(raw)) {
-    const message = `Invalid input: expected object, received ${received(raw)}`;
+    const message = `Invalid input: expected object, received ${zodReceived(raw)}`;
     return { success: false, error: { issues: [{ message, path: [] }] } };
   }
-  const issues: Issue[] = [];
+  const issues: ShapeIssue[] = [];
   const data: Record<string, unknown> = {};
   for (const [key, kind, required] of KEYS) {
     const v = raw[key];
