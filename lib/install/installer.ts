@@ -27,9 +27,7 @@ import {
   MANIFOLD_CONFIG_NAME,
   renderConfig,
 } from "./conflist.ts";
-import { MANIFOLD_CONF_SUBDIR, SERVICE_ACCOUNT_FILES } from "./kubeconfig.ts";
-import { writePluginCredentials } from "./credentials.ts";
-import { tokenDue } from "./token_expiry.ts";
+import { CredentialKeeper } from "./credential_keeper.ts";
 import { findPrimaryConfig, firstLoadedConfig } from "./primary.ts";
 import { sleepUnlessAborted } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
@@ -145,8 +143,8 @@ interface Installer {
   confDirHost: string;
   /** The generated config, installer view. */
   configPath: string;
-  /** Host path of the plugin's kubeconfig, once written. */
-  kubeconfigHost?: string;
+  /** The plugin's token, CA and kubeconfig; undefined without `kubeconfig`. */
+  credentials?: CredentialKeeper;
   /** Source variant: when each old bundle was first seen unused; undefined: nothing to prune. */
   pruneSeen?: Map<string, number>;
   /** A prune failure was logged (once until one succeeds). */
@@ -160,9 +158,6 @@ interface WatchState {
   lastProgress: number;
   lastPrimary?: string;
   writes: number;
-  credentialWarned: boolean;
-  /** Due time (ISO) of the expired token last warned about; undefined while the token is current. */
-  expiredWarned?: string;
   /** The file last warned about as loaded before Manifold's; undefined while ours is first. */
   shadowWarned?: string;
 }
@@ -193,7 +188,7 @@ export async function runInstaller(options: InstallerOptions = {}): Promise<Inst
   // mirrored token, and the previous installer's pod token died with its pod (bound service
   // account tokens), so every second spent copying the plugin first is a second of 401s for
   // pods starting meanwhile. A missing token at start is an error, later only a warning.
-  await syncCredentials(inst);
+  await inst.credentials?.sync();
   if (options.binary) await installPluginBinary(inst, options.binary);
   if (options.bundle) await installPluginBundle(inst, options.bundle);
   const w: WatchState = {
@@ -201,11 +196,10 @@ export async function runInstaller(options: InstallerOptions = {}): Promise<Inst
     everReady: false,
     lastProgress: Number.NEGATIVE_INFINITY,
     writes: 0,
-    credentialWarned: false,
   };
   while (!inst.signal.aborted) {
     await pruneOldBundles(inst);
-    await refreshCredentials(inst, w);
+    await inst.credentials?.refresh();
     const state = await evaluatePrimary(inst);
     if (state.ready) {
       await writeConfig(inst, w, state);
@@ -226,13 +220,22 @@ function resolveInstaller(options: InstallerOptions): Installer {
   const o = withDefaults(options);
   const host = (p: string) => underRoot(o.hostRoot, p);
   const confDirHost = o.cniConfDir.replace(/\/+$/, "");
+  const log = options.logger ?? nullLogger;
   return {
     o,
-    log: options.logger ?? nullLogger,
+    log,
     signal: options.signal ?? new AbortController().signal,
     host,
     confDirHost,
     configPath: `${host(confDirHost)}/${o.configName}`,
+    credentials: o.kubeconfig &&
+      new CredentialKeeper({
+        server: o.kubeconfig.server,
+        serviceAccountDir: o.kubeconfig.serviceAccountDir ?? INSTALL_DEFAULTS.serviceAccountDir,
+        confDirHost,
+        host,
+        logger: log,
+      }),
   };
 }
 
@@ -292,77 +295,6 @@ async function pruneOldBundles(inst: Installer): Promise<void> {
   }
 }
 
-/** Mirrors the service-account token and CA and writes the plugin's kubeconfig (when asked). */
-async function syncCredentials(inst: Installer): Promise<void> {
-  const kc = inst.o.kubeconfig;
-  if (!kc) return;
-  inst.kubeconfigHost = await writePluginCredentials({
-    server: kc.server,
-    serviceAccountDir: kc.serviceAccountDir ?? INSTALL_DEFAULTS.serviceAccountDir,
-    subdirHost: `${inst.confDirHost}/${MANIFOLD_CONF_SUBDIR}`,
-    host: inst.host,
-    logger: inst.log,
-  });
-}
-
-/**
- * {@link syncCredentials} on every poll; a failure (the token left the service-account
- * directory, say) is a warning, logged once until it clears, and the plugin keeps the last
- * copy. Then {@link warnIfTokenExpired}.
- */
-async function refreshCredentials(inst: Installer, w: WatchState): Promise<void> {
-  if (!inst.o.kubeconfig) return;
-  try {
-    await syncCredentials(inst);
-    w.credentialWarned = false;
-  } catch (err) {
-    if (!w.credentialWarned) {
-      inst.log.warn("cannot refresh the plugin's credentials; the plugin keeps the last copy", {
-        error: errorText(err),
-        tokenFile: mirroredTokenPath(inst),
-      });
-      w.credentialWarned = true;
-    }
-  }
-  await warnIfTokenExpired(inst, w);
-}
-
-/** Host path of the token copy the plugin reads. */
-function mirroredTokenPath(inst: Installer): string {
-  return `${inst.confDirHost}/${MANIFOLD_CONF_SUBDIR}/${SERVICE_ACCOUNT_FILES.token}`;
-}
-
-/**
- * Warns (once per token) when the token the plugin reads is past its due time
- * (lib/install/token_expiry.ts): kubelet renews a projected token at 80 % of its lifetime,
- * so an expired copy means kubelet stopped replacing it — the ServiceAccount was deleted, or
- * kubelet cannot get a new token — and the API server refuses the plugin's calls.
- */
-async function warnIfTokenExpired(inst: Installer, w: WatchState): Promise<void> {
-  const path = mirroredTokenPath(inst);
-  const text = await readTextIfExists(inst.host(path)).catch(() => undefined);
-  const due = text === undefined ? undefined : tokenDue(text);
-  if (due === undefined || Date.now() < due.due.getTime()) {
-    w.expiredWarned = undefined;
-    return;
-  }
-  const expiredAt = due.due.toISOString();
-  if (w.expiredWarned === expiredAt) return;
-  w.expiredWarned = expiredAt;
-  inst.log.warn(
-    "the plugin's service-account token has expired and kubelet has not replaced it " +
-      "(ServiceAccount deleted? kubelet unable to get a new token?): the API server refuses " +
-      "it, or will once it is past acceptedUntil",
-    {
-      tokenFile: path,
-      expiredAt,
-      claim: due.claim,
-      acceptedUntil: due.expires.toISOString(),
-      ...(due.issuedAt ? { issuedAt: due.issuedAt.toISOString() } : {}),
-    },
-  );
-}
-
 /** The primary config, the readiness file, and the config Manifold would write now. */
 async function evaluatePrimary(inst: Installer): Promise<Readiness> {
   const { o, host, confDirHost } = inst;
@@ -389,7 +321,7 @@ async function evaluatePrimary(inst: Installer): Promise<Readiness> {
   }
   const conf = generateManifoldConflist(lookup.primary.list, {
     clusterNetwork: `${confDirHost}/${lookup.primary.fileName}`,
-    kubeconfig: inst.kubeconfigHost,
+    kubeconfig: inst.credentials?.kubeconfigHost,
     readinessIndicatorFile: o.readinessIndicatorFile,
     extra: o.pluginConf,
   });
