@@ -17,10 +17,8 @@
 
 import { type Logger, nullLogger } from "../log/mod.ts";
 import { readTextIfExists, removeFileDurable, writeFileAtomic } from "../fs/atomic.ts";
-import { installBinary } from "./binary.ts";
-import { BUNDLES_DIR, type BundleSource } from "./bundle.ts";
-import { pruneBundles } from "./bundle_prune.ts";
-import { installSourceVariant } from "./source_install.ts";
+import type { BundleSource } from "./bundle.ts";
+import { PluginPlacer } from "./plugin_placer.ts";
 import {
   generateManifoldConflist,
   isManifoldConfig,
@@ -30,7 +28,6 @@ import {
 import { CredentialKeeper } from "./credential_keeper.ts";
 import { findPrimaryConfig, firstLoadedConfig } from "./primary.ts";
 import { sleepUnlessAborted } from "../util/timer.ts";
-import { errorText } from "../util/text.ts";
 
 /** Defaults of {@link InstallerOptions}. */
 export const INSTALL_DEFAULTS = {
@@ -145,10 +142,8 @@ interface Installer {
   configPath: string;
   /** The plugin's token, CA and kubeconfig; undefined without `kubeconfig`. */
   credentials?: CredentialKeeper;
-  /** Source variant: when each old bundle was first seen unused; undefined: nothing to prune. */
-  pruneSeen?: Map<string, number>;
-  /** A prune failure was logged (once until one succeeds). */
-  pruneWarned?: boolean;
+  /** Puts the plugin (binary or bundle + launcher) into the CNI bin dir, prunes old bundles. */
+  plugin: PluginPlacer;
 }
 
 /** The watch loop's memory between polls. */
@@ -189,8 +184,8 @@ export async function runInstaller(options: InstallerOptions = {}): Promise<Inst
   // account tokens), so every second spent copying the plugin first is a second of 401s for
   // pods starting meanwhile. A missing token at start is an error, later only a warning.
   await inst.credentials?.sync();
-  if (options.binary) await installPluginBinary(inst, options.binary);
-  if (options.bundle) await installPluginBundle(inst, options.bundle);
+  if (options.binary) await inst.plugin.installBinary(options.binary);
+  if (options.bundle) await inst.plugin.installBundle(options.bundle);
   const w: WatchState = {
     started: Date.now(),
     everReady: false,
@@ -198,7 +193,7 @@ export async function runInstaller(options: InstallerOptions = {}): Promise<Inst
     writes: 0,
   };
   while (!inst.signal.aborted) {
-    await pruneOldBundles(inst);
+    await inst.plugin.prune();
     await inst.credentials?.refresh();
     const state = await evaluatePrimary(inst);
     if (state.ready) {
@@ -228,6 +223,13 @@ function resolveInstaller(options: InstallerOptions): Installer {
     host,
     confDirHost,
     configPath: `${host(confDirHost)}/${o.configName}`,
+    plugin: new PluginPlacer({
+      cniBinDirHost: o.cniBinDir.replace(/\/+$/, ""),
+      binaryName: o.binaryName,
+      pruneGraceMs: o.pruneGraceMs,
+      host,
+      logger: log,
+    }),
     credentials: o.kubeconfig &&
       new CredentialKeeper({
         server: o.kubeconfig.server,
@@ -237,62 +239,6 @@ function resolveInstaller(options: InstallerOptions): Installer {
         logger: log,
       }),
   };
-}
-
-async function installPluginBinary(inst: Installer, binary: string): Promise<void> {
-  const { o, host, log } = inst;
-  const dest = host(`${o.cniBinDir.replace(/\/+$/, "")}/${o.binaryName}`);
-  const outcome = await installBinary(binary, dest);
-  log.info(outcome === "installed" ? "installed the plugin binary" : "plugin binary up to date", {
-    path: dest,
-  });
-  // A node moved from the source variant to the compiled one: its bundles go too, once
-  // nothing names or runs them.
-  inst.pruneSeen = new Map();
-}
-
-async function installPluginBundle(inst: Installer, bundle: BundleSource): Promise<void> {
-  const { o, host, log } = inst;
-  const binDirHost = o.cniBinDir.replace(/\/+$/, "");
-  const began = performance.now();
-  const r = await installSourceVariant(bundle, {
-    cniBinDir: host(binDirHost),
-    cniBinDirHost: binDirHost,
-    binaryName: o.binaryName,
-  });
-  log.info(
-    r.bundle === "installed" ? "installed the plugin bundle" : "plugin bundle present",
-    {
-      bundle: r.bundleHost,
-      launcher: r.launcher,
-      files: r.files,
-      bytes: r.bytes,
-      ms: Math.round(performance.now() - began),
-    },
-  );
-  inst.pruneSeen = new Map();
-}
-
-/** Source variant: removes old bundles nothing names or runs any more (after the grace). */
-async function pruneOldBundles(inst: Installer): Promise<void> {
-  if (!inst.pruneSeen) return;
-  const binDirHost = inst.o.cniBinDir.replace(/\/+$/, "");
-  try {
-    const r = await pruneBundles({
-      bundlesDir: inst.host(`${binDirHost}/${BUNDLES_DIR}`),
-      bundlesDirHost: `${binDirHost}/${BUNDLES_DIR}`,
-      cniBinDir: inst.host(binDirHost),
-      graceMs: inst.o.pruneGraceMs,
-      firstSeen: inst.pruneSeen,
-    });
-    if (r.removed.length) inst.log.info("removed old plugin bundles", { removed: r.removed });
-    inst.pruneWarned = false;
-  } catch (err) {
-    if (!inst.pruneWarned) {
-      inst.log.warn("cannot prune old plugin bundles", { error: errorText(err) });
-      inst.pruneWarned = true;
-    }
-  }
 }
 
 /** The primary config, the readiness file, and the config Manifold would write now. */
