@@ -37,8 +37,8 @@ export const COMMANDS = {
  * The specifier is computed on purpose: `deno run` loads (reads and parses) every module
  * reachable through string-literal imports, dynamic ones included, before the first line runs
  * — 147 modules, ≈ 12 ms of every forwarded call. The type argument keeps the module's types
- * (a type-only reference, not loaded at run time); `deno compile` gets each path with
- * `--include` (scripts/compile.sh collects every `"./lib/…ts"` string of this file).
+ * (a type-only reference, not loaded at run time); `deno compile` embeds every module of lib/ with
+ * `--include` (scripts/compile.sh); lib/util/lazy.ts does the same for lib's own branches.
  *
  * @param path the module's path relative to main.ts (`./lib/…`)
  * @returns the module namespace

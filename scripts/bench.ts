@@ -52,6 +52,7 @@ const { values } = parseArgs({
     "api-latency": { type: "string", default: "0" },
     "status-publish": { type: "string", default: "sync" },
     vs: { type: "string" },
+    timeline: { type: "boolean", default: false },
     multus: { type: "string" },
     manifold: { type: "string", multiple: true },
     node: { type: "boolean", default: false },
@@ -65,7 +66,7 @@ if (values.help) {
     "usage: deno run -A scripts/bench.ts [--mode process|daemon] [--iterations 30] " +
       "[--latency-ms 3] [--api-latency MS] [--scale-iterations 10] [--concurrent 50] " +
       "[--soak N] [--status-publish sync|async]  (root)\n" +
-      "       deno run -A scripts/bench.ts --vs multus=PATH [--iterations 30] " +
+      "       deno run -A scripts/bench.ts --vs multus=PATH [--iterations 30] [--timeline] " +
       "[--manifold LAUNCHER[=DENO_DIR] …]  " +
       "(root; MANIFOLD_KUBE_APISERVER: Manifold vs a Multus thin binary, interleaved)\n" +
       "       deno run -A scripts/bench.ts --node [--mode per-call|daemon (default both)] [--pods 50] " +
@@ -91,7 +92,12 @@ if (values.vs !== undefined) {
     Deno.exit(2);
   }
   const { benchMultus } = await import("./bench_multus.ts");
-  await benchMultus({ multus, iterations: Number(values.iterations), manifold: values.manifold });
+  await benchMultus({
+    multus,
+    iterations: Number(values.iterations),
+    manifold: values.manifold,
+    timeline: values.timeline,
+  });
   Deno.exit(0);
 }
 if (values.mode === "daemon") {

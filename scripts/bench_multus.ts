@@ -39,6 +39,13 @@ export interface BenchMultusOptions {
    * default this tree's scripts/manifold.
    */
   manifold?: string[];
+  /**
+   * Also record each Manifold call's timeline (its `timeline` log line at `info`, ms since the
+   * runtime started) and print the median of every mark for ADD and DEL. Logging at `info`
+   * costs each call a few lines of stderr; compare figures only between runs with the same
+   * setting.
+   */
+  timeline?: boolean;
 }
 
 /** Min / median / max of a sample, ms, as printed. */
@@ -59,7 +66,7 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
     const w = await realWorld(api, {
       annotations: { "k8s.v1.cni.cncf.io/networks": JSON.stringify(SELECTION) },
       // Both plugins log errors only, to stderr.
-      conf: { logLevel: "error", logToStderr: true },
+      conf: { logLevel: opts.timeline ? "info" : "error", logToStderr: true },
     });
     try {
       const defaultList = JSON.parse(await Deno.readTextFile(`${w.dirs.conf}/10-default.conflist`));
@@ -98,7 +105,19 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
         del: [] as number[],
         addCpu: [] as number[],
         delCpu: [] as number[],
+        marks: { ADD: [] as Record<string, number>[], DEL: [] as Record<string, number>[] },
       }));
+      /** The `timeline` log line of one call's stderr, if any. */
+      const timelineOf = (stderr: string): Record<string, number> | undefined => {
+        for (const line of stderr.split("\n")) {
+          if (!line.includes('"timeline"')) continue;
+          try {
+            const o = JSON.parse(line.slice(line.indexOf("{")));
+            if (o.msg === "timeline") return o;
+          } catch { /* not this line */ }
+        }
+        return undefined;
+      };
       const floor = { add: [] as number[], del: [] as number[] };
       const pair = async (subject: typeof subjects[number]) => {
         const id = `vs${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
@@ -125,7 +144,14 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
         const d = await w.call("DEL", extra);
         const delCpu = childCpuMs() - cpu;
         if (d.code !== 0) throw new Error(`${subject.label} DEL: ${d.stdout} ${d.stderr}`);
-        return { add: a.ms, del: d.ms, addCpu, delCpu };
+        return {
+          add: a.ms,
+          del: d.ms,
+          addCpu,
+          delCpu,
+          addMarks: timelineOf(a.stderr),
+          delMarks: timelineOf(d.stderr),
+        };
       };
       for (let i = 0; i < opts.iterations + 2; i++) {
         const steps = [
@@ -134,6 +160,8 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
             if (i < 2) return;
             subject.add.push(r.add), subject.del.push(r.del);
             subject.addCpu.push(r.addCpu), subject.delCpu.push(r.delCpu);
+            if (r.addMarks) subject.marks.ADD.push(r.addMarks);
+            if (r.delMarks) subject.marks.DEL.push(r.delMarks);
           }),
           async () => {
             const r = await runDirect(`vsd${crypto.randomUUID().slice(0, 8)}`, direct);
@@ -163,6 +191,23 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
         row(`  CPU (with its delegates)`, x.delCpu);
       }
       const med = (xs: number[]) => stats(xs).p50;
+      for (const x of subjects) {
+        for (const verb of ["ADD", "DEL"] as const) {
+          const ms = x.marks[verb];
+          if (!ms.length) continue;
+          const names = Object.keys(ms[0]).filter((k) =>
+            k !== "epochMs" && k !== "msg" &&
+            typeof ms[0][k] === "number"
+          );
+          console.log(
+            `${x.label} ${verb} timeline, median ms since the runtime started: ` +
+              names.map((k) =>
+                `${k} ${med(ms.map((m) => m[k]).filter(Number.isFinite)).toFixed(1)}`
+              )
+                .join(", "),
+          );
+        }
+      }
       const multus = subjects[subjects.length - 1];
       console.log();
       for (const x of subjects.slice(0, -1)) {

@@ -17,9 +17,9 @@ if [ -n "${DENORT_BIN:-}" ]; then
   export DENORT_BIN
 fi
 mkdir -p dist
-# main.ts loads each mode's module through a computed specifier (see `load` there), which
-# `deno compile` cannot follow: every `./lib/….ts` path main.ts names is included explicitly.
-includes=$(grep -oE '"\./lib/[^"]+\.ts"' main.ts | tr -d '"' | sort -u | sed 's/^/--include /')
+# Every module of lib/ and native/ is embedded: main.ts and lib's lazyImport (lib/util/lazy.ts)
+# load modules through computed specifiers, which the module graph does not follow.
+includes=$(find lib native -name '*.ts' | LC_ALL=C sort | sed 's/^/--include /')
 # shellcheck disable=SC2046,SC2086
 if ! deno compile --quiet --no-code-cache --cached-only --no-check \
   $(cat scripts/permissions scripts/runtime-flags) $includes \

@@ -14,6 +14,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { parseArgs } from "node:util";
 import { outputs, processEnv, stopSignal, type TextOutputs } from "./io.ts";
 import { inClusterConnection, KubeClient, loadKubeconfig } from "../k8s/mod.ts";
@@ -124,7 +125,10 @@ export async function runDaemon(args: string[], io: DaemonIO = {}): Promise<numb
     let waiting: string | undefined;
     const startHttp = async (socketPath: string) => {
       if (!opts.metricsAddress || http) return;
-      const { startDaemonHttp } = await import("../daemon/http.ts");
+      const { startDaemonHttp } = await lazyImport<typeof import("../daemon/http.ts")>(
+        "../daemon/http.ts",
+        import.meta.url,
+      );
       const h = await startDaemonHttp({
         address: opts.metricsAddress,
         ready: () => started?.ready() ?? { ok: false, reasons: [waiting ?? "starting"] },

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { kubeConnectionFromFlags, kubeFlagsGiven } from "./kube_flags.ts";
 import { underRoot } from "../install/mod.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
@@ -111,14 +112,17 @@ export async function loadKubeconfigUnder(
   path: string,
   hostRoot: string,
 ): Promise<KubeConnection> {
-  const { loadKubeconfig } = await import("../k8s/kubeconfig.ts");
+  const { loadKubeconfig } = await lazyImport<typeof import("../k8s/kubeconfig.ts")>(
+    "../k8s/kubeconfig.ts",
+    import.meta.url,
+  );
   if (underRoot(hostRoot, "/") === "/") return await loadKubeconfig(path);
   const text = await Deno.readTextFile(underRoot(hostRoot, path));
   let doc: Record<string, unknown>;
   try {
     doc = JSON.parse(text);
   } catch {
-    const { parse } = await import("yaml");
+    const { parse } = await lazyImport<typeof import("yaml")>("yaml");
     doc = parse(text);
   }
   const dir = await Deno.makeTempDir({ prefix: "manifold-doctor-" });
@@ -204,7 +208,10 @@ async function checkApi(
   conn: KubeConnection,
   opts: { timeoutMs: number; namespace: string; add: AddCheck },
 ): Promise<void> {
-  const { createTransport } = await import("../k8s/transport.ts");
+  const { createTransport } = await lazyImport<typeof import("../k8s/transport.ts")>(
+    "../k8s/transport.ts",
+    import.meta.url,
+  );
   const transport = createTransport(conn);
   const request: ApiRequest = async (method, path, body, contentType) => {
     const headers: Record<string, string> = {

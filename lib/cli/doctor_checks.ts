@@ -8,6 +8,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { parseNetworkConfig } from "../cni/types.ts";
 import { findPrimaryConfig, firstLoadedConfig } from "../install/mod.ts";
 import type { KubeConnection } from "../k8s/kubeconfig.ts";
@@ -247,7 +248,10 @@ async function checkPrimaryLookup({ confDir, configName, host, add }: DoctorCont
 export const netlinkStep: DoctorStep = {
   name: "netlink",
   async run({ options, add }) {
-    const { openNetlinkSocket } = await import("../netlink/mod.ts");
+    const { openNetlinkSocket } = await lazyImport<typeof import("../netlink/mod.ts")>(
+      "../netlink/mod.ts",
+      import.meta.url,
+    );
     const warnings: string[] = [];
     const logger = warningLogger((msg, fields) =>
       void warnings.push(fields?.error ? `${msg}: ${fields.error}` : msg)
@@ -313,7 +317,9 @@ async function checkCache(
     add("cache", "fail", `${dir} is not a directory`, "DEL cannot find what ADD did");
     return;
   }
-  const { AttachmentCache, CacheCorruptError } = await import("../multinet/cache/cache.ts");
+  const { AttachmentCache, CacheCorruptError } = await lazyImport<
+    typeof import("../multinet/cache/cache.ts")
+  >("../multinet/cache/cache.ts", import.meta.url);
   const cache = new AttachmentCache(path);
   const ids = await cache.list();
   const corrupt: string[] = [];
@@ -356,7 +362,10 @@ async function checkCache(
 
 /** Parses Manifold's file as the runtime would hand it to the plugin (name, cniVersion injected). */
 async function parseOwnConfig(text: string): Promise<ManifoldConf> {
-  const { parseManifoldConf } = await import("../multinet/config.ts");
+  const { parseManifoldConf } = await lazyImport<typeof import("../multinet/config.ts")>(
+    "../multinet/config.ts",
+    import.meta.url,
+  );
   const list = parseNetworkConfig(text);
   const plugin = list.plugins.find((p) => p.type === "manifold");
   if (!plugin) throw new Error('no plugin of type "manifold"');

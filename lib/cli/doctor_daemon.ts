@@ -14,6 +14,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { SUPPORTED_VERSIONS } from "../cni/version.ts";
 import type { ForwardOutcome } from "../daemon/forward.ts";
 import { oneLine } from "../util/text.ts";
@@ -29,7 +30,10 @@ import { type DoctorContext, type DoctorStep, statOrUndefined } from "./doctor_c
  *   `lost` for a timeout or a short or malformed answer
  */
 export async function probeDaemonVersion(path: string, timeoutMs: number): Promise<ForwardOutcome> {
-  const { forward } = await import("../daemon/forward.ts");
+  const { forward } = await lazyImport<typeof import("../daemon/forward.ts")>(
+    "../daemon/forward.ts",
+    import.meta.url,
+  );
   const stdin = new TextEncoder().encode(JSON.stringify({ cniVersion: "1.1.0" }));
   const env = { CNI_COMMAND: "VERSION", CNI_PATH: "/opt/cni/bin" };
   return await forward(path, env, stdin, { timeoutMs });

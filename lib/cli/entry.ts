@@ -11,6 +11,8 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
+
 /** One subcommand of main.ts's table. */
 export interface CommandEntry {
   /** The module to load, relative to main.ts (`./lib/cli/….ts`). */
@@ -121,7 +123,10 @@ export async function runEntry(args: string[], options: EntryOptions): Promise<n
   // plugin's code-4 answer.
   const person = first !== undefined && !env.CNI_COMMAND;
   if (kubectl || person || wantsHelp(args, env.CNI_COMMAND, terminal)) {
-    const { manifoldHelp } = await import("./help.ts");
+    const { manifoldHelp } = await lazyImport<typeof import("./help.ts")>(
+      "./help.ts",
+      import.meta.url,
+    );
     const help = manifoldHelp(options.version, { kubectl }).trimEnd();
     const asked = first === undefined || first === "--help" || first === "-h" || first === "help";
     if (asked) console.log(help);

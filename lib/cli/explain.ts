@@ -13,6 +13,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { parseArgs } from "node:util";
 import { outputs, type TextOutputs } from "./io.ts";
 import {
@@ -141,7 +142,10 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
           "Manifold's config sets nadDir: the plugin reads no API, so neither does explain",
         );
       }
-      const { DirectoryNadSource } = await import("../multinet/nad/source.ts");
+      const { DirectoryNadSource } = await lazyImport<typeof import("../multinet/nad/source.ts")>(
+        "../multinet/nad/source.ts",
+        import.meta.url,
+      );
       nads = new DirectoryNadSource(conf.nadDir);
     } else if (connection) {
       // the cluster view's connection (above)
@@ -149,21 +153,30 @@ export async function runExplain(args: string[], io: ExplainIO = {}): Promise<nu
       connection = await kubeConnectionFromFlags(opts.kube, env);
     } else {
       if (conf.kubeconfig) {
-        const { loadKubeconfigUnder } = await import("./doctor.ts");
+        const { loadKubeconfigUnder } = await lazyImport<typeof import("./doctor.ts")>(
+          "./doctor.ts",
+          import.meta.url,
+        );
         connection = await loadKubeconfigUnder(conf.kubeconfig, opts.hostRoot);
         if (connection.tokenFile) {
           connection = { ...connection, tokenFile: host(connection.tokenFile) };
         }
       } else {
-        const { inClusterConnection } = await import("../k8s/connection.ts");
+        const { inClusterConnection } = await lazyImport<typeof import("../k8s/connection.ts")>(
+          "../k8s/connection.ts",
+          import.meta.url,
+        );
         connection = inClusterConnection(env);
       }
     }
     if (connection) {
       const [{ KubeClient }, { apiNadSource, apiPodSource, apiPodNetworkSource }] = await Promise
         .all([
-          import("../k8s/client.ts"),
-          import("../multinet/nad/api_sources.ts"),
+          lazyImport<typeof import("../k8s/client.ts")>("../k8s/client.ts", import.meta.url),
+          lazyImport<typeof import("../multinet/nad/api_sources.ts")>(
+            "../multinet/nad/api_sources.ts",
+            import.meta.url,
+          ),
         ]);
       const kube = new KubeClient({ connection, timeoutMs: conf.apiTimeoutMs, retries: 1 });
       close = () => kube.close();
@@ -282,7 +295,10 @@ function parseExplainArgs(args: string[]) {
 
 /** Reads Manifold's config file as the plugin gets it (the list's name and cniVersion injected). */
 async function loadOwnConfig(path: string): Promise<ManifoldConf> {
-  const { parseManifoldConf } = await import("../multinet/config.ts");
+  const { parseManifoldConf } = await lazyImport<typeof import("../multinet/config.ts")>(
+    "../multinet/config.ts",
+    import.meta.url,
+  );
   const list = parseNetworkConfig(await Deno.readTextFile(path), { source: path });
   const plugin = list.plugins.find((p) => p.type === "manifold");
   if (!plugin) throw new Error(`${path} has no plugin of type "manifold"`);
@@ -311,10 +327,13 @@ async function clusterConfig(
   connection: KubeConnection,
 ): Promise<{ conf: ManifoldConf; source: string; assumed: string[] }> {
   const [{ KubeClient }, { isNotFound }, { parseManifoldConf }, install] = await Promise.all([
-    import("../k8s/client.ts"),
-    import("../k8s/errors.ts"),
-    import("../multinet/config.ts"),
-    import("../install/config_map.ts"),
+    lazyImport<typeof import("../k8s/client.ts")>("../k8s/client.ts", import.meta.url),
+    lazyImport<typeof import("../k8s/errors.ts")>("../k8s/errors.ts", import.meta.url),
+    lazyImport<typeof import("../multinet/config.ts")>("../multinet/config.ts", import.meta.url),
+    lazyImport<typeof import("../install/config_map.ts")>(
+      "../install/config_map.ts",
+      import.meta.url,
+    ),
   ]);
   const { namespace, name, key } = install.MANIFOLD_CONFIG_MAP;
   const source = `configmap ${namespace}/${name}`;

@@ -9,6 +9,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { formatCniArgs } from "../cni/env.ts";
 import { CniError } from "../cni/errors.ts";
 import type { PluginExec } from "../cni/invoke.ts";
@@ -129,7 +130,10 @@ export interface ExplainInput {
  *   errors as is
  */
 export async function explainPod(input: ExplainInput): Promise<ExplainReport> {
-  const { buildPodPlan } = await import("../multinet/plan/pod_plan.ts");
+  const { buildPodPlan } = await lazyImport<typeof import("../multinet/plan/pod_plan.ts")>(
+    "../multinet/plan/pod_plan.ts",
+    import.meta.url,
+  );
   const { conf, pod, annotations, nads, podNetworks } = input;
   // The runtime passes only what Manifold declares (libcni), as ADD sees it.
   const runtimeConfig: Record<string, unknown> = {};
@@ -159,7 +163,10 @@ export async function explainPod(input: ExplainInput): Promise<ExplainReport> {
   });
   const binDirs = [conf.binDir, ...input.cniPath];
   const runtime = new CniRuntime({ binDirs, exec: NO_EXEC });
-  const { findPlugin } = await import("../cni/invoke.ts");
+  const { findPlugin } = await lazyImport<typeof import("../cni/invoke.ts")>(
+    "../cni/invoke.ts",
+    import.meta.url,
+  );
   const attachments: ExplainAttachment[] = [];
   for (const attachment of plan.attachments) {
     attachments.push(

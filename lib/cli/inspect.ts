@@ -21,6 +21,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { parseArgs } from "node:util";
 import { AttachmentCache, type CacheRecord, DEFAULT_CNI_DIR } from "../multinet/mod.ts";
 import { inspectNetns, type NetnsSnapshot, resolveNetnsPath } from "../netlink/mod.ts";
@@ -125,7 +126,10 @@ export async function runInspect(args: string[], io: InspectIO = {}): Promise<nu
   }
   const report = outcome;
   const rules = opts.rules
-    ? await (await import("./inspect_rules.ts")).policyRules(outcome.netns)
+    ? await (await lazyImport<typeof import("./inspect_rules.ts")>(
+      "./inspect_rules.ts",
+      import.meta.url,
+    )).policyRules(outcome.netns)
     : undefined;
   const json = () => formatInspectJson(rules ? { ...report, ...rules.json } : report);
   stdout(

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import type { KubeConnection } from "../k8s/connection.ts";
 
 /** `parseArgs` option specs of the two flags; spread them into a subcommand's `options`. */
@@ -91,7 +92,9 @@ export async function kubeConnectionFromFlags(
   env: Record<string, string | undefined>,
   opts: { runExec?: boolean } = {},
 ): Promise<KubeConnection | undefined> {
-  const { kubeconfigPaths, loadKubeconfig } = await import("../k8s/kubeconfig.ts");
+  const { kubeconfigPaths, loadKubeconfig } = await lazyImport<
+    typeof import("../k8s/kubeconfig.ts")
+  >("../k8s/kubeconfig.ts", import.meta.url);
   const paths = flags.kubeconfig !== undefined ? flags.kubeconfig : kubeconfigPaths(env.KUBECONFIG);
   if (paths.length === 0) {
     if (flags.context !== undefined) {
@@ -101,7 +104,10 @@ export async function kubeConnectionFromFlags(
   }
   const conn = await loadKubeconfig(paths, { context: flags.context });
   if (!opts.runExec || !conn.exec) return conn;
-  const { withExecCredential } = await import("../k8s/exec_credential.ts");
+  const { withExecCredential } = await lazyImport<typeof import("../k8s/exec_credential.ts")>(
+    "../k8s/exec_credential.ts",
+    import.meta.url,
+  );
   return await withExecCredential(conn);
 }
 
@@ -133,13 +139,19 @@ export async function livePod(
     warn: (e: unknown) => void;
   },
 ): Promise<LivePod | undefined> {
-  const { isNotFound } = await import("../k8s/errors.ts");
+  const { isNotFound } = await lazyImport<typeof import("../k8s/errors.ts")>(
+    "../k8s/errors.ts",
+    import.meta.url,
+  );
   let kube: import("../k8s/client.ts").KubeClient | undefined;
   try {
     const { flags, env } = opts;
     const connection = await kubeConnectionFromFlags(flags, env);
     if (!connection) return undefined;
-    const { KubeClient } = await import("../k8s/client.ts");
+    const { KubeClient } = await lazyImport<typeof import("../k8s/client.ts")>(
+      "../k8s/client.ts",
+      import.meta.url,
+    );
     kube = new KubeClient({ connection, retries: 1, userAgent: "manifold-cli" });
     const p = await kube.getPod(pod.namespace, pod.name);
     const spec = p.raw.spec as { nodeName?: unknown } | undefined;
@@ -201,7 +213,7 @@ export async function formatOutput(
 ): Promise<string> {
   if (format === "json") return `${JSON.stringify(value, null, 2)}\n`;
   if (format === "yaml") {
-    const { stringify } = await import("yaml");
+    const { stringify } = await lazyImport<typeof import("yaml")>("yaml");
     return stringify(value);
   }
   return text();

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { checkJsonDepth, jsonDepth, MAX_JSON_DEPTH } from "./decode.ts";
 import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniCommand } from "./env.ts";
@@ -41,7 +42,9 @@ export async function findPlugin(
 ): Promise<string> {
   assertPluginType(type);
   // Evaluated only with a root (`deno run` still reads and parses the module with the graph).
-  const inRoot = opts.root ? (await import("./root.ts")).pathInRoot : undefined;
+  const inRoot = opts.root
+    ? (await lazyImport<typeof import("./root.ts")>("./root.ts", import.meta.url)).pathInRoot
+    : undefined;
   for (const dir of dirs) {
     if (dir === "") continue;
     const candidate = `${dir.replace(/\/+$/, "")}/${type}`;

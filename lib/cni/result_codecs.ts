@@ -11,6 +11,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { CniError, CniErrorCode } from "./errors.ts";
 import type { CniDns, CniInterface, CniIpConfig, CniResult, CniRoute } from "./types.ts";
 import type { resultFamily } from "./version.ts";
@@ -69,7 +70,7 @@ export async function withResultSchemas<T>(op: () => T): Promise<T> {
   } catch (e) {
     if (e !== RESULT_SCHEMAS_NEEDED) throw e;
   }
-  await import("./result_schemas.ts");
+  await lazyImport<typeof import("./result_schemas.ts")>("./result_schemas.ts", import.meta.url);
   return op();
 }
 

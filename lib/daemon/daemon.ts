@@ -8,6 +8,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import type { KubeClient } from "../k8s/mod.ts";
 import { watchNetworkAttachmentDefinitions } from "../k8s/mod.ts";
 import { disableMarks, type Logger } from "../log/mod.ts";
@@ -180,7 +181,10 @@ export class ManifoldDaemon {
     const sandboxes = new SandboxIndex(new AttachmentCache(opts.conf.cniDir));
     let policy: PolicyAgent | undefined;
     if (kube && opts.conf.multiNetworkPolicy) {
-      const { PolicyAgent, kickingObserver } = await import("./policy/mod.ts");
+      const { PolicyAgent, kickingObserver } = await lazyImport<typeof import("./policy/mod.ts")>(
+        "./policy/mod.ts",
+        import.meta.url,
+      );
       policy = PolicyAgent.start({
         kube,
         cniDir: opts.conf.cniDir,
@@ -323,7 +327,10 @@ async function startPublisher(
   pods: PodInformer,
   events: EventSink,
 ): Promise<StatusPublisher> {
-  const { StatusPublisher } = await import("./status_publisher.ts");
+  const { StatusPublisher } = await lazyImport<typeof import("./status_publisher.ts")>(
+    "./status_publisher.ts",
+    import.meta.url,
+  );
   const { logger, observer } = opts;
   const publisher = new StatusPublisher({
     sink: new ApiStatusSink(kube),

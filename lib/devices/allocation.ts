@@ -11,6 +11,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import type { Logger } from "../log/mod.ts";
 import { readCheckpointDevices } from "./checkpoint.ts";
 import type { PodResources } from "./pod_resources_proto.ts";
@@ -70,7 +71,10 @@ export async function readPodDevices(
     socketPresent = false;
   }
   if (socketPresent) {
-    const { PodResourcesClient } = await import("./pod_resources.ts");
+    const { PodResourcesClient } = await lazyImport<typeof import("./pod_resources.ts")>(
+      "./pod_resources.ts",
+      import.meta.url,
+    );
     const client = await PodResourcesClient.connect(socket, { timeoutMs: options.timeoutMs });
     try {
       const found = await client.podResources(pod.namespace, pod.name);

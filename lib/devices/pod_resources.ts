@@ -11,6 +11,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { Buffer } from "node:buffer";
 import { CniError, CniErrorCode } from "../cni/errors.ts";
 import { DEFAULT_POD_RESOURCES_TIMEOUT_MS } from "./constants.ts";
@@ -100,8 +101,11 @@ export class PodResourcesClient {
     options: PodResourcesClientOptions = {},
   ): Promise<PodResourcesClient> {
     const [grpc, codec] = await Promise.all([
-      import("@grpc/grpc-js"),
-      import("./pod_resources_proto.ts"),
+      lazyImport<typeof import("@grpc/grpc-js")>("@grpc/grpc-js"),
+      lazyImport<typeof import("./pod_resources_proto.ts")>(
+        "./pod_resources_proto.ts",
+        import.meta.url,
+      ),
     ]);
     const client = new grpc.Client(`unix:${socket}`, grpc.credentials.createInsecure(), {
       "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,

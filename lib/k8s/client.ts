@@ -12,6 +12,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { KubeError } from "./errors.ts";
 import { type KubeClientOptions, KubeRequester } from "./request.ts";
 import {
@@ -336,7 +337,10 @@ export class KubeClient {
     onOpen?: () => void,
   ): AsyncGenerator<unknown, void, undefined> {
     const full = withQuery(path, { watch: 1, ...params });
-    const { watchLines } = await import("./watch_stream.ts");
+    const { watchLines } = await lazyImport<typeof import("./watch_stream.ts")>(
+      "./watch_stream.ts",
+      import.meta.url,
+    );
     const res = await this.#api.openStream(full, signal);
     yield* watchLines(res, { path: full, aborted: () => this.#api.aborted(signal), onOpen });
   }

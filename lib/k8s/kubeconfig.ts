@@ -15,6 +15,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import type { z } from "zod";
 import type { ExecCredentialConfig, KubeConnection } from "./connection.ts";
 import { KubeError } from "./errors.ts";
@@ -192,7 +193,7 @@ async function parseText(path: string, text: string): Promise<unknown> {
   } catch {
     // Not JSON: fall back to YAML, loaded only now (≈50 ms import).
   }
-  const { parse, YAMLParseError } = await import("yaml");
+  const { parse, YAMLParseError } = await lazyImport<typeof import("yaml")>("yaml");
   try {
     return parse(text);
   } catch (err) {
@@ -387,7 +388,7 @@ async function readKubeconfigFile(path: string, text: string): Promise<Kubeconfi
   const raw = await parseText(path, text);
   const fast = fastCheck(KUBECONFIG_SHAPE, raw);
   if (fast !== undefined) return { path, doc: fast as KubeconfigDoc };
-  const { z } = await import("zod"); // only for a document the fast check does not accept
+  const { z } = await lazyImport<typeof import("zod")>("zod"); // only for a document the fast check does not accept
   tuneZod(z);
   const parsed = checkKubeconfigWithZod(z, raw);
   if (!parsed.success) throw configError(`Kubeconfig ${path} is malformed`, parsed.details);

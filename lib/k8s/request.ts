@@ -18,6 +18,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import { type Logger, nullLogger } from "../log/mod.ts";
 import type { KubeConnection } from "./connection.ts";
 import {
@@ -247,7 +248,10 @@ export class KubeRequester {
     if (this.aborted(signal)) throw noAnswerError(call, "Aborted", "the watch was cancelled");
     const { headers, conn, cred } = await this.#prepare();
     if (!this.#streams) {
-      const { createStreamTransport } = await import("./stream.ts");
+      const { createStreamTransport } = await lazyImport<typeof import("./stream.ts")>(
+        "./stream.ts",
+        import.meta.url,
+      );
       this.#streams = createStreamTransport(conn);
     }
     const connect = new AbortController();
@@ -350,7 +354,10 @@ export class KubeRequester {
     let cred: ExecCredential | undefined;
     if (conn.exec) {
       if (!this.#exec) {
-        const { ExecCredentialSource } = await import("./exec_credential.ts");
+        const { ExecCredentialSource } = await lazyImport<typeof import("./exec_credential.ts")>(
+          "./exec_credential.ts",
+          import.meta.url,
+        );
         this.#exec = new ExecCredentialSource(conn.exec, { cluster: conn, signal: this.#signal });
       }
       cred = await this.#exec.get();

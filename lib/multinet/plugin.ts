@@ -9,6 +9,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import type { SkelContext, SkelHandlers } from "../cni/skel.ts";
 import type { ManifoldDeps, StatusQueue } from "./deps.ts";
 import type { WiringOptions } from "./wiring.ts";
@@ -55,9 +56,9 @@ export function realDeps(
   if (!opts.api) oneShotValidation();
   return async (ctx) => {
     const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
-      import("./config.ts"),
-      import("../log/mod.ts"),
-      import("./wiring.ts"),
+      lazyImport<typeof import("./config.ts")>("./config.ts", import.meta.url),
+      lazyImport<typeof import("../log/mod.ts")>("../log/mod.ts", import.meta.url),
+      lazyImport<typeof import("./wiring.ts")>("./wiring.ts", import.meta.url),
     ]);
     const conf = parseManifoldConf(ctx.config);
     mark("configParsed");
@@ -113,12 +114,18 @@ export function manifoldHandlers(makeDeps: DepsFactory, opts: HandlerOptions = {
   return {
     add: async (ctx) => {
       refuse();
-      const [{ cmdAdd }, deps] = await Promise.all([import("./verbs/add.ts"), makeDeps(ctx)]);
+      const [{ cmdAdd }, deps] = await Promise.all([
+        lazyImport<typeof import("./verbs/add.ts")>("./verbs/add.ts", import.meta.url),
+        makeDeps(ctx),
+      ]);
       return await withContainerLock(deps.conf.cniDir, ctx.env.containerId, () => cmdAdd(deps));
     },
     del: async (ctx) => {
       if (nested()) return;
-      const [{ cmdDel }, deps] = await Promise.all([import("./verbs/del.ts"), makeDeps(ctx)]);
+      const [{ cmdDel }, deps] = await Promise.all([
+        lazyImport<typeof import("./verbs/del.ts")>("./verbs/del.ts", import.meta.url),
+        makeDeps(ctx),
+      ]);
       await withContainerLock(deps.conf.cniDir, ctx.env.containerId, async (lock) => {
         await cmdDel(deps);
         await lock.remove(); // nothing is left of the container: neither is its lock file
@@ -126,17 +133,26 @@ export function manifoldHandlers(makeDeps: DepsFactory, opts: HandlerOptions = {
     },
     check: async (ctx) => {
       refuse();
-      const [{ cmdCheck }, deps] = await Promise.all([import("./verbs/check.ts"), makeDeps(ctx)]);
+      const [{ cmdCheck }, deps] = await Promise.all([
+        lazyImport<typeof import("./verbs/check.ts")>("./verbs/check.ts", import.meta.url),
+        makeDeps(ctx),
+      ]);
       await withContainerLock(deps.conf.cniDir, ctx.env.containerId, () => cmdCheck(deps));
     },
     gc: async (ctx) => {
       if (nested()) return;
-      const [{ cmdGc }, deps] = await Promise.all([import("./verbs/gc.ts"), makeDeps(ctx)]);
+      const [{ cmdGc }, deps] = await Promise.all([
+        lazyImport<typeof import("./verbs/gc.ts")>("./verbs/gc.ts", import.meta.url),
+        makeDeps(ctx),
+      ]);
       await cmdGc(deps, ctx.config);
     },
     status: async (ctx) => {
       refuse();
-      const [{ cmdStatus }, deps] = await Promise.all([import("./verbs/gc.ts"), makeDeps(ctx)]);
+      const [{ cmdStatus }, deps] = await Promise.all([
+        lazyImport<typeof import("./verbs/gc.ts")>("./verbs/gc.ts", import.meta.url),
+        makeDeps(ctx),
+      ]);
       await cmdStatus(deps);
     },
   };

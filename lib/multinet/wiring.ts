@@ -10,6 +10,7 @@
  * @module
  */
 
+import { lazyImport } from "../util/lazy.ts";
 import type { CniEnv } from "../cni/env.ts";
 import { findPlugin, type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
@@ -56,7 +57,9 @@ export async function buildDeps(
   let spawned: () => void = () => {};
   const delegateSpawned = new Promise<void>((resolve) => spawned = resolve);
   // `chrootDir` (lib/multinet/chroot.ts) is evaluated only when configured.
-  const chroot = conf.chrootDir ? await import("./chroot.ts") : undefined;
+  const chroot = conf.chrootDir
+    ? await lazyImport<typeof import("./chroot.ts")>("./chroot.ts", import.meta.url)
+    : undefined;
   const root = await chroot?.delegateRoot(conf.chrootDir, logger);
   const cache = new AttachmentCache(conf.cniDir);
   // Each delegate ADD's process group is noted while it runs: a DEL after this process was
@@ -105,7 +108,10 @@ export async function buildDeps(
   const statusDir = `${conf.cniDir}/network-status`;
 
   if (conf.nadDir) {
-    const { DirectoryNadSource } = await import("./nad/source.ts");
+    const { DirectoryNadSource } = await lazyImport<typeof import("./nad/source.ts")>(
+      "./nad/source.ts",
+      import.meta.url,
+    );
     return {
       ...base,
       nads: new DirectoryNadSource(conf.nadDir),
@@ -180,7 +186,8 @@ function mirrorFirst(
   let source: Promise<NadSource> | undefined;
   return {
     get: async (namespace, name) => {
-      source ??= import("./nad/mirror.ts").then((m) => m.mirrorNadSource(dir, fromApi, logger));
+      source ??= lazyImport<typeof import("./nad/mirror.ts")>("./nad/mirror.ts", import.meta.url)
+        .then((m) => m.mirrorNadSource(dir, fromApi, logger));
       return await (await source).get(namespace, name);
     },
   };
@@ -216,11 +223,15 @@ async function apiConnector(
 ): Promise<(() => Promise<ApiDeps>) | undefined> {
   let inCluster: KubeConnection | undefined;
   if (!conf.kubeconfig) {
-    const { inClusterConnection } = await import("../k8s/connection.ts");
+    const { inClusterConnection } = await lazyImport<typeof import("../k8s/connection.ts")>(
+      "../k8s/connection.ts",
+      import.meta.url,
+    );
     try {
       inCluster = inClusterConnection(processEnv);
     } catch (e) {
-      throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+      throw (await lazyImport<typeof import("./api_errors.ts")>("./api_errors.ts", import.meta.url))
+        .cniErrorFromKube(e);
     }
     if (!inCluster) return undefined;
   }
@@ -232,13 +243,16 @@ async function apiConnector(
         { KubeClient },
         { apiDraSource, apiNadSource, apiPodSource, apiPodNetworkSource },
       ] = await Promise.all([
-        import("../k8s/kubeconfig.ts"),
-        import("../k8s/client.ts"),
-        import("./nad/api_sources.ts"),
+        lazyImport<typeof import("../k8s/kubeconfig.ts")>("../k8s/kubeconfig.ts", import.meta.url),
+        lazyImport<typeof import("../k8s/client.ts")>("../k8s/client.ts", import.meta.url),
+        lazyImport<typeof import("./nad/api_sources.ts")>("./nad/api_sources.ts", import.meta.url),
       ]);
       const connection = inCluster ??
         await loadKubeconfig(conf.kubeconfig!).catch(async (e) => {
-          throw (await import("./api_errors.ts")).cniErrorFromKube(e);
+          throw (await lazyImport<typeof import("./api_errors.ts")>(
+            "./api_errors.ts",
+            import.meta.url,
+          )).cniErrorFromKube(e);
         });
       const kube = new KubeClient({
         connection,
@@ -261,7 +275,10 @@ async function apiConnector(
 async function draOf(connect: () => Promise<ApiDeps>): Promise<DraSource> {
   const api = await connect();
   if (api.dra) return api.dra;
-  const { CniError, CniErrorCode } = await import("../cni/errors.ts");
+  const { CniError, CniErrorCode } = await lazyImport<typeof import("../cni/errors.ts")>(
+    "../cni/errors.ts",
+    import.meta.url,
+  );
   throw new CniError(CniErrorCode.Internal, "no DRA source in this process's API wiring");
 }
 
@@ -287,7 +304,10 @@ export function eventPolicy(policy: ManifoldConf["events"], sink: EventSink): Ev
 function kubeletDevices(conf: ManifoldConf, logger: Logger): PodDeviceSource {
   return {
     async podDevices(pod) {
-      const { readPodDevices } = await import("../devices/allocation.ts");
+      const { readPodDevices } = await lazyImport<typeof import("../devices/allocation.ts")>(
+        "../devices/allocation.ts",
+        import.meta.url,
+      );
       return await readPodDevices(pod, {
         podResourcesSocket: conf.podResourcesSocket,
         checkpointFile: conf.deviceCheckpointFile,

@@ -27,6 +27,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import { syncDir, writeFileAtomic } from "../../fs/atomic.ts";
 import { errorText } from "../../util/mod.ts";
@@ -51,12 +52,19 @@ export {
  */
 async function decodeRecord(path: string, text: string): Promise<CacheRecord> {
   return decodeRecordWith(path, text, fastRecordCheck) ??
-    (await import("./record.ts")).decodeRecord(path, text);
+    (await lazyImport<typeof import("./record.ts")>("./record.ts", import.meta.url)).decodeRecord(
+      path,
+      text,
+    );
 }
 
 /** record.ts's `checkRecord` before a write, loading zod only when the fast check does not accept. */
 async function checkRecord(record: CacheRecord): Promise<void> {
-  if (fastRecordCheck(record) === undefined) (await import("./record.ts")).checkRecord(record);
+  if (fastRecordCheck(record) === undefined) {
+    (await lazyImport<typeof import("./record.ts")>("./record.ts", import.meta.url)).checkRecord(
+      record,
+    );
+  }
 }
 
 /** Temporary files a pre-`lib/fs` writer left: `<containerId>.json.tmp-<pid>-<hex>`. */

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import type { KubeClient } from "../../k8s/client.ts";
 import type { Pod } from "../../k8s/types.ts";
 import { isNotFound } from "../../k8s/errors.ts";
@@ -16,7 +17,8 @@ import type { NadSource } from "./source.ts";
 
 /** `cniErrorFromKube`, loaded on the first failure only (the success path never needs it). */
 async function cniError(e: unknown): Promise<unknown> {
-  return (await import("../api_errors.ts")).cniErrorFromKube(e);
+  return (await lazyImport<typeof import("../api_errors.ts")>("../api_errors.ts", import.meta.url))
+    .cniErrorFromKube(e);
 }
 
 /**
@@ -82,7 +84,11 @@ export function podInfoOf(pod: Pod): PodInfo {
  */
 export function apiPodNetworkSource(kube: KubeClient): PodNetworkSource {
   // Loaded on the first read: pods without the KEP annotation never load it.
-  const m = () => import("../../k8s/multinetwork.ts");
+  const m = () =>
+    lazyImport<typeof import("../../k8s/multinetwork.ts")>(
+      "../../k8s/multinetwork.ts",
+      import.meta.url,
+    );
   const get = async <T>(path: string, parse: (raw: unknown) => T): Promise<T | undefined> => {
     try {
       return parse(await kube.send("GET", path));
@@ -120,7 +126,8 @@ export function apiPodNetworkSource(kube: KubeClient): PodNetworkSource {
  *   CniError otherwise (`cniErrorFromKube`: 7 for 403/404, 11 when the API stays unreachable)
  */
 export function apiDraSource(kube: KubeClient): DraSource {
-  const m = () => import("../../k8s/resource.ts");
+  const m = () =>
+    lazyImport<typeof import("../../k8s/resource.ts")>("../../k8s/resource.ts", import.meta.url);
   return {
     async claim(namespace, name) {
       try {

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import {
   type NetworkAttachmentDefinition,
@@ -233,7 +234,7 @@ export async function parseManifest(
       fail("", "not valid JSON", errorText(err));
     }
   } else {
-    const yaml = await import("yaml");
+    const yaml = await lazyImport<typeof import("yaml")>("yaml");
     try {
       for (const doc of yaml.parseAllDocuments(text)) {
         if (doc.errors.length > 0) fail("", "not valid YAML", doc.errors[0].message);

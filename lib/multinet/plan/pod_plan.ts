@@ -16,6 +16,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { CniError, CniErrorCode, toCniError } from "../../cni/errors.ts";
 import type { ManifoldConf } from "../config.ts";
 import { withSelectionSchema } from "./selection_parse.ts";
@@ -188,18 +189,19 @@ export async function buildPodPlan(input: PodPlanInput): Promise<PodPlan> {
   const kepText = pod ? annotations[PODNETWORKS_ANNOTATION]?.trim() : undefined;
   // Loaded only for such pods: the others pay nothing for KEP-3698.
   const kepP: Promise<PodNetworkPlan> = pod && kepText
-    ? import("./pod_network_plan.ts").then((m) =>
-      m.podNetworkPlan(kepText, {
-        conf,
-        nads,
-        pod,
-        source: input.podNetworks,
-        ifName: input.ifName,
-        checkReady: !rebuild,
-        npwg: override ? [override, ...elements] : elements,
-        defaultOverride: override !== undefined,
-      })
-    )
+    ? lazyImport<typeof import("./pod_network_plan.ts")>("./pod_network_plan.ts", import.meta.url)
+      .then((m) =>
+        m.podNetworkPlan(kepText, {
+          conf,
+          nads,
+          pod,
+          source: input.podNetworks,
+          ifName: input.ifName,
+          checkReady: !rebuild,
+          npwg: override ? [override, ...elements] : elements,
+          defaultOverride: override !== undefined,
+        })
+      )
     : Promise.resolve({ selections: [] });
   // A KEP list without "default" puts its primary on CNI_IFNAME (the override path). When
   // the list fails, kepP reports it in its own (last) place; a rebuild then tears down the

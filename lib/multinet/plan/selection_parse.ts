@@ -17,6 +17,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { checkJsonDepth, MAX_JSON_DEPTH, zodDetails } from "../../cni/decode.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import {
@@ -105,7 +106,10 @@ export async function withSelectionSchema<T>(op: () => T): Promise<T> {
   } catch (e) {
     if (e !== SELECTION_SCHEMA_NEEDED) throw e;
   }
-  await import("./selection_schema.ts");
+  await lazyImport<typeof import("./selection_schema.ts")>(
+    "./selection_schema.ts",
+    import.meta.url,
+  );
   return op();
 }
 

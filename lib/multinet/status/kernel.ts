@@ -8,6 +8,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import type { Logger } from "../../log/mod.ts";
 import type {
@@ -44,7 +45,11 @@ export interface KernelAccess {
  */
 export function netlinkKernel(logger: Logger): KernelAccess {
   let loading: Promise<typeof import("../../netlink/mod.ts")> | undefined;
-  const mod = () => loading ??= import("../../netlink/mod.ts");
+  const mod = () =>
+    loading ??= lazyImport<typeof import("../../netlink/mod.ts")>(
+      "../../netlink/mod.ts",
+      import.meta.url,
+    );
   const wrap = async <T>(netnsPath: string, fn: () => Promise<T>): Promise<T> => {
     try {
       return await fn();

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { writeFileAtomic } from "../../fs/atomic.ts";
 import { startTimer, type Timer } from "../../util/timer.ts";
 import type { KubeClient } from "../../k8s/client.ts";
@@ -57,13 +58,19 @@ export class ApiStatusSink implements StatusSink {
         [NETWORK_STATUS_ANNOTATION]: serializeNetworkStatus(entries),
       }, { uid: pod.uid });
     } catch (e) {
-      const { isUidMismatch, isNotFound } = await import("../../k8s/errors.ts"); // error path only
+      const { isUidMismatch, isNotFound } = await lazyImport<typeof import("../../k8s/errors.ts")>(
+        "../../k8s/errors.ts",
+        import.meta.url,
+      ); // error path only
       if (isUidMismatch(e) && pod.uid) {
         throw new PodGoneError(pod, "replaced", (e as Error).message);
       }
       if (isNotFound(e)) throw new PodGoneError(pod, "deleted", (e as Error).message);
       // api_errors.ts is loaded with the API sources: no cost here.
-      throw (await import("../api_errors.ts")).cniErrorFromKube(e);
+      throw (await lazyImport<typeof import("../api_errors.ts")>(
+        "../api_errors.ts",
+        import.meta.url,
+      )).cniErrorFromKube(e);
     }
   }
 }
@@ -162,7 +169,10 @@ export class FileStatusSink implements StatusSink {
     for (const path of new Set([this.path(containerId), this.path(containerId, "")])) {
       try {
         const text = await Deno.readTextFile(path);
-        return (await import("./network_status.ts")).parseNetworkStatus(text); // zod: only here
+        return (await lazyImport<typeof import("./network_status.ts")>(
+          "./network_status.ts",
+          import.meta.url,
+        )).parseNetworkStatus(text); // zod: only here
       } catch (e) {
         if (!(e instanceof Deno.errors.NotFound)) throw e;
       }

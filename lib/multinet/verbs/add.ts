@@ -12,6 +12,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { parseCniArgs } from "../../cni/env.ts";
 import { prefetchSpawn } from "../../cni/exec.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
@@ -95,7 +96,10 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
     statuses = await run.verify(snapshot);
     mark("verified");
     const kep = plan.podNetworks
-      ? await import("../status/pod_network_status.ts").then((m) =>
+      ? await lazyImport<typeof import("../status/pod_network_status.ts")>(
+        "../status/pod_network_status.ts",
+        import.meta.url,
+      ).then((m) =>
         m.podNetworkStatusAnnotation(plan.attachments, statuses, plan.podNetworkDefaultIndex)
       )
       : undefined;

@@ -15,6 +15,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { CniErrorCode, toCniError } from "../../cni/errors.ts";
 import type { CniResult } from "../../cni/types.ts";
 import type { CachedAttachment } from "../cache/cache.ts";
@@ -32,7 +33,10 @@ type DevicesModule = typeof import("../../devices/mod.ts");
 let devicesModule: Promise<DevicesModule> | undefined;
 /** lib/devices, loaded on first use (only pods with device-backed or device-info attachments). */
 function loadDevices(): Promise<DevicesModule> {
-  return devicesModule ??= import("../../devices/mod.ts");
+  return devicesModule ??= lazyImport<typeof import("../../devices/mod.ts")>(
+    "../../devices/mod.ts",
+    import.meta.url,
+  );
 }
 
 /** What the device steps of one ADD share. */
@@ -139,7 +143,10 @@ export async function planDevices(
   // With the UID: the daemon's informer may still hold an older pod of the same name.
   const info = podInfo ?? await deps.pods?.get(pod.namespace, pod.name, pod.uid || undefined);
   if (!info?.withResourceClaims) return;
-  const dra = await import("../../devices/dra.ts");
+  const dra = await lazyImport<typeof import("../../devices/dra.ts")>(
+    "../../devices/dra.ts",
+    import.meta.url,
+  );
   const claims = dra.podClaimsOf(info.withResourceClaims);
   if (!claims) return;
   const wanted = backed.map((a) => ({

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { type CniError, toCniError } from "../../cni/errors.ts";
 import type { DecodedResult } from "../../cni/result.ts";
 import { CACHE_SCHEMA_VERSION, type CachedAttachment, type CacheRecord } from "../cache/cache.ts";
@@ -173,7 +174,10 @@ export class AddRun {
     entry.result = decoded.raw;
     entry.state = "added";
     if (plan.selection?.podNetwork?.isDefaultGW) {
-      const { defaultGatewaysOf } = await import("../plan/pod_networks.ts");
+      const { defaultGatewaysOf } = await lazyImport<typeof import("../plan/pod_networks.ts")>(
+        "../plan/pod_networks.ts",
+        import.meta.url,
+      );
       entry.defaultRoute = defaultGatewaysOf(decoded.result, plan.delegate.statusName);
     }
     this.results.push(decoded);

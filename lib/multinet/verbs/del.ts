@@ -9,6 +9,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { parseCniArgs } from "../../cni/env.ts";
 import { CniError, CniErrorCode, toCniError } from "../../cni/errors.ts";
 import {
@@ -67,7 +68,10 @@ export async function cmdDel(deps: ManifoldDeps): Promise<void> {
     base = record;
   } else {
     // Loaded only without a usable cache: a DEL served from the cache never loads planning.
-    const { rebuildAttachments } = await import("./rebuild.ts");
+    const { rebuildAttachments } = await lazyImport<typeof import("./rebuild.ts")>(
+      "./rebuild.ts",
+      import.meta.url,
+    );
     const rebuilt = await rebuildAttachments(deps, pod, runtimeArgs);
     attachments = rebuilt.attachments;
     const { namespace, name, uid } = planPodOf(pod, env.containerId);

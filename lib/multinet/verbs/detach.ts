@@ -7,6 +7,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { CniError, toCniError } from "../../cni/errors.ts";
 import { parseNetworkConfig } from "../../cni/netconf.ts";
 import type { CachedAttachment } from "../cache/cache.ts";
@@ -113,7 +114,9 @@ async function stopLeftAdd(deps: ManifoldDeps, a: CachedAttachment): Promise<voi
 export async function removeDeviceInfo(deps: ManifoldDeps, a: CachedAttachment): Promise<void> {
   if (!a.deviceInfoFile) return;
   try {
-    const { removeDeviceInfoFile } = await import("../../devices/device_info.ts");
+    const { removeDeviceInfoFile } = await lazyImport<
+      typeof import("../../devices/device_info.ts")
+    >("../../devices/device_info.ts", import.meta.url);
     await removeDeviceInfoFile(a.deviceInfoFile);
   } catch (e) {
     deps.logger.warn("cannot remove the device-info file", {

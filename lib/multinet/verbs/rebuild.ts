@@ -8,6 +8,7 @@
  * @module
  */
 
+import { lazyImport } from "../../util/lazy.ts";
 import { CniErrorCode, toCniError } from "../../cni/errors.ts";
 import type { CachedAttachment } from "../cache/cache.ts";
 import type { ManifoldDeps } from "../deps.ts";
@@ -69,7 +70,10 @@ export async function rebuildAttachments(
     p.delegate.resourceName !== undefined ||
     declaresCapability(p.delegate.conflist, DEVICE_INFO_CAPABILITY);
   const devices = plan.attachments.some(withDeviceInfo)
-    ? await import("../../devices/mod.ts")
+    ? await lazyImport<typeof import("../../devices/mod.ts")>(
+      "../../devices/mod.ts",
+      import.meta.url,
+    )
     : undefined;
   // Kubelet's allocation, taken in attachment order as ADD took it (loaded on first use).
   const device = deviceContext(deps, pod, planPodOf(pod, env.containerId), deps.logger);
