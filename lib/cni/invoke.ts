@@ -41,7 +41,7 @@ export async function findPlugin(
   opts: { root?: string } = {},
 ): Promise<string> {
   assertPluginType(type);
-  // Evaluated only with a root (`deno run` still reads and parses the module with the graph).
+  // Loaded only with a root (a chroot: the runtime's root differs from ours).
   const inRoot = opts.root
     ? (await lazyImport<typeof import("./root.ts")>("./root.ts", import.meta.url)).pathInRoot
     : undefined;

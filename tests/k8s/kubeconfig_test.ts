@@ -427,3 +427,25 @@ Deno.test("loadKubeconfig keeps an exec user for the client to run", async () =>
     });
   });
 });
+
+Deno.test("Uint8Array.fromBase64 (kubeconfig and tls_pin, instead of atob) accepts and decodes as atob does", () => {
+  // Both decode whitespace-stripped base64; a Deno upgrade changing either would change what a
+  // kubeconfig's *-data or a PEM body means. Random strings over the alphabet, padding, the
+  // URL-safe letters and a few others, 50,000 of them.
+  const alpha = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_.!";
+  let seed = 30;
+  const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
+  for (let i = 0; i < 50_000; i++) {
+    let s = "";
+    for (let j = rnd(13); j > 0; j--) s += alpha[rnd(rnd(10) === 0 ? alpha.length : 65)];
+    let viaAtob: string | undefined;
+    let viaFrom: string | undefined;
+    try {
+      viaAtob = [...atob(s)].map((c) => c.charCodeAt(0)).join(",");
+    } catch { /* rejected */ }
+    try {
+      viaFrom = [...Uint8Array.fromBase64(s)].join(",");
+    } catch { /* rejected */ }
+    assert.equal(viaFrom, viaAtob, JSON.stringify(s));
+  }
+});
