@@ -61,18 +61,55 @@ class ConnectionClosedError extends Error {
   }
 }
 
-/** A socket with a read buffer. */
+/**
+ * A socket with a read buffer, and the requests written on it whose responses are not read
+ * yet: one, or with pipelining up to the transport's depth, answered in the order written
+ * (RFC 9112 §9.3.2).
+ */
 class Connection {
   #conn: ByteConn;
   #buf = new Uint8Array(0);
   #scratch = new Uint8Array(64 * 1024);
-  /** Bytes of the current response read so far (0: nothing yet). */
+  #writing: Promise<unknown> = Promise.resolve();
+  /** Settles when the last request queued has been answered (or given up); the next one reads then. */
+  #tail: Promise<void> = Promise.resolve();
+  /** Bytes of the current response received so far (0: nothing yet). */
   received = 0;
+  /** Requests written (or being written) whose responses are not read yet. */
+  outstanding = 0;
+  /** Only GETs are outstanding: another GET may be pipelined behind them. */
+  getsOnly = true;
+  /** Takes no new request and is not kept once its outstanding ones are done. */
+  closing = false;
+  /** The socket is closed: a request whose turn comes now gets no answer on it. */
+  closed = false;
   constructor(conn: ByteConn) {
     this.#conn = conn;
   }
-  async write(bytes: Uint8Array): Promise<void> {
-    for (let off = 0; off < bytes.length;) off += await this.#conn.write(bytes.subarray(off));
+  /** Writes `bytes` after the writes queued before (a request is never interleaved). */
+  write(bytes: Uint8Array): Promise<void> {
+    const done = this.#writing.then(async () => {
+      for (let off = 0; off < bytes.length;) off += await this.#conn.write(bytes.subarray(off));
+    });
+    this.#writing = done.catch(() => {});
+    return done;
+  }
+  /**
+   * Queues one request (synchronously, in the order its bytes are written).
+   * @returns `turn`, settled when the responses before it are read, and `done`, to call once
+   *   its own response is read or abandoned
+   */
+  enqueue(method: string): { turn: Promise<void>; done: () => void } {
+    const turn = this.#tail;
+    let done!: () => void;
+    this.#tail = new Promise<void>((r) => done = r);
+    this.outstanding++;
+    if (method !== "GET") this.getsOnly = false;
+    return { turn, done };
+  }
+  /** Starts reading a response: bytes already buffered (read with the previous one) count. */
+  startResponse(): void {
+    this.received = this.#buf.length;
   }
   /**
    * Reads more bytes into the buffer; false at end of stream. The buffer is a view whose
@@ -132,7 +169,9 @@ class Connection {
     this.#buf = new Uint8Array(0);
     return out;
   }
+  /** Closes the socket (idempotent); reads in progress fail. */
   close(): void {
+    this.closing = this.closed = true;
     try {
       this.#conn.close();
     } catch { /* already closed */ }
@@ -151,13 +190,30 @@ function indexOf(hay: Uint8Array, needle: Uint8Array, from: number): number {
   return -1;
 }
 
+/** Options of {@link Http1Transport}. */
+export interface Http1Options {
+  /**
+   * Requests one connection may have outstanding, ≥ 1; default 1 (no pipelining). Above 1, a
+   * GET that finds no idle connection is written at once on a busy connection whose outstanding
+   * requests are all GETs, while fewer than this many are (RFC 9112 §9.3.2), instead of opening
+   * another connection: for a process making a few requests (the per-call plugin), not for one
+   * sharing its connections between many (`manifold daemon`: a GET would wait behind a slow
+   * LIST).
+   */
+  pipelineDepth?: number;
+}
+
+/** The most requests one connection may have outstanding, whatever {@link Http1Options} asks. */
+export const MAX_PIPELINE_DEPTH = 4;
+
 /**
  * HTTP/1.1 over TLS (or plain TCP for `http:` servers) to one API server, with a small pool of
- * kept-alive connections.
+ * kept-alive connections, optionally pipelining GETs ({@link Http1Options.pipelineDepth}).
  */
 export class Http1Transport implements Transport {
   #conn: KubeConnection;
   #base: URL;
+  #depth: number;
   #idle: Connection[] = [];
   #busy = new Set<Connection>();
   #closed = false;
@@ -165,35 +221,43 @@ export class Http1Transport implements Transport {
   /**
    * Creates it; nothing is opened until the first request.
    * @param conn the server and TLS material
+   * @param opts pipelining (off by default)
    */
-  constructor(conn: KubeConnection) {
+  constructor(conn: KubeConnection, opts: Http1Options = {}) {
     this.#conn = conn;
     this.#base = new URL(conn.server);
+    this.#depth = Math.max(1, Math.min(MAX_PIPELINE_DEPTH, Math.floor(opts.pipelineDepth ?? 1)));
   }
 
   async send(req: TransportRequest): Promise<TransportResponse> {
     if (this.#closed) throw new Error("Transport is closed");
     req.signal.throwIfAborted();
-    const reused = this.#idle.pop();
-    let conn: Connection;
-    try {
-      conn = reused ?? await this.#open(req.signal);
-    } catch (err) {
-      // Nothing of the request was written: a caller may send a non-idempotent call again.
-      if (err && typeof err === "object") {
-        Object.assign(err, { connectFailed: true });
+    const head = encodeRequest(req);
+    // A kept-alive or pipelined connection: the server may close it before this request's
+    // response (idle timeout, `Connection: close` on an earlier response).
+    let conn = this.#idle.pop() ?? this.#pipelinable(req.method);
+    const shared = conn !== undefined;
+    if (!conn) {
+      try {
+        conn = await this.#open(req.signal);
+      } catch (err) {
+        // Nothing of the request was written: a caller may send a non-idempotent call again.
+        if (err && typeof err === "object") {
+          Object.assign(err, { connectFailed: true });
+        }
+        throw err;
       }
-      throw err;
     }
     try {
-      return await this.#exchange(conn, req);
+      return await this.#exchange(conn, req, head);
     } catch (err) {
-      // A kept-alive connection the server closed meanwhile: once more on a new one.
+      // Closed before this request's response: once more on a new connection. Only for
+      // idempotent methods (a POST/PATCH may have reached the server), and only once.
       if (
-        reused && err instanceof ConnectionClosedError && err.beforeResponse &&
+        shared && err instanceof ConnectionClosedError && err.beforeResponse &&
         !req.signal.aborted && !this.#closed && IDEMPOTENT_METHODS.has(req.method)
       ) {
-        return await this.#exchange(await this.#open(req.signal), req);
+        return await this.#exchange(await this.#open(req.signal), req, head);
       }
       throw err;
     }
@@ -204,6 +268,20 @@ export class Http1Transport implements Transport {
     for (const c of [...this.#idle, ...this.#busy]) c.close();
     this.#idle = [];
     this.#busy.clear();
+  }
+
+  /**
+   * A busy connection a GET may be pipelined on: only GETs outstanding, fewer than the depth;
+   * the least loaded. Never for another method, never behind one.
+   */
+  #pipelinable(method: string): Connection | undefined {
+    if (this.#depth === 1 || method !== "GET") return undefined;
+    let best: Connection | undefined;
+    for (const c of this.#busy) {
+      if (c.closing || !c.getsOnly || c.outstanding >= this.#depth) continue;
+      if (!best || c.outstanding < best.outstanding) best = c;
+    }
+    return best;
   }
 
   async #open(signal: AbortSignal): Promise<Connection> {
@@ -252,45 +330,86 @@ export class Http1Transport implements Transport {
     }
   }
 
-  async #exchange(conn: Connection, req: TransportRequest): Promise<TransportResponse> {
+  /**
+   * Writes `head` on `conn` and reads its response once those written before it are read. An
+   * abort while reading closes the connection (the requests behind it then get no answer there
+   * and are sent again by {@link send}); an abort while waiting answers the caller at once and
+   * closes the connection when its turn comes (nobody waits for its response any more).
+   */
+  async #exchange(
+    conn: Connection,
+    req: TransportRequest,
+    head: Uint8Array,
+  ): Promise<TransportResponse> {
+    const { turn, done } = conn.enqueue(req.method);
     this.#busy.add(conn);
-    const onAbort = () => conn.close();
+    const written = conn.write(head).then(() => undefined, (err: unknown) => err ?? "write failed");
+    let reading = false;
+    const onAbort = () => {
+      if (reading) conn.close();
+      else conn.closing = true;
+    };
     req.signal.addEventListener("abort", onAbort, { once: true });
-    let keep = false;
-    try {
-      const target = new URL(req.url);
-      const body = req.body === undefined ? undefined : encoder.encode(req.body);
-      let head = `${req.method} ${target.pathname}${target.search} HTTP/1.1\r\n` +
-        `host: ${target.host}\r\n`;
-      for (const [k, v] of Object.entries(req.headers)) {
-        if (/[\r\n]/.test(k + v)) throw new Error(`invalid header ${k}`);
-        head += `${k}: ${v}\r\n`;
-      }
-      if (body) head += `content-length: ${body.length}\r\n`;
-      head += "\r\n";
-      conn.received = 0;
-      const headBytes = encoder.encode(head);
-      if (body) {
-        const all = new Uint8Array(headBytes.length + body.length);
-        all.set(headBytes);
-        all.set(body, headBytes.length);
-        await conn.write(all);
+    const work = (async () => {
+      await turn;
+      if (conn.closed) throw new ConnectionClosedError(true);
+      const failed = await written;
+      if (failed !== undefined) throw failed;
+      if (conn.closed) throw new ConnectionClosedError(true);
+      req.signal.throwIfAborted();
+      reading = true;
+      conn.startResponse();
+      return await readResponse(conn, req.method);
+    })();
+    const settled = work.then(
+      (res) => res.keepAlive,
+      () => false,
+    ).then((keep) => {
+      req.signal.removeEventListener("abort", onAbort);
+      if (!keep) conn.close();
+      conn.outstanding--;
+      done();
+      if (conn.outstanding > 0) return;
+      this.#busy.delete(conn);
+      if (!conn.closing && !this.#closed && this.#idle.length < MAX_IDLE) {
+        conn.getsOnly = true;
+        this.#idle.push(conn);
       } else {
-        await conn.write(headBytes);
+        conn.close();
       }
-      const res = await readResponse(conn, req.method);
-      keep = res.keepAlive;
+    });
+    try {
+      // The connection is back in the pool (or closed) before the caller sees the answer.
+      const res = await abortable(settled.then(() => work), req.signal, () => {});
       return { status: res.status, headers: res.headers, body: res.body };
     } catch (err) {
       if (req.signal.aborted) throw req.signal.reason;
       throw err;
-    } finally {
-      req.signal.removeEventListener("abort", onAbort);
-      this.#busy.delete(conn);
-      if (keep && !this.#closed && this.#idle.length < MAX_IDLE) this.#idle.push(conn);
-      else conn.close();
     }
   }
+}
+
+/**
+ * The request's bytes: request line, `host`, the headers, `content-length` and the body.
+ * @throws Error for a header name or value with CR or LF
+ */
+function encodeRequest(req: TransportRequest): Uint8Array {
+  const target = new URL(req.url);
+  const body = req.body === undefined ? undefined : encoder.encode(req.body);
+  let head = `${req.method} ${target.pathname}${target.search} HTTP/1.1\r\n` +
+    `host: ${target.host}\r\n`;
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (/[\r\n]/.test(k + v)) throw new Error(`invalid header ${k}`);
+    head += `${k}: ${v}\r\n`;
+  }
+  if (body) head += `content-length: ${body.length}\r\n`;
+  head += "\r\n";
+  const headBytes = encoder.encode(head);
+  if (!body) return headBytes;
+  const all = new Uint8Array(headBytes.length + body.length);
+  all.set(headBytes);
+  all.set(body, headBytes.length);
+  return all;
 }
 
 /** Reads one response (status line, headers, framed body). */

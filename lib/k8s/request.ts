@@ -39,6 +39,7 @@ import {
   ResponseTooLargeError,
 } from "./http_semantics.ts";
 import { createTransport } from "./transport.ts";
+import { MAX_PIPELINE_DEPTH } from "./http1.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
@@ -65,6 +66,7 @@ export class KubeRequester {
   #userAgent: string;
   #signal: AbortSignal | undefined;
   #onRequest: ((method: string, status: number) => void) | undefined;
+  #pipelineGets: boolean;
   #closer = new AbortController();
   #requestCount = 0;
   #lastFileToken: string | undefined;
@@ -84,6 +86,7 @@ export class KubeRequester {
     this.#userAgent = opts.userAgent ?? "manifold";
     this.#signal = opts.signal;
     this.#onRequest = opts.onRequest;
+    this.#pipelineGets = opts.pipelineGets ?? false;
   }
 
   /** HTTP requests actually sent so far, retries included. */
@@ -376,7 +379,9 @@ export class KubeRequester {
       this.#transport = this.#streams = undefined;
     }
     this.#transportCert = conn.clientCertPem;
-    this.#transport ??= createTransport(conn);
+    this.#transport ??= createTransport(conn, undefined, {
+      pipelineDepth: this.#pipelineGets ? MAX_PIPELINE_DEPTH : 1,
+    });
     return { headers, conn, transport: this.#transport, cred };
   }
 

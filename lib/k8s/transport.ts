@@ -21,7 +21,7 @@
 
 import type { KubeConnection } from "./kubeconfig.ts";
 import { KubeError } from "./errors.ts";
-import { Http1Transport } from "./http1.ts";
+import { type Http1Options, Http1Transport } from "./http1.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 
 export type {
@@ -38,6 +38,7 @@ import { errorText } from "../util/text.ts";
  * @param conn where and how to connect.
  * @param env the process environment, for the proxy variables (default: read from `Deno.env`
  *   when permitted).
+ * @param http1 options of the HTTP/1.1 socket transport (pipelining); the others ignore them.
  * @returns the `node:https` transport when `conn.insecureSkipTlsVerify` is set on an `https:`
  *   server, the fetch one when a proxy applies or a client certificate is used, else the
  *   HTTP/1.1 socket one.
@@ -45,6 +46,7 @@ import { errorText } from "../util/text.ts";
 export function createTransport(
   conn: KubeConnection,
   env: Record<string, string | undefined> = proxyEnv(),
+  http1: Http1Options = {},
 ): Transport {
   if (conn.insecureSkipTlsVerify && conn.server.startsWith("https:")) {
     return new NodeInsecureTransport(conn);
@@ -53,13 +55,13 @@ export function createTransport(
   if (!proxied && conn.caCertPem && conn.server.startsWith("https:")) {
     // The kubeconfig's CA alone is trusted: HTTP/1.1 over node:tls (pinned_tls.ts), which
     // also does the client certificate.
-    return new Http1Transport(conn);
+    return new Http1Transport(conn, http1);
   }
   if (proxied || (conn.clientCertPem && conn.clientKeyPem)) {
     if (proxied && conn.caCertPem) warnUnpinnedOnce(conn.server);
     return new FetchTransport(conn);
   }
-  return new Http1Transport(conn);
+  return new Http1Transport(conn, http1);
 }
 
 let warnedUnpinned = false;

@@ -259,6 +259,9 @@ async function apiConnector(
         timeoutMs: conf.apiTimeoutMs,
         deadlineMs: conf.apiDeadlineMs,
         logger,
+        // A per-call process: its concurrent GETs (the NADs) share one connection instead of
+        // each opening one. The daemon (its own client, many concurrent calls) does not.
+        pipelineGets: true,
       });
       return {
         nads: apiNadSource(kube),
