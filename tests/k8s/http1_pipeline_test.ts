@@ -1,0 +1,269 @@
+/**
+ * Tests of GET pipelining in lib/k8s/http1.ts (RFC 9112 §9.3.2) against a scripted plain-TCP
+ * server that records which connection every request arrived on and answers in order, as Go's
+ * net/http (kube-apiserver) does; only this server can be told to close or stall at an exact
+ * point. The real kube-apiserver case is tests/realapi/pipeline_test.ts.
+ */
+
+import assert from "node:assert/strict";
+import { Http1Transport } from "../../lib/k8s/http1.ts";
+
+/** What the server does with one request: answer (keep-alive), answer then close, or close. */
+type Reply = { body: string; close?: boolean; delayMs?: number } | "drop";
+
+interface Seen {
+  /** Per connection (in accept order), the paths of the requests received on it. */
+  conns: string[][];
+}
+
+/**
+ * A server answering the requests of each connection in arrival order. `hold`: on the first
+ * connection, after the first request, wait until that many requests arrived (or 2 s) before
+ * answering the next one, so pipelined requests are all in before the answers go out.
+ */
+async function withServer(
+  policy: (conn: number, index: number, path: string) => Reply,
+  hold: number,
+  fn: (url: string, seen: Seen) => Promise<void>,
+) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const seen: Seen = { conns: [] };
+  const open: Deno.Conn[] = [];
+  const serving = (async () => {
+    for await (const conn of listener) {
+      const c = seen.conns.length;
+      const paths: string[] = [];
+      seen.conns.push(paths);
+      open.push(conn);
+      const requests: string[] = [];
+      let wake: (() => void) | undefined;
+      let ended = false;
+      (async () => { // reader: splits the byte stream into requests (GETs, PATCH with a body)
+        const buf = new Uint8Array(65536);
+        let pending = "";
+        try {
+          for (;;) {
+            const n = await conn.read(buf);
+            if (n === null) break;
+            pending += new TextDecoder().decode(buf.subarray(0, n));
+            for (;;) {
+              const end = pending.indexOf("\r\n\r\n");
+              if (end < 0) break;
+              const len = Number(/content-length: (\d+)/i.exec(pending.slice(0, end))?.[1] ?? 0);
+              if (pending.length < end + 4 + len) break;
+              const head = pending.slice(0, end);
+              pending = pending.slice(end + 4 + len);
+              const [method, path] = head.split(" ");
+              paths.push(method === "GET" ? path : `${method} ${path}`);
+              requests.push(path);
+              wake?.();
+            }
+          }
+        } catch { /* closed */ }
+        ended = true;
+        wake?.();
+      })();
+      (async () => { // writer: answers in order
+        try {
+          for (let i = 0;; i++) {
+            const waitFor = c === 0 && i === 1 ? Math.max(hold, i + 1) : i + 1;
+            const until = Date.now() + 2000;
+            while (requests.length < waitFor && !ended && Date.now() < until) {
+              await new Promise<void>((r) => {
+                wake = r;
+                setTimeout(r, 50);
+              });
+            }
+            if (requests.length <= i) {
+              if (ended) return;
+              i--;
+              continue;
+            }
+            const reply = policy(c, i, requests[i]);
+            if (reply === "drop") break;
+            if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs));
+            const body = reply.body;
+            const text = `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n` +
+              (reply.close ? "Connection: close\r\n" : "") + `\r\n${body}`;
+            await conn.write(new TextEncoder().encode(text));
+            if (reply.close) break;
+          }
+        } catch { /* closed */ }
+        try {
+          conn.close();
+        } catch { /* closed */ }
+      })();
+    }
+  })();
+  try {
+    await fn(`http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`, seen);
+  } finally {
+    listener.close();
+    for (const c of open) {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }
+    await serving.catch(() => {});
+  }
+}
+
+const get = (t: Http1Transport, url: string, signal = new AbortController().signal) =>
+  t.send({ method: "GET", url, headers: { accept: "application/json" }, signal });
+
+const echo = (_c: number, _i: number, path: string): Reply => ({ body: path });
+
+Deno.test("http1 pipelining: concurrent GETs share the kept-alive connection, each gets its own answer", async () => {
+  await withServer(echo, 4, async (url, seen) => {
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+      pipelineDepth: 4,
+    });
+    try {
+      assert.equal((await get(t, `${url}/pod`)).body, "/pod");
+      const paths = ["/nad-a", "/nad-b", "/nad-c"];
+      const bodies = await Promise.all(paths.map((p) => get(t, `${url}${p}`)));
+      assert.deepEqual(bodies.map((b) => b.body), paths);
+      assert.deepEqual(seen.conns, [["/pod", ...paths]]);
+      // Back in the pool afterwards: the next GET reuses it.
+      assert.equal((await get(t, `${url}/after`)).body, "/after");
+      assert.equal(seen.conns.length, 1);
+    } finally {
+      t.close();
+    }
+  });
+});
+
+Deno.test("http1 pipelining: off by default, and never deeper than the depth", async () => {
+  await withServer(echo, 1, async (url, seen) => {
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false });
+    try {
+      await get(t, `${url}/pod`);
+      await Promise.all(["/a", "/b"].map((p) => get(t, `${url}${p}`)));
+      assert.equal(seen.conns.length, 2); // the second GET opened a connection
+    } finally {
+      t.close();
+    }
+  });
+  await withServer(echo, 3, async (url, seen) => {
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+      pipelineDepth: 2,
+    });
+    try {
+      await get(t, `${url}/pod`);
+      const paths = ["/a", "/b", "/c", "/d"];
+      const bodies = await Promise.all(paths.map((p) => get(t, `${url}${p}`)));
+      assert.deepEqual(bodies.map((b) => b.body), paths);
+      assert.ok(seen.conns.every((c) => c.length <= 3), JSON.stringify(seen.conns));
+      assert.deepEqual(seen.conns[0].slice(0, 3), ["/pod", "/a", "/b"]);
+    } finally {
+      t.close();
+    }
+  });
+});
+
+for (const how of ["Connection: close", "a close without answer"]) {
+  Deno.test(`http1 pipelining: ${how} before queued GETs' answers sends them again once on a new connection`, async () => {
+    const policy = (c: number, i: number, path: string): Reply => {
+      if (c === 0 && i === 1) {
+        return how === "Connection: close" ? { body: path, close: true } : "drop";
+      }
+      return { body: path };
+    };
+    await withServer(policy, 4, async (url, seen) => {
+      const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+        pipelineDepth: 4,
+      });
+      try {
+        await get(t, `${url}/pod`);
+        const paths = ["/a", "/b", "/c"];
+        const results = await Promise.allSettled(paths.map((p) => get(t, `${url}${p}`)));
+        // The three were written on the first connection at once.
+        assert.deepEqual(seen.conns[0], ["/pod", ...paths]);
+        assert.deepEqual(results.map((r) => r.status === "fulfilled" && r.value.body), paths);
+        // Sent again: those without an answer there (/a too when it got none: it had taken
+        // the kept-alive connection, the retry that predates pipelining).
+        assert.deepEqual(
+          seen.conns.slice(1).flat().sort(),
+          how === "Connection: close" ? ["/b", "/c"] : paths,
+        );
+      } finally {
+        t.close();
+      }
+    });
+  });
+}
+
+Deno.test("http1 pipelining: a PATCH is never pipelined, and no GET is pipelined behind it", async () => {
+  // PATCHes and /a answered late, so their connections are busy while the others are sent.
+  const policy = (_c: number, _i: number, path: string): Reply => ({
+    body: path,
+    delayMs: path === "/a" || path.startsWith("/status") ? 200 : 0,
+  });
+  await withServer(policy, 1, async (url, seen) => {
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+      pipelineDepth: 4,
+    });
+    const patch = (path: string) =>
+      t.send({
+        method: "PATCH",
+        url: `${url}${path}`,
+        headers: { "content-type": "application/merge-patch+json" },
+        body: "{}",
+        signal: new AbortController().signal,
+      });
+    try {
+      await get(t, `${url}/pod`);
+      const p1 = patch("/status"); // takes the kept-alive connection
+      const a = get(t, `${url}/a`); // not behind the PATCH: a new connection
+      while ((seen.conns[1]?.length ?? 0) < 1) await new Promise((r) => setTimeout(r, 10));
+      const rest = ["/b", "/c"].map((p) => get(t, `${url}${p}`)); // behind /a
+      const p2 = patch("/status2"); // not behind the GETs: a new connection
+      assert.equal((await p1).body, "/status");
+      assert.deepEqual((await Promise.all([a, ...rest])).map((r) => r.body), ["/a", "/b", "/c"]);
+      assert.equal((await p2).body, "/status2");
+      assert.deepEqual(seen.conns, [
+        ["/pod", "PATCH /status"],
+        ["/a", "/b", "/c"],
+        ["PATCH /status2"],
+      ]);
+    } finally {
+      t.close();
+    }
+  });
+});
+
+Deno.test("http1 pipelining: an aborted GET, queued or being read, leaves the others' answers right", async () => {
+  for (const aborted of ["/b", "/a"]) { // queued behind a slow /a; /a itself while read
+    const policy = (c: number, _i: number, path: string): Reply =>
+      c === 0 && path === "/a" ? { body: path, delayMs: 300 } : { body: path };
+    await withServer(policy, 4, async (url, seen) => {
+      const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+        pipelineDepth: 4,
+      });
+      try {
+        await get(t, `${url}/pod`);
+        const stop = new AbortController();
+        const paths = ["/a", "/b", "/c"];
+        const pending = paths.map((p) =>
+          get(t, `${url}${p}`, p === aborted ? stop.signal : undefined)
+        );
+        while (seen.conns[0].length < 4) await new Promise((r) => setTimeout(r, 10));
+        stop.abort(new DOMException("Request timed out", "TimeoutError"));
+        const results = await Promise.allSettled(pending);
+        assert.deepEqual(seen.conns[0], ["/pod", ...paths]);
+        paths.forEach((p, i) => {
+          const r = results[i];
+          if (p === aborted) {
+            assert.ok(r.status === "rejected" && r.reason.name === "TimeoutError", p);
+          } else {
+            assert.ok(r.status === "fulfilled", `${p}: ${r.status === "rejected" && r.reason}`);
+            assert.equal(r.value.body, p);
+          }
+        });
+        assert.equal((await get(t, `${url}/after`)).body, "/after");
+      } finally {
+        t.close();
+      }
+    });
+  }
+});
