@@ -215,7 +215,9 @@ Deno.test("http1 pipelining: a PATCH is never pipelined, and no GET is pipelined
       await get(t, `${url}/pod`);
       const p1 = patch("/status"); // takes the kept-alive connection
       const a = get(t, `${url}/a`); // not behind the PATCH: a new connection
-      while ((seen.conns[1]?.length ?? 0) < 1) await new Promise((r) => setTimeout(r, 10));
+      for (let ms = 0; (seen.conns[1]?.length ?? 0) < 1 && ms < 3000; ms += 10) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
       const rest = ["/b", "/c"].map((p) => get(t, `${url}${p}`)); // behind /a
       const p2 = patch("/status2"); // not behind the GETs: a new connection
       assert.equal((await p1).body, "/status");
@@ -247,7 +249,9 @@ Deno.test("http1 pipelining: an aborted GET, queued or being read, leaves the ot
         const pending = paths.map((p) =>
           get(t, `${url}${p}`, p === aborted ? stop.signal : undefined)
         );
-        while (seen.conns[0].length < 4) await new Promise((r) => setTimeout(r, 10));
+        for (let ms = 0; seen.conns[0].length < 4 && ms < 3000; ms += 10) {
+          await new Promise((r) => setTimeout(r, 10));
+        }
         stop.abort(new DOMException("Request timed out", "TimeoutError"));
         const results = await Promise.allSettled(pending);
         assert.deepEqual(seen.conns[0], ["/pod", ...paths]);
