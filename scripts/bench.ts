@@ -97,6 +97,7 @@ if (values.vs !== undefined) {
     iterations: Number(values.iterations),
     manifold: values.manifold,
     timeline: values.timeline,
+    apiLatencyMs: Number(values["api-latency"]),
   });
   Deno.exit(0);
 }

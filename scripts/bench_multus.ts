@@ -16,7 +16,9 @@
  *
  * Run as root: `MANIFOLD_KUBE_APISERVER=… deno run -A scripts/bench.ts --vs multus=PATH
  * [--iterations 30] [--manifold LAUNCHER[=DENO_DIR] …]` (several `--manifold`: each in the same
- * loop, e.g. the parent commit's worktree beside this one).
+ * loop, e.g. the parent commit's worktree beside this one) [--api-latency MS] (both plugins
+ * reach the server through a loopback TCP proxy adding MS to every chunk each way: a distant
+ * API server, one round trip = 2 × MS).
  *
  * @module
  */
@@ -24,6 +26,7 @@
 import { startKubeApiServer } from "../tests/support/kube_apiserver.ts";
 import { done, networkStatus, POD, realWorld } from "../tests/realapi/cluster.ts";
 import { MANIFOLD } from "../tests/support/plugin.ts";
+import { startTcpProxy, type TcpProxy } from "../tests/support/tcp_proxy.ts";
 import { childCpuMs, directFloor, SELECTION, stats } from "./bench_support.ts";
 
 /** Options of {@link benchMultus}. */
@@ -46,6 +49,11 @@ export interface BenchMultusOptions {
    * setting.
    */
   timeline?: boolean;
+  /**
+   * Delay added by a loopback TCP proxy between both plugins and the server, ms per chunk each
+   * way (a round trip gains twice it; connection set-up and TLS too); default 0 (no proxy).
+   */
+  apiLatencyMs?: number;
 }
 
 /** Min / median / max of a sample, ms, as printed. */
@@ -68,7 +76,18 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
       // Both plugins log errors only, to stderr.
       conf: { logLevel: opts.timeline ? "info" : "error", logToStderr: true },
     });
+    let proxy: TcpProxy | undefined;
     try {
+      if (opts.apiLatencyMs) {
+        proxy = startTcpProxy({ hostname: "127.0.0.1", port: api.ports.api }, {
+          delayMs: opts.apiLatencyMs,
+        });
+        const text = await Deno.readTextFile(w.kubeconfig);
+        await Deno.writeTextFile(
+          w.kubeconfig,
+          text.replaceAll(api.server, `https://127.0.0.1:${proxy.port}`),
+        );
+      }
       const defaultList = JSON.parse(await Deno.readTextFile(`${w.dirs.conf}/10-default.conflist`));
       const multusConf = {
         cniVersion: defaultList.cniVersion ?? "1.0.0",
@@ -177,7 +196,9 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
         console.log(`${name.padEnd(60)} ${mmm(xs).padStart(26)}`);
       console.log(
         `\nManifold per call vs Multus thin: default + 2 NADs, real kube-apiserver, ` +
-          `${opts.iterations} interleaved iterations, load average ${load}\n`,
+          `${opts.iterations} interleaved iterations, ` +
+          (opts.apiLatencyMs ? `API round trip + ${2 * opts.apiLatencyMs} ms, ` : "") +
+          `load average ${load}\n`,
       );
       console.log(`${"".padEnd(60)} ${"min / median / max, ms".padStart(26)}`);
       row("the 3 delegates alone, ADD", floor.add);
@@ -219,6 +240,7 @@ export async function benchMultus(opts: BenchMultusOptions): Promise<void> {
         );
       }
     } finally {
+      await proxy?.close();
       await done(w);
     }
   } finally {
