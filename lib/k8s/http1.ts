@@ -12,7 +12,8 @@
  * connection, unless {@link Http1Options.pipelineDepth} allows pipelining (§9.3.2; the
  * per-call plugin's client, `pipelineGets`): then a GET that finds no idle connection is written
  * at once on a busy one whose outstanding requests are all GETs (at most
- * {@link MAX_PIPELINE_DEPTH} outstanding) and its response read after theirs, in order —
+ * {@link MAX_PIPELINE_DEPTH} outstanding), or behind the GET a connection is being opened for,
+ * and its response read after theirs, in order —
  * saving a TCP + TLS set-up (≈ 2–3 ms of main-thread work on loopback, 2 round trips to a
  * distant server). Never a non-GET, never behind one. When that connection ends before a queued
  * GET's response (`Connection: close` on an earlier one, a close or reset, a framing error, an
@@ -226,6 +227,8 @@ export class Http1Transport implements Transport {
   #depth: number;
   #idle: Connection[] = [];
   #busy = new Set<Connection>();
+  /** Connections being opened for a GET, and how many GETs wait to be pipelined on each. */
+  #opening = new Set<{ conn: Promise<Connection>; joined: number }>();
   #closed = false;
 
   /**
@@ -246,16 +249,33 @@ export class Http1Transport implements Transport {
     // A kept-alive or pipelined connection: the server may close it before this request's
     // response (idle timeout, `Connection: close` on an earlier response).
     let conn = this.#idle.pop() ?? this.#pipelinable(req.method);
-    const shared = conn !== undefined;
+    let shared = conn !== undefined;
+    const joinable = conn ? undefined : this.#joinable(req.method);
+    if (joinable) {
+      // Behind the GET that is opening a connection: its continuation runs first (it awaits
+      // the same promise, earlier) and queues its request before this one. Its open failing
+      // or aborted: this one opens its own.
+      joinable.joined++;
+      conn = await joinable.conn.catch(() => undefined);
+      if (this.#closed) throw new Error("Transport is closed");
+      if (conn?.closing) conn = undefined;
+      shared = conn !== undefined;
+    }
     if (!conn) {
+      const opening = req.method === "GET" && this.#depth > 1
+        ? { conn: this.#open(req.signal), joined: 0 }
+        : undefined;
+      if (opening) this.#opening.add(opening);
       try {
-        conn = await this.#open(req.signal);
+        conn = await (opening?.conn ?? this.#open(req.signal));
       } catch (err) {
         // Nothing of the request was written: a caller may send a non-idempotent call again.
         if (err && typeof err === "object") {
           Object.assign(err, { connectFailed: true });
         }
         throw err;
+      } finally {
+        if (opening) this.#opening.delete(opening);
       }
     }
     try {
@@ -292,6 +312,17 @@ export class Http1Transport implements Transport {
       if (!best || c.outstanding < best.outstanding) best = c;
     }
     return best;
+  }
+
+  /**
+   * A connection being opened for a GET that another GET may wait for and be pipelined behind
+   * (GETs sent together before any connection exists), while fewer than the depth would be
+   * outstanding on it.
+   */
+  #joinable(method: string): { conn: Promise<Connection>; joined: number } | undefined {
+    if (this.#depth === 1 || method !== "GET") return undefined;
+    for (const o of this.#opening) if (o.joined + 1 < this.#depth) return o;
+    return undefined;
   }
 
   async #open(signal: AbortSignal): Promise<Connection> {

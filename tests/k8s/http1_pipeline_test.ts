@@ -133,6 +133,23 @@ Deno.test("http1 pipelining: concurrent GETs share the kept-alive connection, ea
   });
 });
 
+Deno.test("http1 pipelining: GETs sent before any connection exists wait for the one being opened", async () => {
+  await withServer(echo, 3, async (url, seen) => {
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+      pipelineDepth: 4,
+    });
+    try {
+      const paths = ["/a", "/b", "/c", "/d", "/e"];
+      const bodies = await Promise.all(paths.map((p) => get(t, `${url}${p}`)));
+      assert.deepEqual(bodies.map((b) => b.body), paths);
+      // Four on the first connection (the depth), the fifth on a second one.
+      assert.deepEqual(seen.conns, [["/a", "/b", "/c", "/d"], ["/e"]]);
+    } finally {
+      t.close();
+    }
+  });
+});
+
 Deno.test("http1 pipelining: off by default, and never deeper than the depth", async () => {
   await withServer(echo, 1, async (url, seen) => {
     const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false });

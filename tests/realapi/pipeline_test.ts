@@ -1,7 +1,8 @@
 /**
  * GET pipelining (lib/k8s/http1.ts, RFC 9112 §9.3.2) against a real kube-apiserver (Go
  * net/http over HTTP/1.1, ALPN `http/1.1`): concurrent GETs of a per-call client
- * (`pipelineGets`) share one connection and each gets its own object; the plugin process's ADD
+ * (`pipelineGets`) share one connection, also when they are its first requests, and each gets
+ * its own object; the plugin process's ADD
  * of a pod with two NADs opens one connection. Connections are counted by a loopback TCP proxy
  * in front of the server (TLS passes through it). Needs `MANIFOLD_KUBE_APISERVER` (else
  * skipped with one line); the ADD test needs root.
@@ -28,7 +29,7 @@ suite.test("a per-call client's concurrent GETs share one connection and get the
     for (const name of NADS) {
       await api.admin.createNad(ns, name, JSON.stringify({ cniVersion: "1.0.0", type: name }));
     }
-    const run = async (pipelineGets: boolean) => {
+    const run = async (pipelineGets: boolean, podFirst = true) => {
       const before = proxy.accepted;
       using kube = new KubeClient({
         connection: {
@@ -39,7 +40,7 @@ suite.test("a per-call client's concurrent GETs share one connection and get the
         },
         pipelineGets,
       });
-      assert.equal((await kube.getPod(ns, "p")).metadata.name, "p");
+      if (podFirst) assert.equal((await kube.getPod(ns, "p")).metadata.name, "p");
       const nads = await Promise.all(
         NADS.map((n) => kube.getNetworkAttachmentDefinition(ns, n)),
       );
@@ -48,6 +49,8 @@ suite.test("a per-call client's concurrent GETs share one connection and get the
       return proxy.accepted - before;
     };
     assert.equal(await run(true), 1, "pipelined: one connection");
+    // The GETs are the first requests (runtime annotations): they wait for the one connection.
+    assert.equal(await run(true, false), 1, "pipelined behind the opening one: one connection");
     assert.ok(await run(false) > 1, "without pipelining (the daemon's client): one per GET");
   } finally {
     await proxy.close();
