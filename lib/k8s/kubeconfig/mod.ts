@@ -22,7 +22,7 @@
  *
  * @module
  */
-// Types only: the plugin's ADD with a kubeconfig never loads connection.ts (inClusterConnection).
+// Types only, defined in ../connection.ts: this door does not load it (inClusterConnection).
 export type { ExecCredentialConfig, InClusterOptions, KubeConnection } from "../connection.ts";
 export { loadKubeconfig, type LoadKubeconfigOptions } from "./load.ts";
 export { KUBECONFIG_SHAPE } from "./document.ts";
