@@ -14,7 +14,7 @@ import { lazyImport } from "../util/lazy.ts";
 import type { CniEnv } from "../cni/env.ts";
 import { findPlugin, type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
-import type { KubeConnection } from "../k8s/kubeconfig.ts";
+import type { KubeConnection } from "../k8s/connection.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache/cache.ts";
 import { delegateGroupTracker } from "./cache/delegate_groups.ts";
@@ -243,7 +243,10 @@ async function apiConnector(
         { KubeClient },
         { apiDraSource, apiNadSource, apiPodSource, apiPodNetworkSource },
       ] = await Promise.all([
-        lazyImport<typeof import("../k8s/kubeconfig.ts")>("../k8s/kubeconfig.ts", import.meta.url),
+        lazyImport<typeof import("../k8s/kubeconfig/load.ts")>(
+          "../k8s/kubeconfig/load.ts",
+          import.meta.url,
+        ),
         lazyImport<typeof import("../k8s/client.ts")>("../k8s/client.ts", import.meta.url),
         lazyImport<typeof import("./nad/api_sources.ts")>("./nad/api_sources.ts", import.meta.url),
       ]);
