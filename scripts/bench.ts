@@ -30,7 +30,8 @@
  * VERSION against an empty `deno run` (the floor), peak RSS. `--vs multus=PATH` (a Multus thin
  * `multus` binary, e.g. v4.2.2 built from source; `--vs multus --multus PATH` is the same) runs
  * scripts/bench_multus.ts instead: Manifold and Multus on the same pod in a real kube-apiserver
- * (`MANIFOLD_KUBE_APISERVER`), interleaved, with the ratios of the medians.
+ * (`MANIFOLD_KUBE_APISERVER`), interleaved, with the ratios of the medians. `--timeline` (process
+ * mode and `--vs multus`) also prints the median of each of Manifold's timeline marks per scenario.
  *
  * @module
  */
@@ -64,7 +65,7 @@ const { values } = parseArgs({
 if (values.help) {
   console.log(
     "usage: deno run -A scripts/bench.ts [--mode process|daemon] [--iterations 30] " +
-      "[--latency-ms 3] [--api-latency MS] [--scale-iterations 10] [--concurrent 50] " +
+      "[--latency-ms 3] [--api-latency MS] [--scale-iterations 10] [--concurrent 50] [--timeline] " +
       "[--soak N] [--status-publish sync|async]  (root)\n" +
       "       deno run -A scripts/bench.ts --vs multus=PATH [--iterations 30] [--timeline] " +
       "[--manifold LAUNCHER[=DENO_DIR] …]  " +
@@ -137,6 +138,8 @@ interface Run {
   out: string;
   /** Process spawn → first byte of stdin read (ms), from the plugin's timeline log line. */
   toStdinMs?: number;
+  /** The plugin's timeline marks (ms since its runtime started), when it logged them. */
+  marks?: Record<string, number>;
 }
 
 const w = await world({
@@ -193,12 +196,14 @@ try {
         ? Number((await Deno.readTextFile(rssFile)).trim().split("\n").pop())
         : NaN;
       let toStdinMs: number | undefined;
+      let marks: Record<string, number> | undefined;
       for (const line of r.stderr.split("\n")) {
         if (!line.includes('"timeline"')) continue;
         const t = JSON.parse(line) as { epochMs: number; stdinStart: number };
         toStdinMs = t.epochMs + t.stdinStart - spawnedAt;
+        marks = t as unknown as Record<string, number>;
       }
-      return { ms: r.ms, rssKiB, code: r.code, out: r.stdout, toStdinMs };
+      return { ms: r.ms, rssKiB, code: r.code, out: r.stdout, toStdinMs, marks };
     } finally {
       await Deno.remove(rssFile);
     }
@@ -241,6 +246,11 @@ try {
     getsAddRt: [] as number[],
     version: [] as number[],
     empty: [] as number[],
+  };
+  /** Timeline marks per scenario (`--timeline`). */
+  const marks: Record<string, Record<string, number>[]> = {};
+  const keepMarks = (scenario: string, r: Run) => {
+    if (r.marks) (marks[scenario] ??= []).push(r.marks);
   };
   const count = () => w.api.requests.length;
 
@@ -285,6 +295,10 @@ try {
     t.delApi.push(del.ms);
     t.addRt.push(addRt.ms);
     t.addMirror.push(addMirror.ms);
+    keepMarks("ADD, annotations from the API", add);
+    keepMarks("ADD, annotations from the runtime", addRt);
+    keepMarks("ADD, annotations from the runtime + NAD mirror", addMirror);
+    keepMarks("DEL", del);
     t.reqAddMirror.push(reqAddMirror);
     t.delRt.push(delRt.ms);
     t.addDirect.push(floor.add);
@@ -387,6 +401,16 @@ try {
   goal("VERSION", t.version, "≤ floor + 5");
   goal("  floor: an empty deno run", t.empty, "—");
   goal("peak RSS (MiB)", t.rss.map((k) => k / 1024), "≤ 60");
+  if (values.timeline) {
+    console.log("\nTimeline, median ms since the plugin's runtime started:");
+    for (const [scenario, ms] of Object.entries(marks)) {
+      const names = Object.keys(ms[0]).filter((k) =>
+        k !== "epochMs" && typeof ms[0][k] === "number"
+      );
+      const med = (k: string) => stats(ms.map((m) => m[k]).filter(Number.isFinite)).p50;
+      console.log(`  ${scenario}: ${names.map((k) => `${k} ${med(k).toFixed(1)}`).join(", ")}`);
+    }
+  }
   console.log(
     `\nScaling (annotations from the API, default + n−1 bridge NADs, ${SCALE_N} iterations): p50 ms`,
   );

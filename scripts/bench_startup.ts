@@ -167,7 +167,7 @@ const MODULES = [
   "lib/multinet/verbs/gc.ts",
   "lib/multinet/wiring.ts",
   "lib/multinet/plugin.ts",
-  "lib/k8s/kubeconfig.ts",
+  "lib/k8s/kubeconfig/load.ts",
   "lib/k8s/client.ts",
   "lib/netlink/mod.ts",
 ];

@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import { outputs, stopSignal, type TextOutputs } from "./io.ts";
 import { KubeClient } from "../k8s/client.ts";
 import { inClusterConnection } from "../k8s/connection.ts";
-import { loadKubeconfig } from "../k8s/kubeconfig.ts";
+import { loadKubeconfig } from "../k8s/kubeconfig/load.ts";
 import { type ControllerOptions, runController as runLoop } from "../kep/controller.ts";
 import { createLogger, type Logger } from "../log/mod.ts";
 import { DEFAULT_PODNETWORK_PROVIDER } from "../multinet/config.ts";

@@ -11,7 +11,7 @@
 import { lazyImport } from "../util/lazy.ts";
 import { kubeConnectionFromFlags, kubeFlagsGiven } from "./kube_flags.ts";
 import { underRoot } from "../install/mod.ts";
-import type { KubeConnection } from "../k8s/kubeconfig.ts";
+import type { KubeConnection } from "../k8s/connection.ts";
 import { errorText, oneLine } from "../util/text.ts";
 import type { AddCheck, DoctorStep } from "./doctor_checks.ts";
 
@@ -112,8 +112,8 @@ export async function loadKubeconfigUnder(
   path: string,
   hostRoot: string,
 ): Promise<KubeConnection> {
-  const { loadKubeconfig } = await lazyImport<typeof import("../k8s/kubeconfig.ts")>(
-    "../k8s/kubeconfig.ts",
+  const { loadKubeconfig } = await lazyImport<typeof import("../k8s/kubeconfig/load.ts")>(
+    "../k8s/kubeconfig/load.ts",
     import.meta.url,
   );
   if (underRoot(hostRoot, "/") === "/") return await loadKubeconfig(path);

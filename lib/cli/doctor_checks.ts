@@ -11,7 +11,7 @@
 import { lazyImport } from "../util/lazy.ts";
 import { parseNetworkConfig } from "../cni/types.ts";
 import { findPrimaryConfig, firstLoadedConfig } from "../install/mod.ts";
-import type { KubeConnection } from "../k8s/kubeconfig.ts";
+import type { KubeConnection } from "../k8s/connection.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import { errorText, oneLine } from "../util/text.ts";
 import { warningLogger } from "./io.ts";

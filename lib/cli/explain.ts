@@ -31,7 +31,7 @@ import {
 import { parseNetworkConfig } from "../cni/types.ts";
 import { INSTALL_DEFAULTS, MANIFOLD_CONFIG_NAME, underRoot } from "../install/mod.ts";
 import type { KubeClient } from "../k8s/client.ts";
-import type { KubeConnection } from "../k8s/kubeconfig.ts";
+import type { KubeConnection } from "../k8s/connection.ts";
 import type { ManifoldConf } from "../multinet/config.ts";
 import type { NadSource } from "../multinet/nad/source.ts";
 import type { PodNetworkSource } from "../multinet/plan/pod_networks.ts";

@@ -12,6 +12,7 @@
 
 import { lazyImport } from "../util/lazy.ts";
 import type { KubeConnection } from "../k8s/connection.ts";
+import { kubeconfigPaths } from "../k8s/kubeconfig/paths.ts";
 
 /** `parseArgs` option specs of the two flags; spread them into a subcommand's `options`. */
 export const KUBE_FLAG_OPTIONS = {
@@ -70,7 +71,7 @@ export function kubeFlags(values: { kubeconfig?: string; context?: string }): Ku
  */
 export function kubeFlagsGiven(flags: KubeFlags, env: Record<string, string | undefined>): boolean {
   return flags.kubeconfig !== undefined || flags.context !== undefined ||
-    (env.KUBECONFIG ?? "").split(":").some((p) => p !== "");
+    kubeconfigPaths(env.KUBECONFIG).length > 0;
 }
 
 /**
@@ -92,9 +93,6 @@ export async function kubeConnectionFromFlags(
   env: Record<string, string | undefined>,
   opts: { runExec?: boolean } = {},
 ): Promise<KubeConnection | undefined> {
-  const { kubeconfigPaths, loadKubeconfig } = await lazyImport<
-    typeof import("../k8s/kubeconfig.ts")
-  >("../k8s/kubeconfig.ts", import.meta.url);
   const paths = flags.kubeconfig !== undefined ? flags.kubeconfig : kubeconfigPaths(env.KUBECONFIG);
   if (paths.length === 0) {
     if (flags.context !== undefined) {
@@ -102,6 +100,10 @@ export async function kubeConnectionFromFlags(
     }
     return undefined;
   }
+  const { loadKubeconfig } = await lazyImport<typeof import("../k8s/kubeconfig/load.ts")>(
+    "../k8s/kubeconfig/load.ts",
+    import.meta.url,
+  );
   const conn = await loadKubeconfig(paths, { context: flags.context });
   if (!opts.runExec || !conn.exec) return conn;
   const { withExecCredential } = await lazyImport<typeof import("../k8s/exec_credential.ts")>(

@@ -11,7 +11,12 @@
 
 import { CniError, CniErrorCode } from "./errors.ts";
 import { delegateEnv } from "./recursion.ts";
-import { killGroup, type ProcessGroup, processGroupOf } from "./process_group.ts";
+import {
+  killGroup,
+  prefetchGroupIdentity,
+  type ProcessGroup,
+  processGroupOf,
+} from "./process_group.ts";
 import { readCapped, writeAll } from "./child_streams.ts";
 import { errorText } from "../util/text.ts";
 import { sleep, startTimer, type Timer } from "../util/timer.ts";
@@ -50,11 +55,15 @@ export interface ExecResponse {
 /**
  * Loads Deno's process API now. Deno loads the implementation of `Deno.Command` (and the fetch
  * body code it uses) on first access: ≈ 6 ms of main-thread JavaScript in a plugin process
- * (V8 profile of an ADD). Called while the main thread would otherwise wait — the plan's API
+ * (V8 profile of an ADD). Also loads libc and reads what noting a delegate's process group
+ * needs ({@link prefetchGroupIdentity}: ≈ 2.2 ms, most of it the FFI `dlopen`), which the first
+ * delegate ADD otherwise paid between its spawn and the write of its config to its stdin, i.e.
+ * with the delegate waiting. Called while the main thread would otherwise wait — the plan's API
  * round trips — so the first delegate's spawn does not pay it. Idempotent; free once loaded.
  */
 export function prefetchSpawn(): void {
   void Deno.Command;
+  prefetchGroupIdentity();
 }
 
 /** Runs a plugin binary (libcni `invoke.Exec`). */
@@ -203,6 +212,8 @@ export class ProcessPluginExec implements PluginExec {
   /** Runs the plugin once; returns what it did and the wrappers it ran under. */
   async #run(req: ExecRequest): Promise<[ExecResponse, Wrapper[]]> {
     const { child, wrappers } = await this.#spawn(req);
+    // The config first: the plugin waits for it. No await until the group is noted.
+    const writing = writeAll(child.stdin, req.stdin);
     const tracker = this.#groups;
     const group = tracker?.tracks(req) ? processGroupOf(child.pid) : undefined;
     if (group) tracker!.started(req, group);
@@ -215,7 +226,6 @@ export class ProcessPluginExec implements PluginExec {
       } catch { /* already exited */ }
     });
 
-    const writing = writeAll(child.stdin, req.stdin);
     const out = readCapped(child.stdout, this.#maxOutputBytes);
     const err = readCapped(child.stderr, this.#maxOutputBytes);
     let status: Deno.CommandStatus;

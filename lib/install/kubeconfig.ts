@@ -3,7 +3,7 @@
  * token by *file* (`tokenFile`), which the plugin reads again on every API request, so a
  * rotated projected token is used at once (Multus #852, where the token was copied into the
  * kubeconfig and expired). JSON, which is YAML too: the plugin parses it without loading a
- * YAML parser (lib/k8s/kubeconfig.ts).
+ * YAML parser (lib/k8s/kubeconfig/document.ts).
  *
  * The plugin runs on the host, where the pod's projected token path does not exist; the
  * installer therefore mirrors `token` and `ca.crt` into a host directory next to the

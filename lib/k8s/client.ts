@@ -5,7 +5,7 @@
  * (`manifold mirror`). How requests are sent (authentication, timeouts, retries) is
  * `request.ts`; what a failure is, `errors.ts` ({@link KubeError}).
  *
- * This module does not import `yaml` (see kubeconfig.ts) or any Kubernetes SDK, to keep
+ * This module does not import `yaml` (see kubeconfig/yaml.ts) or any Kubernetes SDK, to keep
  * process start-up short; the streaming transport and the watch decoder are loaded by the
  * first watch only.
  *

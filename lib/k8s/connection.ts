@@ -1,7 +1,7 @@
 /**
  * Where the Kubernetes API is and how to authenticate to it ({@link KubeConnection}), and the
  * in-cluster connection of a pod's service account ({@link inClusterConnection}). A kubeconfig
- * is turned into a connection by `kubeconfig.ts`.
+ * is turned into a connection by `kubeconfig/load.ts`.
  *
  * @module
  */

@@ -36,7 +36,7 @@ import { IDEMPOTENT_METHODS, MAX_RESPONSE_BYTES, ResponseTooLargeError } from ".
 export { abortable } from "../util/abortable.ts";
 export { MAX_RESPONSE_BYTES, ResponseTooLargeError } from "./http_semantics.ts";
 import { checkPinnedPeer } from "./tls_pin.ts";
-import type { KubeConnection } from "./kubeconfig.ts";
+import type { KubeConnection } from "./connection.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 import { type ByteConn, connectPinnedTls } from "./pinned_tls.ts";
 

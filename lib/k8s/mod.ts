@@ -16,7 +16,7 @@ export type { LogFields, Logger } from "../log/mod.ts";
 export * from "./errors.ts";
 export * from "./types.ts";
 export * from "./connection.ts";
-export * from "./kubeconfig.ts";
+export * from "./kubeconfig/mod.ts";
 export * from "./client.ts";
 export * from "./watch.ts";
 export {

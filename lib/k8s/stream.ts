@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { KubeConnection } from "./kubeconfig.ts";
+import type { KubeConnection } from "./connection.ts";
 import {
   FetchClient,
   NodeInsecureClient,

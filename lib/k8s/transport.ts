@@ -19,7 +19,7 @@
  * @module
  */
 
-import type { KubeConnection } from "./kubeconfig.ts";
+import type { KubeConnection } from "./connection.ts";
 import { KubeError } from "./errors.ts";
 import { type Http1Options, Http1Transport } from "./http1.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";

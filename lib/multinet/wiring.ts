@@ -14,7 +14,7 @@ import { lazyImport } from "../util/lazy.ts";
 import type { CniEnv } from "../cni/env.ts";
 import { findPlugin, type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
-import type { KubeConnection } from "../k8s/kubeconfig.ts";
+import type { KubeConnection } from "../k8s/connection.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache/cache.ts";
 import { delegateGroupTracker } from "./cache/delegate_groups.ts";
@@ -119,8 +119,10 @@ export async function buildDeps(
       events: new LogEventSink(logger),
     };
   }
-  const connect = opts.api ?? await apiConnector(conf, opts.processEnv, logger);
-  if (!connect) {
+  const api = opts.api
+    ? { connect: opts.api, checkConfig: () => opts.api!().then(() => {}) }
+    : await apiConnector(conf, opts.processEnv, logger);
+  if (!api) {
     logger.debug("no Kubernetes API configured: default network and delegates only");
     return {
       ...base,
@@ -129,11 +131,16 @@ export async function buildDeps(
     };
   }
   // The API sources connect on first use: a DEL or CHECK served from the cache never reads
-  // the kubeconfig nor loads the client. ADD needs the API anyway: it starts connecting now
-  // and waits for it (`ready`) before its first delegate, so a bad kubeconfig fails it before
-  // anything is attached while the connection is set up alongside the pod's plan.
-  const ready = env.command === "ADD" ? connect().then(() => {}) : undefined;
+  // the kubeconfig nor loads the client. ADD needs the API anyway: it reads and checks the
+  // kubeconfig now and waits for that (`ready`) before its first delegate, so a bad kubeconfig
+  // fails it before anything is attached. The client's modules (≈ 12) load when a pod or NAD
+  // GET needs them, else once the first delegate runs, while the main thread waits for it:
+  // with the pod's annotations from the runtime and NADs from the mirror, the first request
+  // is the network-status PATCH after the last delegate.
+  const { connect } = api;
+  const ready = env.command === "ADD" ? api.checkConfig() : undefined;
   ready?.catch(() => {}); // awaited by ADD
+  if (ready) void delegateSpawned.then(() => connect()).catch(() => {});
   let queued = Promise.resolve();
   return {
     ...base,
@@ -212,15 +219,15 @@ export interface ApiDeps {
 /**
  * Decides whether there is a Kubernetes API (a `kubeconfig`, else the in-cluster service
  * environment) and returns a memoised connector, or undefined without an API. The kubeconfig
- * is read, and the client loaded, only when the connector is first called.
+ * is read when `checkConfig` or `connect` is first called, the client loaded when `connect` is.
  * @throws {CniError} 7 when the in-cluster environment is set but its token file is missing;
- *   the connector rejects with code 7 for an unreadable or invalid kubeconfig.
+ *   both calls reject with code 7 for an unreadable or invalid kubeconfig.
  */
 async function apiConnector(
   conf: ManifoldConf,
   processEnv: Record<string, string>,
   logger: Logger,
-): Promise<(() => Promise<ApiDeps>) | undefined> {
+): Promise<ApiConnector | undefined> {
   let inCluster: KubeConnection | undefined;
   if (!conf.kubeconfig) {
     const { inClusterConnection } = await lazyImport<typeof import("../k8s/connection.ts")>(
@@ -235,25 +242,32 @@ async function apiConnector(
     }
     if (!inCluster) return undefined;
   }
+  let connection: Promise<KubeConnection> | undefined;
+  const config = () =>
+    connection ??= inCluster ? Promise.resolve(inCluster) : (async () => {
+      const { loadKubeconfig } = await lazyImport<typeof import("../k8s/kubeconfig/load.ts")>(
+        "../k8s/kubeconfig/load.ts",
+        import.meta.url,
+      );
+      return await loadKubeconfig(conf.kubeconfig!).catch(async (e) => {
+        throw (await lazyImport<typeof import("./api_errors.ts")>(
+          "./api_errors.ts",
+          import.meta.url,
+        )).cniErrorFromKube(e);
+      });
+    })();
   let api: Promise<ApiDeps> | undefined;
-  return () =>
+  const connect = () =>
     api ??= (async () => {
       const [
-        { loadKubeconfig },
+        connection,
         { KubeClient },
         { apiDraSource, apiNadSource, apiPodSource, apiPodNetworkSource },
       ] = await Promise.all([
-        lazyImport<typeof import("../k8s/kubeconfig.ts")>("../k8s/kubeconfig.ts", import.meta.url),
+        config(),
         lazyImport<typeof import("../k8s/client.ts")>("../k8s/client.ts", import.meta.url),
         lazyImport<typeof import("./nad/api_sources.ts")>("./nad/api_sources.ts", import.meta.url),
       ]);
-      const connection = inCluster ??
-        await loadKubeconfig(conf.kubeconfig!).catch(async (e) => {
-          throw (await lazyImport<typeof import("./api_errors.ts")>(
-            "./api_errors.ts",
-            import.meta.url,
-          )).cniErrorFromKube(e);
-        });
       const kube = new KubeClient({
         connection,
         timeoutMs: conf.apiTimeoutMs,
@@ -272,6 +286,15 @@ async function apiConnector(
         events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),
       };
     })();
+  return { connect, checkConfig: () => config().then(() => {}) };
+}
+
+/** The API of one call: its sources, and the kubeconfig check alone. */
+interface ApiConnector {
+  /** The API sources, created on first call (kubeconfig read, client loaded); memoised. */
+  connect: () => Promise<ApiDeps>;
+  /** Resolves once the kubeconfig is read and valid; rejects with code 7 otherwise. */
+  checkConfig: () => Promise<void>;
 }
 
 /** The API's DRA source; API deps built without one (an older daemon wiring) have none. */

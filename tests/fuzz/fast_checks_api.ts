@@ -17,7 +17,7 @@
  *   (kept here as the reference) on pods, NADs and lists (valid, mutated, random; `__proto__`
  *   and `length` keys, null, arrays): the same value, or a KubeError with the same message
  *   and details;
- * - `kubeconfigshape`: lib/k8s/kubeconfig.ts's `KUBECONFIG_SHAPE` against its zod schema
+ * - `kubeconfigshape`: lib/k8s/kubeconfig/document.ts's `KUBECONFIG_SHAPE` against its zod schema
  *   (`checkKubeconfigWithZod`) on kubeconfig documents (valid with every optional part, near
  *   misses at any depth, mutated): what the fast check accepts, zod accepts with a deep-equal
  *   value; a valid document is always accepted by the fast check.
@@ -32,7 +32,7 @@ import { FAST_RESULT_SHAPES, type ResultFamily } from "../../lib/cni/result_code
 import { validateResultWithZod } from "../../lib/cni/result_schemas.ts";
 import { resultFamily, SUPPORTED_VERSIONS } from "../../lib/cni/version.ts";
 import { KubeError } from "../../lib/k8s/errors.ts";
-import { checkKubeconfigWithZod, KUBECONFIG_SHAPE } from "../../lib/k8s/kubeconfig.ts";
+import { checkKubeconfigWithZod, KUBECONFIG_SHAPE } from "../../lib/k8s/kubeconfig/mod.ts";
 import {
   type ObjectMeta,
   parseList,

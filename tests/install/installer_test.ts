@@ -11,7 +11,7 @@ import {
   runInstaller,
   underRoot,
 } from "../../lib/install/mod.ts";
-import { loadKubeconfig } from "../../lib/k8s/kubeconfig.ts";
+import { loadKubeconfig } from "../../lib/k8s/kubeconfig/mod.ts";
 import type { Logger } from "../../lib/log/mod.ts";
 import {
   type FakeHost,

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { buildPluginKubeconfig, runInstaller, serverFromEnv } from "../../lib/install/mod.ts";
-import { loadKubeconfig } from "../../lib/k8s/kubeconfig.ts";
+import { loadKubeconfig } from "../../lib/k8s/kubeconfig/mod.ts";
 import { startKubeApi } from "../support/kube_api.ts";
 import { k8sArgs, runPlugin } from "../support/plugin.ts";
 import { fakeHost, parseGenerated, readIf, waitFor } from "./fixtures.ts";

@@ -449,3 +449,66 @@ Deno.test("Uint8Array.fromBase64 (kubeconfig and tls_pin, instead of atob) accep
     assert.equal(viaFrom, viaAtob, JSON.stringify(s));
   }
 });
+
+Deno.test("loadKubeconfig loads the room's other files, zod and yaml only for their branch (issue 30)", async (t) => {
+  // What a fresh process that loads one kubeconfig through lib/k8s/kubeconfig/load.ts (the
+  // per-call entry) fetches, from Deno's debug log: the room's files, and the npm packages zod
+  // and yaml. The plugin's kind of kubeconfig (JSON, tokenFile, CA data) needs load.ts and
+  // document.ts only. tests/integration/lazy_import_test.ts checks a real ADD the same way, as root.
+  const load = new URL("../../lib/k8s/kubeconfig/load.ts", import.meta.url).href;
+  const fetched = async (path: string) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "eval",
+        `const { loadKubeconfig } = await import(${JSON.stringify(load)});
+         await loadKubeconfig(${JSON.stringify(path)});`,
+      ],
+      env: { DENO_LOG: "debug", NO_COLOR: "1" },
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.ok(out.success, stderr.slice(-1500));
+    const room = stderr.matchAll(/fetch_no_follow - specifier: \S+\/lib\/k8s\/kubeconfig\/(\S+)/g);
+    const npm = stderr.matchAll(/Resolved package folder of (zod|yaml)@/g);
+    return [...new Set([...room, ...npm].map((m) => m[1]))].sort();
+  };
+  const plain = kubeconfig({ server: "https://h:1" }, undefined);
+  const cases: [string, string, string[]][] = [
+    [
+      "JSON, tokenFile, CA data",
+      JSON.stringify(kubeconfig(
+        { server: "https://h:1", "certificate-authority-data": btoa(CA) },
+        { tokenFile: "token" },
+      )),
+      ["document.ts", "load.ts"],
+    ],
+    [
+      "YAML",
+      "clusters: [{name: c1, cluster: {server: 'https://h:1'}}]\n" +
+      "contexts: [{name: ctx, context: {cluster: c1}}]\ncurrent-context: ctx\n",
+      ["document.ts", "load.ts", "yaml", "yaml.ts"],
+    ],
+    [
+      // An own `__proto__` key (JSON.parse makes one) is left to zod, which accepts the document.
+      "a document the fast check refuses",
+      JSON.stringify(plain).replace("{", '{"__proto__":{},'),
+      ["document.ts", "load.ts", "schema.ts", "zod"],
+    ],
+    [
+      "an exec user",
+      JSON.stringify(kubeconfig({ server: "https://h:1" }, {
+        exec: { apiVersion: "client.authentication.k8s.io/v1", command: "cred" },
+      })),
+      ["document.ts", "exec.ts", "load.ts"],
+    ],
+  ];
+  await withDir(async (dir) => {
+    for (const [name, text, want] of cases) {
+      await t.step(name, async () => {
+        await Deno.writeTextFile(`${dir}/kc`, text);
+        assert.deepEqual(await fetched(`${dir}/kc`), want);
+      });
+    }
+  });
+});

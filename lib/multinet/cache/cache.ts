@@ -30,7 +30,7 @@
 import { lazyImport } from "../../util/lazy.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import { syncDir, writeFileAtomic } from "../../fs/atomic.ts";
-import { errorText } from "../../util/mod.ts";
+import { errorText } from "../../util/text.ts";
 import { type CacheKey, KEY_SEPARATOR, parseRecordName, recordName } from "./names.ts";
 import { type CacheRecord, decodeRecordWith, fastRecordCheck } from "./record_format.ts";
 import { DelegateGroups } from "./delegate_groups.ts";
