@@ -10,23 +10,23 @@
  * connection the server closed before answering is retried once on a new one, for idempotent
  * methods only: a POST/PATCH may have reached the server). One request at a time per
  * connection, unless {@link Http1Options.pipelineDepth} allows pipelining (§9.3.2; the
- * per-call plugin's client, `pipelineGets`): then a GET that finds no idle connection is written
- * at once on a busy one whose outstanding requests are all GETs (at most
+ * per-call plugin's client, `pipelineGets`): then a GET that finds no idle connection is
+ * written at once on a busy one whose outstanding requests are all GETs (at most
  * {@link MAX_PIPELINE_DEPTH} outstanding), or behind the GET a connection is being opened for,
- * and its response read after theirs, in order —
- * saving a TCP + TLS set-up (≈ 2–3 ms of main-thread work on loopback, 2 round trips to a
- * distant server). Never a non-GET, never behind one. When that connection ends before a queued
- * GET's response (`Connection: close` on an earlier one, a close or reset, a framing error, an
- * abort of the one being read), the queued GETs are sent again once on a new connection; a
- * queued GET whose caller aborts is answered at once and, when its turn comes, closes the
- * connection (its response is not read), so the GETs behind it are sent again too. `manifold
- * daemon` leaves it off: a GET there would wait behind a slow LIST. `Content-Length` and
- * `chunked` bodies, or read-to-close; no compression (none is asked for); bodies capped at
- * {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError}, final). TLS: the kubeconfig CA pinned — `Deno.startTls` then `checkPinnedPeer`
- * (tls_pin.ts), or, with a client certificate (which `Deno.startTls` takes none of),
- * `node:tls` whose `ca` replaces the roots (pinned_tls.ts); without a CA the system roots;
- * `TCP_NODELAY`. Not done (the `fetch` transport covers them, see `transport.ts`): proxies,
- * HTTP/2.
+ * and its response is read after theirs, in order — saving a TCP + TLS set-up (≈ 2–3 ms of
+ * main-thread work on loopback, 2 round trips to a distant server). Never a non-GET, never
+ * behind one. When that connection ends before a queued GET's response (`Connection: close`
+ * on an earlier one, a close or reset, a framing error, an abort of the one being read), the
+ * queued GETs are sent again once on a new connection; a queued GET whose caller aborts is
+ * answered at once and, when its turn comes, closes the connection (its response is not
+ * read), so the GETs behind it are sent again too. `manifold daemon` leaves it off: a GET
+ * there would wait behind a slow LIST. `Content-Length` and `chunked` bodies, or
+ * read-to-close; no compression (none is asked for); bodies capped at
+ * {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError}, final). TLS: the kubeconfig CA
+ * pinned — `Deno.startTls` then `checkPinnedPeer` (tls_pin.ts), or, with a client
+ * certificate (which `Deno.startTls` takes none of), `node:tls` whose `ca` replaces the roots
+ * (pinned_tls.ts); without a CA the system roots; `TCP_NODELAY`. Not done (the `fetch`
+ * transport covers them, see `transport.ts`): proxies, HTTP/2.
  *
  * @module
  */
