@@ -35,8 +35,8 @@ export interface KubeClientOptions {
   userAgent?: string;
   /**
    * Pipeline concurrent GETs on one HTTP/1.1 connection (up to 4 outstanding, RFC 9112 §9.3.2)
-   * instead of opening another: saves a TCP + TLS set-up (≈ 2–3 ms of main-thread work, 2
-   * round trips to a distant server) per extra connection. For a client making a few requests
+   * instead of opening another: saves a TCP + TLS set-up per extra connection (2 round trips
+   * to a distant server; on loopback about even, the server serving them one after the other). For a client making a few requests
    * (the per-call plugin); default false, since a GET queued behind a slow one (a LIST) waits
    * for it. Only the HTTP/1.1 socket transport does it (not through a proxy).
    */
