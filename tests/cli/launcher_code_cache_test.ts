@@ -132,3 +132,47 @@ Deno.test({
       assert.ok(!exists(`${dir}/${CACHE}`));
     }),
 });
+
+/** The arguments scripts/manifold gives deno, through a stand-in `MANIFOLD_DENO` that prints them. */
+async function launcherArgs(
+  dir: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<string> {
+  const fake = `${dir}/fake-deno`;
+  await Deno.writeTextFile(fake, '#!/bin/sh\nprintf "%s\\n" "$@"\n', { mode: 0o700 });
+  const out = await new Deno.Command(MANIFOLD, {
+    args,
+    clearEnv: true,
+    env: { PATH, HOME, DENO_DIR: dir, MANIFOLD_DENO: fake, ...env },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  return new TextDecoder().decode(out.stdout);
+}
+
+Deno.test({
+  name:
+    "launcher: a plugin call runs V8's interpreter only (and compiles eagerly with the cache); " +
+    "the tools and the daemon keep every tier",
+  ignore,
+  fn: () =>
+    withDir(async (dir) => {
+      const tiersOff = "--v8-flags=--no-opt,--no-maglev,--no-sparkplug";
+      for (const command of ["ADD", "DEL", "VERSION"]) {
+        const argv = (await launcherArgs(dir, [], { CNI_COMMAND: command })).split("\n");
+        assert.ok(argv.includes(tiersOff), `${command}: ${argv.join(" ")}`);
+      }
+      // With a cache the launcher vouches for, a plugin call also compiles every function.
+      await Deno.writeFile(`${dir}/${CACHE}`, new Uint8Array(), { mode: 0o600 });
+      const add = (await launcherArgs(dir, [], { CNI_COMMAND: "ADD" })).split("\n");
+      assert.ok(add.includes("--v8-flags=--no-lazy"), add.join(" "));
+      for (const args of [["--version"], ["daemon", "--help"]]) {
+        const argv = await launcherArgs(dir, args, {});
+        assert.ok(!argv.includes("--no-opt"), `${args.join(" ")}: ${argv}`);
+        assert.ok(!argv.includes("--no-lazy"), `${args.join(" ")}: ${argv}`);
+      }
+    }),
+});
