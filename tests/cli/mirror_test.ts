@@ -49,7 +49,7 @@ Deno.test("mirror --once writes the mirror and exits 0; a refused list exits 1",
     assert.equal(await runMirror(args, { logger: nullLogger }), 0);
     const nad = JSON.parse(await Deno.readTextFile(mirrorPath(dir, "default", "macvlan-conf")));
     assert.equal(nad.spec.config, '{"type":"macvlan"}');
-    const state = parseMirrorState(await Deno.readTextFile(`${dir}/${MIRROR_STATE_FILE}`));
+    const state = await parseMirrorState(await Deno.readTextFile(`${dir}/${MIRROR_STATE_FILE}`));
     assert.equal(state.resourceVersion, String(api.resourceVersion));
     assert.equal(api.nadWatchCount, 0);
     api.denyRbac(api.token);

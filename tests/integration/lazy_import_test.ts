@@ -16,7 +16,9 @@
 
 import assert from "node:assert/strict";
 import { isRoot } from "../support/netns.ts";
-import { world } from "../support/world.ts";
+import { NS, world } from "../support/world.ts";
+import { NadMirrorWriter } from "../../lib/multinet/nad/mirror_writer.ts";
+import { parseNetworkAttachmentDefinition } from "../../lib/k8s/types.ts";
 import { SELECTION } from "../../scripts/bench_support.ts";
 
 const ROOT = new URL("../../", import.meta.url);
@@ -80,11 +82,18 @@ Deno.test("lib/ and native/ import optional modules through lazyImport only", as
   );
 });
 
-/** The project modules Deno fetched, from a `DENO_LOG=debug` stderr, relative to the repo. */
+/**
+ * The project modules Deno fetched, from a `DENO_LOG=debug` stderr, relative to the repo, and the
+ * npm packages it resolved (`npm:zod`).
+ */
 function fetched(stderr: string): string[] {
   const out = new Set<string>();
   for (const m of stderr.matchAll(/fetch_no_follow - specifier: (\S+)/g)) {
     out.add(m[1].startsWith(ROOT.href) ? m[1].slice(ROOT.href.length) : m[1]);
+  }
+  // npm packages are not fetched that way: Deno logs resolving each one's folder.
+  for (const m of stderr.matchAll(/Resolved package folder of (\S+)@[^@\s]+ to/g)) {
+    out.add(`npm:${m[1]}`);
   }
   return [...out];
 }
@@ -125,6 +134,52 @@ Deno.test({
         assert.deepEqual(extra, [], `${command} fetched modules of branches it did not run`);
         console.log(`${command}: ${modules.length} modules fetched`);
       }
+    } finally {
+      await w.api.stop();
+      await w.scratch.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name: "a plugin ADD with the pod's annotations from the runtime and NADs from the mirror " +
+    "fetches no zod or yaml module",
+  ignore: !isRoot(),
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const w = await world({});
+    try {
+      // The mirror as `manifold mirror` writes it: the NAD files and the state file.
+      const dir = `${await w.scratch.dir()}/nads`;
+      const nads = Object.entries(w.nadConfigs).map(([name, config], i) =>
+        parseNetworkAttachmentDefinition({
+          apiVersion: "k8s.cni.cncf.io/v1",
+          kind: "NetworkAttachmentDefinition",
+          metadata: { name, namespace: NS, uid: `uid-${name}`, resourceVersion: `${i + 1}` },
+          spec: { config },
+        })
+      );
+      await new NadMirrorWriter(dir).replace(nads, "9");
+      const config = {
+        ...w.conf,
+        nadMirrorDir: dir,
+        capabilities: { "io.kubernetes.cri.pod-annotations": true },
+        runtimeConfig: {
+          "io.kubernetes.cri.pod-annotations": {
+            "k8s.v1.cni.cncf.io/networks": JSON.stringify(SELECTION),
+          },
+        },
+      };
+      const r = await w.call("ADD", { config, env: { DENO_LOG: "debug" } });
+      assert.equal(r.code, 0, `ADD: ${r.stdout} ${r.stderr.slice(-2000)}`);
+      assert.equal(JSON.parse(r.stdout).interfaces?.length > 0, true, r.stdout);
+      const modules = fetched(r.stderr);
+      assert.ok(modules.includes("lib/multinet/nad/mirror_format.ts"), "the mirror was not read");
+      assert.deepEqual(modules.filter((m) => /zod|yaml/.test(m)), [], "ADD fetched zod or yaml");
+      console.log(`ADD (runtime annotations + NAD mirror): ${modules.length} modules fetched`);
+      const del = await w.call("DEL", { config });
+      assert.equal(del.code, 0, del.stdout);
     } finally {
       await w.api.stop();
       await w.scratch.cleanup();

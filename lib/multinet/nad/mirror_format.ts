@@ -6,7 +6,7 @@
  * @module
  */
 
-import { z } from "zod";
+import type { z as Zod } from "zod";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
 import { KubeError } from "../../k8s/errors.ts";
 import {
@@ -16,9 +16,9 @@ import {
   type ObjectMeta,
   parseNetworkAttachmentDefinition,
 } from "../../k8s/types.ts";
+import { isPlainObject } from "../../cni/netconf_checks.ts";
 import { tuneZod } from "../../cni/decode.ts";
-
-tuneZod(z);
+import { lazyImport } from "../../util/lazy.ts";
 
 /** Where the DaemonSet keeps the mirror on the host (`manifold mirror --dir`, config `nadMirrorDir`). */
 export const DEFAULT_NAD_MIRROR_DIR = "/run/k8s.cni.cncf.io/nads";
@@ -114,7 +114,7 @@ export function slimNad(nad: NetworkAttachmentDefinition): NetworkAttachmentDefi
   return { metadata, spec: nad.spec.config === undefined ? {} : { config: nad.spec.config } };
 }
 
-function buildStateSchema() {
+function buildStateSchema(z: typeof Zod) {
   const time = z.iso.datetime({ offset: true });
   return z.looseObject({
     resourceVersion: z.string(),
@@ -125,19 +125,29 @@ function buildStateSchema() {
 
 let stateSchema: ReturnType<typeof buildStateSchema> | undefined;
 
+/** A time as the mirror writes it (`Date.prototype.toISOString`), which zod's check accepts. */
+const WRITTEN_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+function isWrittenTime(v: unknown): v is string {
+  if (typeof v !== "string" || !WRITTEN_TIME.test(v)) return false;
+  const t = Date.parse(v);
+  return !Number.isNaN(t) && new Date(t).toISOString() === v; // a real calendar time
+}
+
 /**
  * Validates the content of a state file.
  *
  * @param text the file's text
- * @returns the state
+ * @returns the state (a state as the mirror writes it is checked without zod; any other is
+ *   checked by zod, loaded then)
  * @throws {CniError} 6 when it is not JSON or lacks `resourceVersion`/`syncedAt`/`listedAt`
  *   (times must be RFC 3339); `details` is the prettified zod error
  * @example
  * ```ts
- * parseMirrorState('{"resourceVersion":"9","syncedAt":"2026-01-01T00:00:00.000Z","listedAt":"2026-01-01T00:00:00.000Z"}').resourceVersion // "9"
+ * (await parseMirrorState('{"resourceVersion":"9","syncedAt":"2026-01-01T00:00:00.000Z","listedAt":"2026-01-01T00:00:00.000Z"}')).resourceVersion // "9"
  * ```
  */
-export function parseMirrorState(text: string): NadMirrorState {
+export async function parseMirrorState(text: string): Promise<NadMirrorState> {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -148,7 +158,17 @@ export function parseMirrorState(text: string): NadMirrorState {
       (err as Error).message,
     );
   }
-  const r = (stateSchema ??= buildStateSchema()).safeParse(raw);
+  // What the mirror writes is accepted here; anything else is left to zod (loaded only then:
+  // the plugin's ADD with a NAD mirror compiles no zod module), which words the error.
+  if (
+    isPlainObject(raw) && typeof raw.resourceVersion === "string" &&
+    isWrittenTime(raw.syncedAt) && isWrittenTime(raw.listedAt)
+  ) {
+    return { resourceVersion: raw.resourceVersion, syncedAt: raw.syncedAt, listedAt: raw.listedAt };
+  }
+  const { z } = await lazyImport<typeof import("zod")>("zod");
+  tuneZod(z);
+  const r = (stateSchema ??= buildStateSchema(z)).safeParse(raw);
   if (!r.success) {
     throw new CniError(
       CniErrorCode.DecodingFailure,

@@ -84,7 +84,7 @@ export function mirrorNadSource(
         : `cannot read the state file: ${(err as Error).message}`;
     }
     try {
-      return parseMirrorState(text);
+      return await parseMirrorState(text);
     } catch (err) {
       logger.warn("NAD mirror state file is invalid", { dir, error: (err as Error).message });
       return "invalid state file";
