@@ -16,9 +16,10 @@
  * and its response is read after theirs, in order — saving a TCP + TLS set-up: 2 round trips
  * to a distant server; on loopback its ≈ 2–3 ms of main-thread work are won back by the server,
  * which serves one connection's requests one after the other. Never a non-GET, never
- * behind one. When that connection ends before a queued GET's response (`Connection: close`
- * on an earlier one, a close or reset, a framing error, an abort of the one being read), the
- * queued GETs are sent again once on a new connection; a queued GET whose caller aborts is
+ * behind one, nor behind a response whose head ends the connection (`Connection: close`, a
+ * body read to the close: RFC 9112 §9.6). When that connection ends before a queued GET's
+ * response (`Connection: close` on an earlier one, a close or reset, a framing error, an abort
+ * of the one being read), the queued GETs are sent again once on a new connection; a queued GET whose caller aborts is
  * answered at once and, when its turn comes, closes the connection (its response is not
  * read), so the GETs behind it are sent again too. `manifold daemon` leaves it off: a GET
  * there would wait behind a slow LIST. `Content-Length` and `chunked` bodies, or
@@ -486,7 +487,13 @@ async function readResponse(
   let bytes: Uint8Array;
   const te = (headers.get("transfer-encoding") ?? "").toLowerCase();
   const length = headers.get("content-length");
-  if (method === "HEAD" || status === 204 || status === 304) {
+  const bodiless = method === "HEAD" || status === 204 || status === 304;
+  // No request may follow on this connection once its head says so (RFC 9112 §9.6: `close`;
+  // §6.3: a body read to the close): none is pipelined behind while the body is read.
+  if (!keepAlive || (!bodiless && !te.includes("chunked") && length === null)) {
+    conn.closing = true;
+  }
+  if (bodiless) {
     bytes = new Uint8Array(0);
   } else if (te.includes("chunked")) {
     bytes = await readChunked(conn);

@@ -288,3 +288,100 @@ Deno.test("http1 pipelining: an aborted GET, queued or being read, leaves the ot
     });
   }
 });
+
+/**
+ * A server whose first connection answers its first request with `head` and half of a 4-byte
+ * body, then waits until the test calls `finish` to send the rest (and close, as `head` says);
+ * other connections answer each GET with its path. Records each connection's request paths.
+ */
+async function withSlowBody(
+  head: string,
+  fn: (url: string, conns: string[][], finish: () => void) => Promise<void>,
+) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns: string[][] = [];
+  const open: Deno.Conn[] = [];
+  let finish!: () => void;
+  const finished = new Promise<void>((r) => finish = r);
+  const serving = (async () => {
+    for await (const conn of listener) {
+      const c = conns.length;
+      const paths: string[] = [];
+      conns.push(paths);
+      open.push(conn);
+      (async () => {
+        const buf = new Uint8Array(65536);
+        let pending = "";
+        try {
+          for (;;) {
+            const n = await conn.read(buf);
+            if (n === null) break;
+            pending += new TextDecoder().decode(buf.subarray(0, n));
+            for (let end; (end = pending.indexOf("\r\n\r\n")) >= 0;) {
+              const path = pending.slice(0, end).split(" ")[1];
+              pending = pending.slice(end + 4);
+              paths.push(path);
+              if (c === 0 && paths.length === 1) {
+                await conn.write(new TextEncoder().encode(`${head}\r\nab`));
+                (async () => {
+                  await finished;
+                  await conn.write(new TextEncoder().encode("cd")).catch(() => {});
+                  try {
+                    conn.close();
+                  } catch { /* closed */ }
+                })();
+              } else if (c > 0) {
+                const text = `HTTP/1.1 200 OK\r\nContent-Length: ${path.length}\r\n\r\n${path}`;
+                await conn.write(new TextEncoder().encode(text));
+              }
+            }
+          }
+        } catch { /* closed */ }
+      })();
+    }
+  })();
+  try {
+    await fn(`http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`, conns, finish);
+  } finally {
+    finish();
+    listener.close();
+    for (const c of open) {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }
+    await serving.catch(() => {});
+  }
+}
+
+for (
+  const [name, head] of [
+    ["Connection: close", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n"],
+    ["a body read to the close", "HTTP/1.1 200 OK\r\n"],
+    ["HTTP/1.0 without keep-alive", "HTTP/1.0 200 OK\r\nContent-Length: 4\r\n"],
+  ]
+) {
+  Deno.test(`http1 pipelining: no GET is pipelined behind a response whose head ends the connection (${name})`, async () => {
+    await withSlowBody(head, async (url, conns, finish) => {
+      const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+        pipelineDepth: 4,
+      });
+      try {
+        const first = get(t, `${url}/first`);
+        // The head and half the body have been sent; the client reads the head at once (the
+        // wait only has to outlast that read), then waits for the rest of the body.
+        while (conns[0]?.length !== 1) await new Promise((r) => setTimeout(r, 10));
+        await new Promise((r) => setTimeout(r, 300));
+        const second = get(t, `${url}/second`);
+        await new Promise((r) => setTimeout(r, 100));
+        finish();
+        assert.equal((await first).body, "abcd");
+        assert.equal((await second).body, "/second");
+        // RFC 9112 §9.6: nothing more is sent on a connection whose response said it ends.
+        assert.deepEqual(conns, [["/first"], ["/second"]]);
+      } finally {
+        t.close();
+      }
+    });
+  });
+}
