@@ -21,9 +21,9 @@
  * response (`Connection: close` on an earlier one, a close or reset, a framing error, an abort
  * of the one being read), the queued GETs are sent again once on a new connection; a queued
  * GET whose caller aborts is answered at once and, when its turn comes, closes the connection
- * (its response is not read), so the GETs behind it are sent again too. `manifold daemon` leaves it off: a GET
- * there would wait behind a slow LIST. `Content-Length` and `chunked` bodies, or
- * read-to-close; no compression (none is asked for); bodies capped at
+ * (its response is not read), so the GETs behind it are sent again too. `manifold daemon`
+ * leaves it off: a GET there would wait behind a slow LIST. `Content-Length` and `chunked`
+ * bodies, or read-to-close; no compression (none is asked for); bodies capped at
  * {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError}, final). TLS: the kubeconfig CA
  * pinned — `Deno.startTls` then `checkPinnedPeer` (tls_pin.ts), or, with a client
  * certificate (which `Deno.startTls` takes none of), `node:tls` whose `ca` replaces the roots
