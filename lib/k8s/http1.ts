@@ -256,9 +256,14 @@ export class Http1Transport implements Transport {
     if (joinable) {
       // Behind the GET that is opening a connection: its continuation runs first (it awaits
       // the same promise, earlier) and queues its request before this one. Its open failing
-      // or aborted: this one opens its own.
+      // or aborted: this one opens its own. Its own abort (its caller's deadline) ends the
+      // wait; the connection stays the other GET's.
       joinable.joined++;
-      conn = await joinable.conn.catch(() => undefined);
+      conn = await abortable(joinable.conn, req.signal, () => {}).catch(() => undefined);
+      if (req.signal.aborted) {
+        joinable.joined--;
+        throw req.signal.reason;
+      }
       if (this.#closed) throw new Error("Transport is closed");
       if (conn?.closing) conn = undefined;
       shared = conn !== undefined;

@@ -385,3 +385,51 @@ for (
     });
   });
 }
+
+Deno.test("http1 pipelining: a GET waiting for another GET's connection to open honours its own abort", async () => {
+  // A TLS server that accepts and never answers the handshake: the first GET's open hangs.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepted: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const c of listener) accepted.push(c);
+  })();
+  const url = `https://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`;
+  const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+    pipelineDepth: 4,
+  });
+  const opener = new AbortController();
+  const joiner = new AbortController();
+  try {
+    const first = get(t, `${url}/first`, opener.signal);
+    first.catch(() => {});
+    const second = get(t, `${url}/second`, joiner.signal);
+    let settled: PromiseSettledResult<unknown> | undefined;
+    second.then(
+      (value) => settled = { status: "fulfilled", value },
+      (reason) => settled = { status: "rejected", reason },
+    );
+    while (accepted.length === 0) await new Promise((r) => setTimeout(r, 10));
+    joiner.abort(new DOMException("Request timed out", "TimeoutError"));
+    // Its caller's deadline, not the first GET's, bounds it: it gives up while the other
+    // connection is still being opened.
+    for (let ms = 0; !settled && ms < 3000; ms += 10) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const early = settled;
+    opener.abort(new DOMException("Request timed out", "TimeoutError"));
+    await Promise.allSettled([first, second]);
+    assert.ok(early, "the aborted GET waited for the other GET's connection");
+    assert.equal(early.status, "rejected");
+    assert.equal((early as PromiseRejectedResult).reason.name, "TimeoutError");
+    assert.equal(accepted.length, 1); // it opened no connection of its own
+  } finally {
+    t.close();
+    listener.close();
+    for (const c of accepted) {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }
+    await accepting.catch(() => {});
+  }
+});
