@@ -215,7 +215,23 @@ export class ProcessPluginExec implements PluginExec {
     // The config first: the plugin waits for it. No await until the group is noted.
     const writing = writeAll(child.stdin, req.stdin);
     const tracker = this.#groups;
-    const group = tracker?.tracks(req) ? processGroupOf(child.pid) : undefined;
+    let group: ProcessGroup | undefined;
+    try {
+      group = tracker?.tracks(req) ? processGroupOf(child.pid) : undefined;
+    } catch (e) {
+      // Its group cannot be identified (no FFI): it must not run unnoted with its config,
+      // which may already be in the pipe.
+      try {
+        if (!killGroup(child.pid, "SIGKILL")) child.kill("SIGKILL");
+      } catch { /* already exited */ }
+      await Promise.allSettled([
+        child.status,
+        writing.finish(),
+        child.stdout.cancel(),
+        child.stderr.cancel(),
+      ]);
+      throw e;
+    }
     if (group) tracker!.started(req, group);
     let timedOut = false;
     const timer = startTimer(req.timeoutMs, () => {

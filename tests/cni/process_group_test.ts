@@ -169,3 +169,58 @@ Deno.test("stopProcessGroup: a note that no longer names the group signals nothi
     await g.child.status;
   }
 });
+
+Deno.test("exec: a delegate whose group cannot be identified (no FFI) is killed, never left running its config unnoted", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "manifold-pg-noffi-" });
+  try {
+    // The delegate records the config it was given, if any reached it.
+    await Deno.writeTextFile(
+      `${dir}/delegate`,
+      `#!/bin/sh\nc=$(cat)\n[ -n "$c" ] && printf '%s' "$c" > ${dir}/got-config\nexit 0\n`,
+      { mode: 0o755 },
+    );
+    const execUrl = new URL("../../lib/cni/exec.ts", import.meta.url).href;
+    await Deno.writeTextFile(
+      `${dir}/run.ts`,
+      `import { ProcessPluginExec } from ${JSON.stringify(execUrl)};
+const exec = new ProcessPluginExec({
+  groups: { tracks: () => true, started() {}, ended() {} },
+});
+const err = await exec.exec({
+  path: ${JSON.stringify(`${dir}/delegate`)},
+  stdin: new TextEncoder().encode('{"cniVersion":"1.1.0"}'),
+  env: { CNI_COMMAND: "ADD" },
+  timeoutMs: 10000,
+}).then(() => "resolved", (e) => e.name);
+console.log(err);
+await new Promise((r) => setTimeout(r, 300));
+`,
+    );
+    // Without --allow-ffi: identifying the group (procfs through libc) throws after the spawn.
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--quiet",
+        "--no-check",
+        "--allow-read",
+        "--allow-run",
+        "--allow-env",
+        `${dir}/run.ts`,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const said = new TextDecoder().decode(out.stdout).trim();
+    assert.equal(said, "NotCapable", new TextDecoder().decode(out.stderr));
+    // Its process is gone and the delegate's pipe closed: give a delegate that got its config
+    // time to record it.
+    let got = false;
+    for (let ms = 0; !got && ms < 1500; ms += 50) {
+      await new Promise((r) => setTimeout(r, 50));
+      got = await Deno.stat(`${dir}/got-config`).then(() => true, () => false);
+    }
+    assert.ok(!got, "the delegate ran with its config although its group was never noted");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
