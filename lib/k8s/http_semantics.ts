@@ -31,7 +31,7 @@ export class ResponseTooLargeError extends Error {
 }
 /**
  * Methods a retry cannot make happen twice (RFC 9110 §9.2.2): request.ts retries only these
- * freely, and http1.ts replays only these on a new connection when a kept-alive one closed
+ * freely, and http1/ replays only these on a new connection when a kept-alive one closed
  * before answering (as Go's `net/http`).
  */
 export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set([
@@ -62,7 +62,7 @@ export function mayResend(
 
 /**
  * Whether a transport error happened before any byte of the request was written: the TCP
- * connection or the TLS handshake failed (`http1.ts` marks them; `fetch` and `node:https`
+ * connection or the TLS handshake failed (`http1/` marks them; `fetch` and `node:https`
  * say so in their text).
  *
  * @param err the transport's error

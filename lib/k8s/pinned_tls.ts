@@ -14,7 +14,7 @@
  *
  * Used where the cheaper post-handshake check of `tls_pin.ts` (Deno.startTls + the peer
  * certificate checked against the CA, ≈ 1 ms) cannot be: client-certificate connections
- * (`Deno.startTls` takes no client certificate) in `http1.ts`, and, through `node:https` with
+ * (`Deno.startTls` takes no client certificate) in `http1/`, and, through `node:https` with
  * the same `ca` semantics, the watch streams (`stream.ts`) — the per-pod ADD never loads it
  * unless the kubeconfig authenticates with a client certificate.
  *

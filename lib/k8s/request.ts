@@ -39,7 +39,7 @@ import {
   ResponseTooLargeError,
 } from "./http_semantics.ts";
 import { createTransport } from "./transport.ts";
-import { MAX_PIPELINE_DEPTH } from "./http1.ts";
+import { MAX_PIPELINE_DEPTH } from "./http1/transport.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";

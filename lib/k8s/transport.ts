@@ -2,14 +2,14 @@
  * One HTTP exchange with the API server, over TLS set up from a {@link KubeConnection}.
  *
  * Three implementations:
- * - `http1.ts`: HTTP/1.1 written to a `Deno.connectTls` socket — the default, because the
+ * - `http1/`: HTTP/1.1 written to a `Deno.connectTls` socket — the default, because the
  *   first `fetch` of a process costs ≈ 20 ms (measured) and the plugin is a process per pod
  *   operation. Server verification against the kubeconfig CA (or the system roots) and
  *   client-certificate TLS.
  * - `fetch` with a `Deno.createHttpClient({ caCerts, cert, key })` (stable in Deno 2.9,
  *   no `--unstable` flag), used when a proxy environment variable (`HTTPS_PROXY`,
  *   `HTTP_PROXY`, not excluded by `NO_PROXY`) applies to the server (fetch honours them),
- *   and for client-certificate authentication (which `http1.ts` does not do).
+ *   and for client-certificate authentication (which `http1/` does not do).
  * - `node:https` with `rejectUnauthorized: false`, loaded lazily and used only for
  *   kubeconfig `insecure-skip-tls-verify: true`: `Deno.createHttpClient` has no
  *   per-client switch to skip verification (only the process-wide
@@ -21,7 +21,7 @@
 
 import type { KubeConnection } from "./connection.ts";
 import { KubeError } from "./errors.ts";
-import { type Http1Options, Http1Transport } from "./http1.ts";
+import { type Http1Options, Http1Transport } from "./http1/transport.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 
 export type {

@@ -1,6 +1,6 @@
 /**
  * The shapes of one HTTP exchange with the API server, shared by the transports
- * (`transport.ts`, `http1.ts`, `stream.ts`) and the client. Types only: importing it loads
+ * (`transport.ts`, `http1/`, `stream.ts`) and the client. Types only: importing it loads
  * nothing at run time.
  *
  * @module

@@ -1,12 +1,12 @@
 /**
- * Tests of GET pipelining in lib/k8s/http1.ts (RFC 9112 §9.3.2) against a scripted plain-TCP
+ * Tests of GET pipelining in lib/k8s/http1/ (RFC 9112 §9.3.2) against a scripted plain-TCP
  * server that records which connection every request arrived on and answers in order, as Go's
  * net/http (kube-apiserver) does; only this server can be told to close or stall at an exact
  * point. The real kube-apiserver case is tests/realapi/pipeline_test.ts.
  */
 
 import assert from "node:assert/strict";
-import { Http1Transport } from "../../lib/k8s/http1.ts";
+import { Http1Transport } from "../../lib/k8s/http1/mod.ts";
 
 /** What the server does with one request: answer (keep-alive), answer then close, or close. */
 type Reply = { body: string; close?: boolean; delayMs?: number } | "drop";

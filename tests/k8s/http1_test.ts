@@ -1,11 +1,11 @@
 /**
- * Tests of lib/k8s/http1.ts (the HTTP/1.1 socket transport) against a scripted plain-TCP
+ * Tests of lib/k8s/http1/ (the HTTP/1.1 socket transport) against a scripted plain-TCP
  * server, so every framing and connection case is exact; TLS, auth and the API paths are
  * covered through KubeClient against the HTTPS stand-in (client_test.ts). Also `proxyApplies`.
  */
 
 import assert from "node:assert/strict";
-import { abortable, Http1Transport, MAX_RESPONSE_BYTES } from "../../lib/k8s/http1.ts";
+import { abortable, Http1Transport, MAX_RESPONSE_BYTES } from "../../lib/k8s/http1/mod.ts";
 import { createTransport, proxyApplies } from "../../lib/k8s/transport.ts";
 
 /** A server answering each request on a connection with the next scripted reply. */

@@ -1,5 +1,5 @@
 /**
- * GET pipelining (lib/k8s/http1.ts, RFC 9112 §9.3.2) against a real kube-apiserver (Go
+ * GET pipelining (lib/k8s/http1/, RFC 9112 §9.3.2) against a real kube-apiserver (Go
  * net/http over HTTP/1.1, ALPN `http/1.1`): concurrent GETs of a per-call client
  * (`pipelineGets`) share one connection, also when they are its first requests, and each gets
  * its own object; the plugin process's ADD
