@@ -17,7 +17,8 @@
 #   2. Manifold: with DENORT_BIN set, `deno task compile`'s dist/manifold at
 #      /usr/local/bin/manifold (the "compiled" variant). Otherwise the "source" variant: deno
 #      (npm package @deno/linux-x64-glibc, as scripts/setup.sh gets it) at /usr/local/bin/deno,
-#      the source tree at /opt/manifold with its npm cache (/opt/manifold/deno-dir/npm), and
+#      the source tree at /opt/manifold with its npm cache (/opt/manifold/deno-dir/npm) and its
+#      pack (/opt/manifold/pack, scripts/pack.ts: what plugin calls run), and
 #      the launcher /usr/local/bin/manifold (scripts/image-launcher: scripts/manifold with the
 #      compiled binary's permissions and V8 flags, writing nothing on a read-only root).
 # Reproducible: every entry of layer 2 has mtime SOURCE_DATE_EPOCH and owner 0:0; every entry
@@ -88,6 +89,8 @@ else
   git ls-files -z main.ts deno.json deno.lock lib native | xargs -0 -I{} cp --parents {} "$app/"
   cp scripts/manifold scripts/permissions scripts/runtime-flags "$app/scripts/"
   chmod 0755 "$app/scripts/manifold"
+  # The plugin call's code in chunks (scripts/pack.ts), which the launcher runs for plugin calls.
+  deno run --quiet -A scripts/pack.ts "$app/pack" >&2
   # The npm cache, keyed by deno.lock: only npm/ (no SQLite caches, which differ per run).
   npmkey=$(cat deno.lock deno.json | sha256sum | cut -c1-16)
   npmcache="$cache/deno-dir-$npmkey"

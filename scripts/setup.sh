@@ -56,5 +56,12 @@ cd "$here"
 if [ -f deno.json ]; then
   log "caching dependencies (frozen lockfile)"
   deno install --frozen=true --quiet 2>/dev/null || deno install --quiet
+  # `deno bundle` (scripts/pack.ts) runs esbuild, which deno fetches from the npm registry on
+  # first use: fetched here so that a later build needs no network.
+  log "fetching deno bundle's esbuild"
+  packprobe=$(mktemp -d)
+  echo 'export const probe = 1;' >"$packprobe/probe.ts"
+  deno bundle --quiet --no-config --output "$packprobe/out.js" "$packprobe/probe.ts" >/dev/null
+  rm -rf "$packprobe"
 fi
 log "done"

@@ -12,6 +12,8 @@
  * <hash>/scripts/permissions  the compiled binary's permissions and V8 flags
  * <hash>/scripts/runtime-flags
  * <hash>/deno-dir/npm/        the npm cache (`--cached-only`: nothing is downloaded at run time)
+ * <hash>/pack/                the plugin call's code in chunks (scripts/pack.ts), when the tree
+ *                             has it (an image-built tree does)
  * ```
  *
  * The bundle is written under a temporary name (`.tmp-<hash>-<pid>-<random>`, mode 0700 while
@@ -48,6 +50,13 @@ export const BUNDLE_ENTRIES = [
   "scripts/runtime-flags",
   "deno-dir/npm",
 ] as const;
+
+/**
+ * Entries copied when the source tree has them: `pack` (scripts/pack.ts), which
+ * `scripts/image.sh` builds into every image and a development tree does not have. Copied whole
+ * or not at all; part of the bundle's hash when present.
+ */
+export const BUNDLE_OPTIONAL_ENTRIES = ["pack"] as const;
 
 /** Name of the runtime inside a bundle. */
 export const BUNDLE_DENO = "deno";
@@ -94,6 +103,13 @@ export async function listBundleFiles(src: BundleSource): Promise<BundleFile[]> 
   const root = src.root.replace(/\/+$/, "");
   for (const entry of BUNDLE_ENTRIES) {
     await collect(root, entry, files);
+  }
+  for (const entry of BUNDLE_OPTIONAL_ENTRIES) {
+    const present = await Deno.lstat(`${root}/${entry}`).then(() => true, (e) => {
+      if (e instanceof Deno.errors.NotFound) return false;
+      throw e;
+    });
+    if (present) await collect(root, entry, files);
   }
   const deno = await Deno.stat(src.deno).catch((e) => {
     throw new Error(`deno runtime ${src.deno}: ${e instanceof Error ? e.message : e}`);

@@ -6,8 +6,13 @@
  * @module
  */
 
-/** Path of the launcher used as the plugin binary in tests. */
-export const MANIFOLD = new URL("../../scripts/manifold", import.meta.url).pathname;
+/**
+ * Path of the launcher used as the plugin binary in tests: this tree's `scripts/manifold`, or
+ * `MANIFOLD_TEST_PLUGIN` (an absolute path: another tree's launcher, e.g. one with a pack,
+ * scripts/pack.ts; scripts/test.sh runs the plugin tests once more that way).
+ */
+export const MANIFOLD = Deno.env.get("MANIFOLD_TEST_PLUGIN") ||
+  new URL("../../scripts/manifold", import.meta.url).pathname;
 
 /** One plugin invocation. */
 export interface PluginCall {

@@ -1,0 +1,238 @@
+/**
+ * The pack: the plugin call's code as a few JavaScript chunks instead of ≈ 90 TypeScript
+ * modules, built once when an image or a source bundle is made, never at call time.
+ *
+ * Why: a per-call ADD spends ≈ 0.1–0.2 ms on each module `deno run` resolves, reads, hashes and
+ * instantiates; the same code in a handful of chunks loads ≈ 4–6 ms sooner (docs/performance.md,
+ * "The pack"). What runs is the same code: the pack is `deno bundle` (esbuild) of `main.ts` with
+ * code splitting, so every module is still evaluated once, when its branch is first taken, and a
+ * module shared by two branches is one instance (one `CniError` class).
+ *
+ * How:
+ * 1. The sources (`main.ts`, `lib/`, `native/`, `deno.json`, `deno.lock`) are copied into a
+ *    scratch directory, where each `lazyImport<typeof import("X")>("X", import.meta.url)` and
+ *    `load<typeof import("X")>("X")` call becomes `import("X")`, so the bundler sees the branch
+ *    and makes it a chunk (lib/util/lazy.ts says why the sources compute their specifiers). A
+ *    call site the rewrite does not recognise fails the build. Any other `import.meta.url`
+ *    becomes the source file's own URL, computed from the chunk's place (`pack/` sits beside
+ *    `main.ts`), so a path relative to a source file still names the same file.
+ * 2. `deno bundle --code-splitting --format esm --platform deno --keep-names`, every npm package
+ *    of `deno.json`'s import map external (it stays in Deno's npm cache, pinned by `deno.lock`).
+ *    `--keep-names`: a function or class keeps its `name` when two modules use the same one.
+ * 3. In the chunks, each `import("literal")` becomes a computed specifier again, for the same
+ *    reason lazyImport exists: `deno run` would otherwise load every branch's chunk up front.
+ *
+ * The launcher (scripts/manifold) runs `pack/main.js` for plugin calls when the tree it runs has
+ * one; the CLI, the daemon and the tools run `main.ts`. The pack is a build product, like the
+ * compiled binary: `scripts/image.sh` builds it into the image's `/opt/manifold/pack` (the
+ * source bundle the installer copies holds it, lib/install/bundle.ts), and a development tree
+ * has none, so edited sources are what runs. This script refuses to write into its own tree's
+ * `pack/` for that reason (`--force` to do it anyway; then rebuild after every edit).
+ *
+ * Usage: `deno run -A scripts/pack.ts OUT_DIR [--force]` — OUT_DIR is replaced whole (written
+ * beside it under a temporary name, then renamed). Prints the chunks' count and bytes.
+ * Needs `deno bundle`'s esbuild (downloaded from the npm registry into DENO_DIR on first use;
+ * scripts/setup.sh fetches it).
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+
+/** Root of the tree the pack is built from (this script's parent directory). */
+const ROOT = new URL("../", import.meta.url);
+
+/** A lazy call site: `lazyImport<typeof import("X")>("Y"[, import.meta.url])`, or main.ts's `load`. */
+const LAZY_CALL =
+  /\b(lazyImport|load)<\s*typeof import\("([^"]+)"\)\s*>\(\s*"([^"]+)"(\s*,\s*import\.meta\.url)?\s*,?\s*\)/g;
+
+/** What the sources of one pack are, and what became of them. */
+export interface PackReport {
+  /** Output directory (absolute). */
+  outDir: string;
+  /** Lazy call sites turned into `import()` for the bundler. */
+  lazyCalls: number;
+  /** Other `import.meta.url` uses given their source file's URL. */
+  metaUrls: number;
+  /** Chunks written (`*.js`), `main.js` included. */
+  chunks: number;
+  /** Their total size, bytes. */
+  bytes: number;
+}
+
+/** Every `.ts` file under `dir` (relative to ROOT), sorted. */
+async function tsFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of Deno.readDir(new URL(dir, ROOT))) {
+    const rel = `${dir}/${e.name}`;
+    if (e.isDirectory) out.push(...await tsFiles(rel));
+    else if (e.isFile && e.name.endsWith(".ts")) out.push(rel);
+  }
+  return out.sort();
+}
+
+/**
+ * Rewrites one source file for the bundler (step 1 above).
+ *
+ * @param rel the file's path relative to the tree's root (`lib/multinet/plugin.ts`)
+ * @param text its source
+ * @returns the rewritten source and the counts of each rewrite
+ * @throws Error when a lazy call's type argument and specifier name different modules, or a
+ *   `lazyImport(`/`load(` call is left that the pattern did not take
+ */
+export function rewriteSource(
+  rel: string,
+  text: string,
+): { text: string; lazyCalls: number; metaUrls: number } {
+  let lazyCalls = 0;
+  let out = text.replace(LAZY_CALL, (_all, fn: string, typeOf: string, spec: string) => {
+    if (typeOf !== spec) {
+      throw new Error(`${rel}: ${fn}<typeof import("${typeOf}")> loads "${spec}"`);
+    }
+    lazyCalls++;
+    return `import(${JSON.stringify(spec)})`;
+  });
+  const code = out.replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "");
+  const left = rel === "lib/util/lazy.ts" ? [] : code.match(/\blazyImport\s*[<(]/g) ?? [];
+  const leftLoad = rel === "main.ts" ? (code.match(/\bload\s*<\s*typeof/g) ?? []) : [];
+  if (left.length + leftLoad.length > 0) {
+    throw new Error(`${rel}: a lazy call the pack cannot rewrite (${[...left, ...leftLoad][0]})`);
+  }
+  let metaUrls = 0;
+  const self = JSON.stringify(`../${rel}`);
+  out = out.replace(/\bimport\.meta\.url\b/g, () => {
+    metaUrls++;
+    return `new URL(${self}, import.meta.url).href`;
+  });
+  return { text: out, lazyCalls, metaUrls };
+}
+
+/**
+ * Turns each literal dynamic import of a chunk into a computed one (step 3 above).
+ *
+ * @param text a chunk's JavaScript
+ * @returns the chunk with `import("./x.js")` → `import(new URL("./x.js", import.meta.url).href)`
+ *   and `import("zod")` (a package or `node:` module) → `import(String("zod"))`
+ */
+export function computeDynamicImports(text: string): string {
+  return text.replace(
+    /\bimport\(\s*"([^"]+)"\s*\)/g,
+    (_all, spec: string) =>
+      spec.startsWith("./") || spec.startsWith("../")
+        ? `import(new URL(${JSON.stringify(spec)}, import.meta.url).href)`
+        : `import(String(${JSON.stringify(spec)}))`,
+  );
+}
+
+/**
+ * Builds the pack of this tree's sources into `outDir` (replaced whole).
+ *
+ * @param outDir the pack's directory; in a runnable tree, `<tree>/pack` beside `main.ts`
+ * @param opts `deno`: the Deno executable (default: this one)
+ * @returns what was built ({@link PackReport})
+ * @throws Error when a rewrite fails, `deno bundle` fails (its stderr in the message) or a
+ *   chunk still holds a literal dynamic import
+ */
+export async function buildPack(
+  outDir: string,
+  opts: { deno?: string } = {},
+): Promise<PackReport> {
+  const deno = opts.deno ?? Deno.execPath();
+  const scratch = await Deno.makeTempDir({ prefix: "manifold-pack-" });
+  const out = outDir.replace(/\/+$/, "");
+  const tmpOut = `${out}.tmp-${Deno.pid}`;
+  try {
+    let lazyCalls = 0;
+    let metaUrls = 0;
+    const files = ["main.ts", ...await tsFiles("lib"), ...await tsFiles("native")];
+    for (const rel of files) {
+      const r = rewriteSource(rel, await Deno.readTextFile(new URL(rel, ROOT)));
+      lazyCalls += r.lazyCalls;
+      metaUrls += r.metaUrls;
+      const dest = `${scratch}/${rel}`;
+      await Deno.mkdir(dest.slice(0, dest.lastIndexOf("/")), { recursive: true });
+      await Deno.writeTextFile(dest, r.text);
+    }
+    const config = await Deno.readTextFile(new URL("deno.json", ROOT));
+    await Deno.writeTextFile(`${scratch}/deno.json`, config);
+    await Deno.copyFile(new URL("deno.lock", ROOT), `${scratch}/deno.lock`);
+    const externals = Object.keys(
+      (JSON.parse(config) as { imports?: Record<string, string> }).imports ?? {},
+    ).flatMap((name) => ["--external", name]);
+    const bundled = await new Deno.Command(deno, {
+      args: [
+        "bundle",
+        "--quiet",
+        "--code-splitting",
+        "--format",
+        "esm",
+        "--platform",
+        "deno",
+        "--keep-names",
+        "--frozen-lockfile",
+        ...externals,
+        "--outdir",
+        `${scratch}/out`,
+        "main.ts",
+      ],
+      cwd: scratch,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    if (!bundled.success) {
+      throw new Error(`deno bundle failed: ${new TextDecoder().decode(bundled.stderr).trim()}`);
+    }
+    await Deno.remove(tmpOut, { recursive: true }).catch(() => {});
+    await Deno.mkdir(tmpOut, { recursive: true });
+    let chunks = 0;
+    let bytes = 0;
+    const names = (await Array.fromAsync(Deno.readDir(`${scratch}/out`)))
+      .map((e) => e.name).sort();
+    for (const name of names) {
+      if (!name.endsWith(".js")) throw new Error(`deno bundle wrote an unexpected file: ${name}`);
+      const text = computeDynamicImports(await Deno.readTextFile(`${scratch}/out/${name}`));
+      if (/\bimport\(\s*["'`]/.test(text)) {
+        throw new Error(`pack: ${name} still holds a literal dynamic import`);
+      }
+      await Deno.writeTextFile(`${tmpOut}/${name}`, text);
+      chunks++;
+      bytes += new TextEncoder().encode(text).length;
+    }
+    if (!names.includes("main.js")) throw new Error("deno bundle wrote no main.js");
+    await Deno.remove(out, { recursive: true }).catch(() => {});
+    await Deno.rename(tmpOut, out);
+    return { outDir: out, lazyCalls, metaUrls, chunks, bytes };
+  } finally {
+    await Deno.remove(scratch, { recursive: true }).catch(() => {});
+    await Deno.remove(tmpOut, { recursive: true }).catch(() => {});
+  }
+}
+
+if (import.meta.main) {
+  const { values, positionals } = parseArgs({
+    args: Deno.args,
+    allowPositionals: true,
+    options: { force: { type: "boolean", default: false }, help: { type: "boolean" } },
+  });
+  if (values.help || positionals.length !== 1) {
+    console.error("usage: deno run -A scripts/pack.ts OUT_DIR [--force]");
+    Deno.exit(values.help ? 0 : 2);
+  }
+  const outDir = await Deno.realPath(".").then((cwd) =>
+    positionals[0].startsWith("/") ? positionals[0] : `${cwd}/${positionals[0]}`
+  );
+  const own = new URL("pack", ROOT).pathname;
+  if (outDir.replace(/\/+$/, "") === own && !values.force) {
+    console.error(
+      `pack: ${own} is this development tree's own pack, which the launcher would run instead of ` +
+        "the sources you edit; build into another tree's pack/ (or pass --force and rebuild " +
+        "after every edit)",
+    );
+    Deno.exit(2);
+  }
+  const r = await buildPack(outDir);
+  console.log(
+    `pack: ${r.chunks} chunks, ${(r.bytes / 1024).toFixed(0)} KiB in ${r.outDir} ` +
+      `(${r.lazyCalls} lazy imports, ${r.metaUrls} import.meta.url rewritten)`,
+  );
+}
