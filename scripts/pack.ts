@@ -31,6 +31,8 @@
  *
  * Usage: `deno run -A scripts/pack.ts OUT_DIR [--force]` — OUT_DIR is replaced whole (written
  * beside it under a temporary name, then renamed). Prints the chunks' count and bytes.
+ * `--tree DIR`: a runnable copy of this tree with its pack ({@link buildPackedTree}), for the
+ * benchmarks (`--manifold DIR/scripts/manifold`) and scripts/test.sh.
  * Needs `deno bundle`'s esbuild (downloaded from the npm registry into DENO_DIR on first use;
  * scripts/setup.sh fetches it).
  *
@@ -208,14 +210,59 @@ export async function buildPack(
   }
 }
 
+/** What a runnable tree holds besides its pack (the image's `/opt/manifold` without deno-dir). */
+const TREE_ENTRIES = ["main.ts", "deno.json", "deno.lock", "lib", "native"] as const;
+
+/** The launcher's files a runnable tree holds. */
+const TREE_SCRIPTS = ["manifold", "permissions", "runtime-flags"] as const;
+
+/**
+ * Makes `dir` a runnable copy of this tree with a pack, as an image's `/opt/manifold` is: the
+ * sources, the launcher (`scripts/manifold`, `permissions`, `runtime-flags`) and `pack/`. Deno's
+ * caches stay the caller's (DENO_DIR). For the benchmarks and scripts/test.sh's pass through a
+ * pack.
+ *
+ * @param dir a directory that does not exist or is empty
+ * @returns the pack's {@link PackReport}
+ * @throws Error from {@link buildPack}; Deno errors of the copy
+ */
+export async function buildPackedTree(dir: string): Promise<PackReport> {
+  const root = dir.replace(/\/+$/, "");
+  await Deno.mkdir(`${root}/scripts`, { recursive: true });
+  const cp = await new Deno.Command("cp", {
+    args: ["-r", "--", ...TREE_ENTRIES, root],
+    cwd: ROOT.pathname,
+    stderr: "piped",
+  }).output();
+  if (!cp.success) throw new Error(`copy into ${root}: ${new TextDecoder().decode(cp.stderr)}`);
+  for (const f of TREE_SCRIPTS) {
+    await Deno.copyFile(new URL(`scripts/${f}`, ROOT), `${root}/scripts/${f}`);
+  }
+  await Deno.chmod(`${root}/scripts/manifold`, 0o755);
+  return await buildPack(`${root}/pack`);
+}
+
 if (import.meta.main) {
   const { values, positionals } = parseArgs({
     args: Deno.args,
     allowPositionals: true,
-    options: { force: { type: "boolean", default: false }, help: { type: "boolean" } },
+    options: {
+      force: { type: "boolean", default: false },
+      tree: { type: "string" },
+      help: { type: "boolean" },
+    },
   });
+  if (values.tree !== undefined) {
+    const r = await buildPackedTree(values.tree);
+    console.log(`pack: a runnable tree in ${values.tree}, ${r.chunks} chunks in its pack/`);
+    Deno.exit(0);
+  }
   if (values.help || positionals.length !== 1) {
-    console.error("usage: deno run -A scripts/pack.ts OUT_DIR [--force]");
+    console.error(
+      "usage: deno run -A scripts/pack.ts OUT_DIR [--force]   the pack of this tree into OUT_DIR\n" +
+        "       deno run -A scripts/pack.ts --tree DIR          a runnable copy of this tree " +
+        "with its pack (DIR new or empty)",
+    );
     Deno.exit(values.help ? 0 : 2);
   }
   const outDir = await Deno.realPath(".").then((cwd) =>

@@ -54,6 +54,10 @@ export function bundleDirHost(cniBinDirHost: string, name: string): string {
  * The launcher's text for the bundle at `bundleDir` (a host path from {@link bundleDirHost}).
  *
  * @param bundleDir the bundle's absolute host path
+ * @param opts `codeCacheVouched`: the installer has checked the bundle's `deno-dir` (a directory
+ *   of its user's, writable by it alone): the launcher then also sets
+ *   `MANIFOLD_CODE_CACHE=vouched`, so scripts/manifold loads V8's code cache from it without its
+ *   own check (one stat(1) less, ≈ 1.1 ms a call). Default false: the launcher checks.
  * @returns a `/bin/sh` script: sets `MANIFOLD_DENO` and `DENO_DIR` into the bundle, keeps
  *   the kubectl-plugin name (`MANIFOLD_ARGV0`) and execs the bundle's `scripts/manifold`
  * @throws Error when `bundleDir` is not a bundle path ({@link bundleDirHost})
@@ -62,7 +66,10 @@ export function bundleDirHost(cniBinDirHost: string, name: string): string {
  * renderLauncher("/opt/cni/bin/.manifold/" + "0".repeat(32)).startsWith("#!/bin/sh\n"); // true
  * ```
  */
-export function renderLauncher(bundleDir: string): string {
+export function renderLauncher(
+  bundleDir: string,
+  opts: { codeCacheVouched?: boolean } = {},
+): string {
   const parsed = BundleDirSchema.safeParse(bundleDir);
   if (!parsed.success) throw new Error(`not a bundle directory: ${JSON.stringify(bundleDir)}`);
   return [
@@ -73,7 +80,13 @@ export function renderLauncher(bundleDir: string): string {
     `${MARKER}${bundleDir}`,
     `MANIFOLD_DENO=${bundleDir}/${BUNDLE_DENO}`,
     `DENO_DIR=${bundleDir}/deno-dir`,
-    "export MANIFOLD_DENO DENO_DIR",
+    ...(opts.codeCacheVouched
+      ? [
+        "# deno-dir checked by the installer: root's (its user's), writable by it alone.",
+        "MANIFOLD_CODE_CACHE=vouched",
+        "export MANIFOLD_DENO DENO_DIR MANIFOLD_CODE_CACHE",
+      ]
+      : ["export MANIFOLD_DENO DENO_DIR"]),
     "case ${0##*/} in kubectl-*) MANIFOLD_ARGV0=${0##*/}; export MANIFOLD_ARGV0 ;; esac",
     `exec ${bundleDir}/scripts/manifold "$@"`,
     "",

@@ -12,6 +12,7 @@
 import { readTextIfExists, writeFileAtomic } from "../fs/atomic.ts";
 import { BUNDLES_DIR, type BundleSource, installBundle } from "./bundle.ts";
 import { isPlainExecutable } from "./binary.ts";
+import { assertOwnedDir } from "./owned_dir.ts";
 import { bundleDirHost, renderLauncher } from "./launcher.ts";
 
 /** Where {@link installSourceVariant} puts things. */
@@ -68,7 +69,11 @@ export async function installSourceVariant(
   for (let attempt = 1;; attempt++) {
     const b = await installBundle(src, `${binDir}/${BUNDLES_DIR}`);
     const bundleHost = bundleDirHost(target.cniBinDirHost, b.name);
-    const text = renderLauncher(bundleHost);
+    // The code cache's directory, checked here once rather than by the launcher every call.
+    const codeCacheVouched = await Deno.lstat(b.dir)
+      .then((bundle) => assertOwnedDir(`${b.dir}/deno-dir`, bundle.uid!))
+      .then(() => true, () => false);
+    const text = renderLauncher(bundleHost, { codeCacheVouched });
     await target.beforeLauncher?.();
     const current = await readTextIfExists(launcherPath).catch(() => undefined);
     // The same text with other mode bits (not executable: every CNI call fails) or as a link

@@ -176,3 +176,28 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name: "launcher: MANIFOLD_CODE_CACHE=vouched (the installed launcher's) skips the check, " +
+    "for an absolute DENO_DIR only; =0 still turns the cache off",
+  ignore,
+  fn: () =>
+    withDir(async (dir) => {
+      // A DENO_DIR the check refuses (group-writable): the cache is off unless vouched for.
+      const denoDir = `${dir}/deno-dir`;
+      await Deno.mkdir(denoDir);
+      await Deno.chmod(denoDir, 0o770);
+      const args = async (env: Record<string, string>) =>
+        (await launcherArgs(dir, [], { CNI_COMMAND: "ADD", DENO_DIR: denoDir, ...env }))
+          .split("\n");
+      assert.ok((await args({})).includes("--no-code-cache"));
+      const vouched = await args({ MANIFOLD_CODE_CACHE: "vouched" });
+      assert.ok(!vouched.includes("--no-code-cache"), vouched.join(" "));
+      assert.ok(vouched.includes("--v8-flags=--no-lazy"), vouched.join(" "));
+      assert.ok(
+        (await args({ MANIFOLD_CODE_CACHE: "vouched", DENO_DIR: "relative/deno-dir" }))
+          .includes("--no-code-cache"),
+      );
+      assert.ok((await args({ MANIFOLD_CODE_CACHE: "0" })).includes("--no-code-cache"));
+    }),
+});

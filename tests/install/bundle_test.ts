@@ -361,6 +361,35 @@ Deno.test("source variant: a present bundle a concurrent pruner takes before the
   }
 });
 
+Deno.test("source variant: the launcher vouches for its bundle's deno-dir only once the installer checked it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
+  try {
+    const app = await imageTree(dir);
+    const bin = `${dir}/host/opt/cni/bin`;
+    const target = { cniBinDir: bin, cniBinDirHost: "/opt/cni/bin", binaryName: "manifold" };
+    const src = { root: app, deno: Deno.execPath() };
+    const first = await installSourceVariant(src, target);
+    const vouch = /^MANIFOLD_CODE_CACHE=vouched$/m;
+    assert.match(await Deno.readTextFile(`${bin}/manifold`), vouch);
+    // The bundle's deno-dir made group-writable (by root, by mistake): the next run finds the
+    // bundle present, and the launcher it writes leaves the check to scripts/manifold again.
+    const denoDir = `${dir}/host${first.bundleHost}/deno-dir`;
+    await Deno.chmod(denoDir, 0o775);
+    const second = await installSourceVariant(src, target);
+    assert.equal(second.bundle, "present");
+    assert.equal(second.launcher, "installed");
+    const text = await Deno.readTextFile(`${bin}/manifold`);
+    assert.doesNotMatch(text, /MANIFOLD_CODE_CACHE/);
+    assert.equal(launcherBundle(text), first.bundleHost);
+    // Fixed: vouched again.
+    await Deno.chmod(denoDir, 0o755);
+    await installSourceVariant(src, target);
+    assert.match(await Deno.readTextFile(`${bin}/manifold`), vouch);
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+});
+
 Deno.test("source variant: bundle directories others can write, or links, are refused", async () => {
   const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
   try {

@@ -14,7 +14,12 @@
  */
 
 import assert from "node:assert/strict";
-import { buildPack, computeDynamicImports, rewriteSource } from "../../scripts/pack.ts";
+import {
+  buildPack,
+  buildPackedTree,
+  computeDynamicImports,
+  rewriteSource,
+} from "../../scripts/pack.ts";
 import { isRoot } from "../support/netns.ts";
 import { world } from "../support/world.ts";
 import { SELECTION } from "../../scripts/bench_support.ts";
@@ -24,17 +29,7 @@ const ROOT = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 /** A runnable copy of this tree (what an image holds) with a pack built into it. */
 async function packedTree(): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "manifold-packed-" });
-  const cp = await new Deno.Command("cp", {
-    args: ["-r", "main.ts", "deno.json", "deno.lock", "lib", "native", dir],
-    cwd: ROOT,
-  }).output();
-  assert.ok(cp.success, new TextDecoder().decode(cp.stderr));
-  await Deno.mkdir(`${dir}/scripts`);
-  for (const f of ["manifold", "permissions", "runtime-flags"]) {
-    await Deno.copyFile(`${ROOT}/scripts/${f}`, `${dir}/scripts/${f}`);
-  }
-  await Deno.chmod(`${dir}/scripts/manifold`, 0o755);
-  await buildPack(`${dir}/pack`);
+  await buildPackedTree(dir);
   return dir;
 }
 
