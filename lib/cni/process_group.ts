@@ -77,7 +77,7 @@ function running(state: string): boolean {
 let host: { bootId: string; pidNs: string } | undefined;
 
 /**
- * Loads libc (the FFI `dlopen`, ≈ 2 ms) and reads this host's identity ({@link ProcessGroup}'s
+ * Loads libc's file symbols (the FFI `dlopen`, ≈ 1.2 ms) and reads this host's identity ({@link ProcessGroup}'s
  * `bootId` and `pidNs`) now, before the first group is noted, so that {@link processGroupOf}
  * right after a spawn costs ≈ 75 µs. Never throws: without `--allow-ffi` or /proc, the first
  * {@link processGroupOf} reports the failure as before.

@@ -3,12 +3,13 @@
  * own few (`NotCapable: Requires all access to "/proc/…"`) unless the process runs with
  * `--allow-all`, which Manifold never does (scripts/permissions). Used to identify and watch
  * delegate process groups (lib/cni/process_group.ts). Synchronous, on the calling thread;
- * needs `--allow-ffi` (libc is opened on first use, shared with lib/netlink).
+ * needs `--allow-ffi` (libc is opened on first use: its file symbols alone for the reads,
+ * native/libc.ts `openLibcFiles`, the whole table, shared with lib/netlink, for `listPids`).
  *
  * @module
  */
 
-import { openLibc } from "../../native/libc.ts";
+import { openLibc, openLibcFiles } from "../../native/libc.ts";
 
 const O_RDONLY_CLOEXEC = 0o2000000; // O_RDONLY | O_CLOEXEC (asm-generic/fcntl.h)
 /** `struct dirent` `d_name` offset in glibc on LP64 (x86_64, aarch64). */
@@ -29,7 +30,7 @@ function cString(s: string): Uint8Array {
  * @throws {Deno.errors.NotCapable} without `--allow-ffi`
  */
 export function readProcFile(path: string): string | undefined {
-  const libc = openLibc();
+  const libc = openLibcFiles();
   const fd = libc.symbols.open(cString(path), O_RDONLY_CLOEXEC);
   if (fd < 0) return undefined;
   try {
@@ -53,7 +54,7 @@ export function readProcFile(path: string): string | undefined {
  * @throws {Deno.errors.NotCapable} without `--allow-ffi`
  */
 export function readProcLink(path: string): string | undefined {
-  const r = Number(openLibc().symbols.readlink(cString(path), buffer, BigInt(buffer.length)));
+  const r = Number(openLibcFiles().symbols.readlink(cString(path), buffer, BigInt(buffer.length)));
   return r < 0 ? undefined : decoder.decode(buffer.subarray(0, r));
 }
 
