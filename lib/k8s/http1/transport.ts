@@ -9,7 +9,7 @@
  * What it does (RFC 9112): keep-alive connections reused for later requests (a reused
  * connection the server closed before answering is retried once on a new one, for idempotent
  * methods only: a POST/PATCH may have reached the server). One request at a time per
- * connection, unless {@link Http1Options.pipelineDepth} allows pipelining (§9.3.2; the
+ * connection, unless {@link Http1Options.pipelineGets} asks for pipelining (§9.3.2; the
  * per-call plugin's client, `pipelineGets`): then a GET that finds no idle connection is
  * written at once on a busy one whose outstanding requests are all GETs (at most
  * {@link MAX_PIPELINE_DEPTH} outstanding), or behind the GET a connection is being opened for,
@@ -47,12 +47,18 @@ const MAX_IDLE = 4;
 /** Options of {@link Http1Transport}. */
 export interface Http1Options {
   /**
-   * Requests one connection may have outstanding, ≥ 1; default 1 (no pipelining). Above 1, a
-   * GET that finds no idle connection is written at once on a busy connection whose outstanding
-   * requests are all GETs, while fewer than this many are (RFC 9112 §9.3.2), instead of opening
-   * another connection: for a process making a few requests (the per-call plugin), not for one
+   * Pipeline GETs (RFC 9112 §9.3.2): a GET that finds no idle connection is written at once on
+   * a busy connection whose outstanding requests are all GETs, while fewer than
+   * {@link MAX_PIPELINE_DEPTH} are, instead of opening another connection. For a process
+   * making a few requests (the per-call plugin, `KubeClientOptions.pipelineGets`), not for one
    * sharing its connections between many (`manifold daemon`: a GET would wait behind a slow
-   * LIST).
+   * LIST). Default false.
+   */
+  pipelineGets?: boolean;
+  /**
+   * Requests one connection may have outstanding, 1 to {@link MAX_PIPELINE_DEPTH}; default
+   * {@link MAX_PIPELINE_DEPTH} with {@link Http1Options.pipelineGets}, else 1 (no pipelining). A depth of
+   * its own for tests; callers say {@link Http1Options.pipelineGets}.
    */
   pipelineDepth?: number;
 }
@@ -62,7 +68,7 @@ export const MAX_PIPELINE_DEPTH = 4;
 
 /**
  * HTTP/1.1 over TLS (or plain TCP for `http:` servers) to one API server, with a small pool of
- * kept-alive connections, optionally pipelining GETs ({@link Http1Options.pipelineDepth}).
+ * kept-alive connections, optionally pipelining GETs ({@link Http1Options.pipelineGets}).
  */
 export class Http1Transport implements Transport {
   #conn: KubeConnection;
@@ -82,7 +88,8 @@ export class Http1Transport implements Transport {
   constructor(conn: KubeConnection, opts: Http1Options = {}) {
     this.#conn = conn;
     this.#base = new URL(conn.server);
-    this.#depth = Math.max(1, Math.min(MAX_PIPELINE_DEPTH, Math.floor(opts.pipelineDepth ?? 1)));
+    const depth = opts.pipelineDepth ?? (opts.pipelineGets ? MAX_PIPELINE_DEPTH : 1);
+    this.#depth = Math.max(1, Math.min(MAX_PIPELINE_DEPTH, Math.floor(depth)));
   }
 
   async send(req: TransportRequest): Promise<TransportResponse> {
