@@ -7,63 +7,29 @@
 import assert from "node:assert/strict";
 import { abortable, Http1Transport, MAX_RESPONSE_BYTES } from "../../lib/k8s/http1/mod.ts";
 import { createTransport, proxyApplies } from "../../lib/k8s/transport.ts";
+import { type ScriptedConn, withScriptedServer } from "../support/scripted_http.ts";
 
-/** A server answering each request on a connection with the next scripted reply. */
+/** A server answering each request, on whichever connection, with the next scripted reply. */
 async function withServer(
   replies: (string | ((req: string) => string | undefined))[],
   fn: (url: string, seen: { requests: string[]; connections: number }) => Promise<void>,
 ) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const seen = { requests: [] as string[], connections: 0 };
   let next = 0;
-  const conns: Deno.Conn[] = [];
-  const serving = (async () => {
-    for await (const conn of listener) {
-      seen.connections++;
-      conns.push(conn);
-      (async () => {
-        const buf = new Uint8Array(65536);
-        let pending = "";
-        try {
-          for (;;) {
-            const n = await conn.read(buf);
-            if (n === null) break;
-            pending += new TextDecoder().decode(buf.subarray(0, n));
-            const end = pending.indexOf("\r\n\r\n");
-            if (end < 0) continue;
-            const head = pending.slice(0, end);
-            const len = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0);
-            if (pending.length < end + 4 + len) continue;
-            const req = pending.slice(0, end + 4 + len);
-            pending = pending.slice(end + 4 + len);
-            seen.requests.push(req);
-            const r = replies[next++];
-            const text = typeof r === "function" ? r(req) : r;
-            if (text === undefined) {
-              conn.close();
-              return;
-            }
-            await conn.write(new TextEncoder().encode(text));
-            if (/connection: close/i.test(text)) {
-              conn.close();
-              return;
-            }
-          }
-        } catch { /* closed */ }
-      })();
+  const script = async (c: ScriptedConn) => {
+    seen.connections++;
+    for (let i = 0;; i++) {
+      const req = await c.request(i);
+      if (!req) return;
+      seen.requests.push(req.raw);
+      const r = replies[next++];
+      const text = typeof r === "function" ? r(req.raw) : r;
+      if (text === undefined) return c.close();
+      await c.send(text);
+      if (/connection: close/i.test(text)) return c.close();
     }
-  })();
-  try {
-    await fn(`http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`, seen);
-  } finally {
-    listener.close();
-    for (const c of conns) {
-      try {
-        c.close();
-      } catch { /* closed */ }
-    }
-    await serving.catch(() => {});
-  }
+  };
+  await withScriptedServer({ script }, (server) => fn(server.url, seen));
 }
 
 const get = (t: Http1Transport, url: string, signal = new AbortController().signal) =>
