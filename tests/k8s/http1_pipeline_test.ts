@@ -6,7 +6,8 @@
  */
 
 import assert from "node:assert/strict";
-import { Http1Transport } from "../../lib/k8s/http1/mod.ts";
+import { Http1Transport, MAX_PIPELINE_DEPTH } from "../../lib/k8s/http1/mod.ts";
+import { createTransport } from "../../lib/k8s/transport.ts";
 import { okResponse, type ScriptedConn, withScriptedServer } from "../support/scripted_http.ts";
 
 /** What the server does with one request: answer (keep-alive), answer then close, or close. */
@@ -328,6 +329,119 @@ Deno.test("http1 pipelining: a GET waiting for another GET's connection to open 
       assert.equal(early.status, "rejected");
       assert.equal((early as PromiseRejectedResult).reason.name, "TimeoutError");
       assert.equal(server.conns.length, 1); // it opened no connection of its own
+    } finally {
+      t.close();
+    }
+  });
+});
+
+Deno.test("http1 pipelining: GETs sent again after their connection closed share one new connection", async () => {
+  for (const how of ["Connection: close", "drop"]) {
+    const policy = (c: number, i: number, path: string): Reply =>
+      c === 0 && i === 1 ? (how === "drop" ? "drop" : { body: path, close: true }) : { body: path };
+    await withServer(policy, 4, async (url, seen) => {
+      const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+        pipelineDepth: 4,
+      });
+      try {
+        await get(t, `${url}/pod`);
+        const paths = ["/a", "/b", "/c"];
+        const bodies = await Promise.all(paths.map((p) => get(t, `${url}${p}`)));
+        assert.deepEqual(bodies.map((b) => b.body), paths);
+        // Those without an answer went again together, pipelined on one new connection.
+        const again = how === "drop" ? paths : ["/b", "/c"];
+        assert.deepEqual(seen.conns, [["/pod", ...paths], again], how);
+      } finally {
+        t.close();
+      }
+    });
+  }
+});
+
+Deno.test("http1 pipelining: createTransport's pipelineGets pipelines up to the transport's depth; the request layer leaves the depth to it", async () => {
+  await withServer(echo, 4, async (url, seen) => {
+    const t = createTransport({ server: url, insecureSkipTlsVerify: false }, {}, {
+      pipelineGets: true,
+    });
+    try {
+      const paths = ["/a", "/b", "/c", "/d", "/e"];
+      const bodies = await Promise.all(
+        paths.map((p) =>
+          t.send({
+            method: "GET",
+            url: `${url}${p}`,
+            headers: {},
+            signal: new AbortController().signal,
+          })
+        ),
+      );
+      assert.deepEqual(bodies.map((b) => b.body), paths);
+      assert.equal(MAX_PIPELINE_DEPTH, 4);
+      assert.deepEqual(seen.conns, [["/a", "/b", "/c", "/d"], ["/e"]]);
+    } finally {
+      t.close();
+    }
+  });
+  // The depth is the transport's: the request layer imports nothing of http1/.
+  const source = await Deno.readTextFile(new URL("../../lib/k8s/request.ts", import.meta.url));
+  const imports = [...source.matchAll(/^import [^;]*? from "([^"]+)";/gms)].map((m) => m[1]);
+  assert.ok(imports.includes("./transport.ts"), imports.join(", "));
+  assert.deepEqual(imports.filter((i) => i.includes("http1")), []);
+});
+
+/**
+ * Reads one connection's requests as bytes (a request head may be MiBs long), calling `onHead`
+ * with each request's path once its head is in; stops when `onHead` returns false or the
+ * client ends.
+ */
+async function readHeads(conn: Deno.Conn, onHead: (path: string) => Promise<boolean>) {
+  const buf = new Uint8Array(256 * 1024);
+  let line = ""; // the start of the current head (its request line)
+  let tail = ""; // the last 3 bytes seen, to find "\r\n\r\n" across reads
+  for (;;) {
+    const n = await conn.read(buf).catch(() => null);
+    if (n === null) return;
+    let text = tail + new TextDecoder("latin1").decode(buf.subarray(0, n));
+    for (let end; (end = text.indexOf("\r\n\r\n")) >= 0;) {
+      line += text.slice(0, Math.min(end, 200));
+      if (!await onHead(line.split(" ")[1])) return;
+      line = "";
+      text = text.slice(end + 4);
+    }
+    if (line.length < 200) line += text.slice(0, 200);
+    tail = text.slice(-3);
+  }
+}
+
+Deno.test("http1 pipelining: a GET whose write fails after the GETs before it were answered is sent again once", async () => {
+  // The second GET's head is 32 MiB, more than the socket buffers hold, so its write is still
+  // going when the server answers the first GET (keep-alive) and closes with the rest unread:
+  // the kernel resets the connection and the write fails (ECONNRESET/EPIPE) after the first
+  // GET's answer arrived. Another connection answers every GET.
+  const big = "x".repeat(32 * 1024 * 1024);
+  const script = async (c: ScriptedConn) => {
+    await readHeads(c.conn, async (path) => {
+      await c.send(okResponse(path));
+      return c.index > 0; // the first connection: one answer, then the reset
+    });
+    c.close();
+  };
+  await withScriptedServer({ script, parse: false }, async (server) => {
+    const t = new Http1Transport({ server: server.url, insecureSkipTlsVerify: false }, {
+      pipelineDepth: 4,
+    });
+    try {
+      const signal = new AbortController().signal;
+      const a = get(t, `${server.url}/a`);
+      const b = t.send({ method: "GET", url: `${server.url}/b`, headers: { big }, signal });
+      const [ra, rb] = await Promise.allSettled([a, b]);
+      assert.equal(ra.status === "fulfilled" && ra.value.body, "/a");
+      assert.ok(
+        rb.status === "fulfilled",
+        `the second GET failed: ${rb.status === "rejected" && rb.reason}`,
+      );
+      assert.equal(rb.value.body, "/b");
+      assert.equal(server.conns.length, 2); // sent again once, on a new connection
     } finally {
       t.close();
     }

@@ -39,7 +39,13 @@ import { checkPinnedPeer } from "../tls_pin.ts";
 import type { KubeConnection } from "../connection.ts";
 import type { Transport, TransportRequest, TransportResponse } from "../transport_types.ts";
 import { connectPinnedTls } from "../pinned_tls.ts";
-import { Connection, ConnectionClosedError, encodeRequest, readResponse } from "./wire.ts";
+import {
+  Connection,
+  connectionBroken,
+  ConnectionClosedError,
+  encodeRequest,
+  readResponse,
+} from "./wire.ts";
 
 /** Idle keep-alive connections kept per transport. */
 const MAX_IDLE = 4;
@@ -96,53 +102,24 @@ export class Http1Transport implements Transport {
     if (this.#closed) throw new Error("Transport is closed");
     req.signal.throwIfAborted();
     const head = encodeRequest(req);
-    // A kept-alive or pipelined connection: the server may close it before this request's
-    // response (idle timeout, `Connection: close` on an earlier response).
-    let conn = this.#idle.pop() ?? this.#pipelinable(req.method);
-    let shared = conn !== undefined;
-    const joinable = conn ? undefined : this.#joinable(req.method);
-    if (joinable) {
-      // Behind the GET that is opening a connection: its continuation runs first (it awaits
-      // the same promise, earlier) and queues its request before this one. Its open failing
-      // or aborted: this one opens its own. Its own abort (its caller's deadline) ends the
-      // wait; the connection stays the other GET's.
-      joinable.joined++;
-      conn = await abortable(joinable.conn, req.signal, () => {}).catch(() => undefined);
-      if (req.signal.aborted) {
-        joinable.joined--;
-        throw req.signal.reason;
-      }
-      if (this.#closed) throw new Error("Transport is closed");
-      if (conn?.closing) conn = undefined;
-      shared = conn !== undefined;
-    }
-    if (!conn) {
-      const opening = req.method === "GET" && this.#depth > 1
-        ? { conn: this.#open(req.signal), joined: 0 }
-        : undefined;
-      if (opening) this.#opening.add(opening);
-      try {
-        conn = await (opening?.conn ?? this.#open(req.signal));
-      } catch (err) {
-        // Nothing of the request was written: a caller may send a non-idempotent call again.
-        if (err && typeof err === "object") {
-          Object.assign(err, { connectFailed: true });
-        }
-        throw err;
-      } finally {
-        if (opening) this.#opening.delete(opening);
-      }
-    }
+    // Taken synchronously: in the pool's count (busy) before another request looks.
+    const reused = this.#reusable(req.method, false);
+    const { conn, shared } = reused
+      ? { conn: reused, shared: true }
+      : await this.#connect(req, false);
     try {
       return await this.#exchange(conn, req, head);
     } catch (err) {
-      // Closed before this request's response: once more on a new connection. Only for
-      // idempotent methods (a POST/PATCH may have reached the server), and only once.
+      // A kept-alive or pipelined connection ended before this request's response (closed,
+      // reset, the write failed): once more on a new connection, shared by the GETs sent again
+      // with it. Only for idempotent methods (a POST/PATCH may have reached the server), and
+      // only once (RFC 9112 §9.3.2; Go's persistConn.shouldRetryRequest).
       if (
         shared && err instanceof ConnectionClosedError && err.beforeResponse &&
         !req.signal.aborted && !this.#closed && IDEMPOTENT_METHODS.has(req.method)
       ) {
-        return await this.#exchange(await this.#open(req.signal), req, head);
+        const again = this.#reusable(req.method, true) ?? (await this.#connect(req, true)).conn;
+        return await this.#exchange(again, req, head);
       }
       throw err;
     }
@@ -153,6 +130,78 @@ export class Http1Transport implements Transport {
     for (const c of [...this.#idle, ...this.#busy]) c.close();
     this.#idle = [];
     this.#busy.clear();
+  }
+
+  /**
+   * A connection already open that a request may use now: an idle one, else (a GET,
+   * pipelining on) a busy one it may be pipelined on. For a request sent again (`retry`) never
+   * an idle one: the server that closed its connection may have closed those too (a restart).
+   */
+  #reusable(method: string, retry: boolean): Connection | undefined {
+    return (retry ? undefined : this.#idle.pop()) ?? this.#pipelinable(method);
+  }
+
+  /**
+   * A connection for a request that found none {@link #reusable}: (a GET, pipelining on) one
+   * being opened for another GET, else a new one — GETs sent again together share the one the
+   * first of them opens.
+   * @returns the connection, and whether it was opened for another request (`shared`: it may
+   *   end before this request's response)
+   * @throws the signal's reason when aborted, also once the connection is set up (nothing is
+   *   written then); the connect or TLS error, marked `connectFailed` for a first attempt
+   */
+  async #connect(
+    req: TransportRequest,
+    retry: boolean,
+  ): Promise<{ conn: Connection; shared: boolean }> {
+    const joinable = this.#joinable(req.method);
+    if (joinable) {
+      // Behind the GET that is opening a connection: its continuation runs first (it awaits
+      // the same promise, earlier) and queues its request before this one. Its open failing
+      // or aborted: this one opens its own. Its own abort (its caller's deadline) ends the
+      // wait; the connection stays the other GET's.
+      joinable.joined++;
+      const conn = await abortable(joinable.conn, req.signal, () => {}).catch(() => undefined);
+      if (req.signal.aborted) {
+        joinable.joined--;
+        throw req.signal.reason;
+      }
+      if (this.#closed) throw new Error("Transport is closed");
+      if (conn && !conn.closing) return { conn, shared: true };
+    }
+    const opening = req.method === "GET" && this.#depth > 1
+      ? { conn: this.#open(req.signal), joined: 0 }
+      : undefined;
+    if (opening) this.#opening.add(opening);
+    let conn: Connection;
+    try {
+      conn = await (opening?.conn ?? this.#open(req.signal));
+    } catch (err) {
+      // Nothing of the request was written: a caller may send a non-idempotent call again.
+      if (!retry && err && typeof err === "object") Object.assign(err, { connectFailed: true });
+      throw err;
+    } finally {
+      if (opening) this.#opening.delete(opening);
+    }
+    if (req.signal.aborted || this.#closed) {
+      // Aborted once the connection was up, before its request was written (the last steps
+      // of the set-up, the pin check, are not abortable): nothing is written. The connection
+      // is the GETs' that joined it, else kept for the next request.
+      if (!opening?.joined) this.#release(conn);
+      req.signal.throwIfAborted();
+      throw new Error("Transport is closed");
+    }
+    return { conn, shared: false };
+  }
+
+  /** A connection nobody uses: idle in the pool when there is room, else closed. */
+  #release(conn: Connection): void {
+    if (!conn.closing && !this.#closed && this.#idle.length < MAX_IDLE) {
+      conn.getsOnly = true;
+      this.#idle.push(conn);
+    } else {
+      conn.close();
+    }
   }
 
   /**
@@ -249,13 +298,24 @@ export class Http1Transport implements Transport {
     const work = (async () => {
       await turn;
       if (conn.closed) throw new ConnectionClosedError(true);
+      // The write failed (EPIPE, ECONNRESET: the server closed or reset the connection after
+      // the answers before this one): no byte of this response came, as a close before it.
       const failed = await written;
-      if (failed !== undefined) throw failed;
+      if (failed !== undefined) throw new ConnectionClosedError(true, failed);
       if (conn.closed) throw new ConnectionClosedError(true);
       req.signal.throwIfAborted();
       reading = true;
       conn.startResponse();
-      return await readResponse(conn, req.method);
+      try {
+        return await readResponse(conn, req.method);
+      } catch (err) {
+        // A reset before any byte of the response: as a close (Go: a read error on a reused
+        // connection before the response, `transportReadFromServerError`, is retried).
+        if (conn.received === 0 && connectionBroken(err)) {
+          throw new ConnectionClosedError(true, err);
+        }
+        throw err;
+      }
     })();
     const settled = work.then(
       (res) => res.keepAlive,
@@ -267,12 +327,7 @@ export class Http1Transport implements Transport {
       done();
       if (conn.outstanding > 0) return;
       this.#busy.delete(conn);
-      if (!conn.closing && !this.#closed && this.#idle.length < MAX_IDLE) {
-        conn.getsOnly = true;
-        this.#idle.push(conn);
-      } else {
-        conn.close();
-      }
+      this.#release(conn);
     });
     try {
       // The connection is back in the pool (or closed) before the caller sees the answer.
