@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { abortable, Http1Transport, MAX_RESPONSE_BYTES } from "../../lib/k8s/http1/mod.ts";
 import { createTransport, proxyApplies } from "../../lib/k8s/transport.ts";
-import { type ScriptedConn, withScriptedServer } from "../support/scripted_http.ts";
+import { createCa, defaultCertSet } from "../support/certs.ts";
+import { okResponse, type ScriptedConn, withScriptedServer } from "../support/scripted_http.ts";
 
 /** A server answering each request, on whichever connection, with the next scripted reply. */
 async function withServer(
@@ -212,4 +213,42 @@ Deno.test("abortable: a late result whose discard throws (a connection closed tw
     /before/,
   );
   await new Promise((r) => setTimeout(r, 20));
+});
+
+Deno.test("http1: a GET aborted once its connection is up, before its request is written, writes nothing and leaves the connection to the next", async () => {
+  // The kubeconfig CA bundle starts with 80 copies of a CA of the same name but another key:
+  // the pin check after the handshake (tls_pin.ts) checks a signature against each, so the
+  // connection is up (the server's handshake is done) well before the request could be
+  // written. The abort comes then.
+  const certs = await defaultCertSet();
+  const decoy = await createCa("manifold-test-ca");
+  const caCertPem = decoy.certPem.repeat(80) + certs.ca.certPem;
+  let handshaken!: () => void;
+  const up = new Promise<void>((r) => handshaken = r);
+  const script = async (c: ScriptedConn) => {
+    await (c.conn as Deno.TlsConn).handshake();
+    handshaken();
+    void c.readRequests();
+    for (let i = 0;; i++) {
+      const req = await c.request(i);
+      if (!req) return;
+      await c.send(okResponse(req.path));
+    }
+  };
+  const tls = { certPem: certs.server.certPem, keyPem: certs.server.keyPem };
+  await withScriptedServer({ script, parse: false, tls }, async (server) => {
+    const t = new Http1Transport({ server: server.url, caCertPem, insecureSkipTlsVerify: false });
+    try {
+      const stop = new AbortController();
+      const aborted = get(t, `${server.url}/aborted`, stop.signal);
+      await up;
+      stop.abort(new DOMException("Request timed out", "TimeoutError"));
+      await assert.rejects(aborted, (e: Error) => e.name === "TimeoutError");
+      assert.equal((await get(t, `${server.url}/next`)).body, "/next");
+      // Nothing of the aborted GET reached the server; its connection served the next GET.
+      assert.deepEqual(server.paths(), [["/next"]]);
+    } finally {
+      t.close();
+    }
+  });
 });
