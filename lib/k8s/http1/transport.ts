@@ -6,9 +6,13 @@
  * that start-up cost is most of its API time. kube-apiserver speaks HTTP/1.1 (ALPN
  * `http/1.1` is offered, so it never switches to HTTP/2).
  *
- * What it does (RFC 9112): keep-alive connections reused for later requests (a reused
- * connection the server closed before answering is retried once on a new one, for idempotent
- * methods only: a POST/PATCH may have reached the server). One request at a time per
+ * What it does (RFC 9112): keep-alive connections reused for later requests (a request on a
+ * reused connection that the server closed or reset before answering — its write failing with
+ * EPIPE or ECONNRESET included — is sent again once on a new connection, for idempotent
+ * methods only: a POST/PATCH may have reached the server; RFC 9112 §9.3.2, as Go's
+ * `persistConn.shouldRetryRequest`). A request aborted while its connection is set up writes
+ * nothing, also when the abort comes after the handshake (the pin check); that connection is
+ * kept. One request at a time per
  * connection, unless {@link Http1Options.pipelineGets} asks for pipelining (§9.3.2; the
  * per-call plugin's client, `pipelineGets`): then a GET that finds no idle connection is
  * written at once on a busy one whose outstanding requests are all GETs (at most
@@ -19,7 +23,9 @@
  * behind one, nor behind a response whose head ends the connection (`Connection: close`, a
  * body read to the close: RFC 9112 §9.6). When that connection ends before a queued GET's
  * response (`Connection: close` on an earlier one, a close or reset, a framing error, an abort
- * of the one being read), the queued GETs are sent again once on a new connection; a queued
+ * of the one being read), the queued GETs are sent again once, together: the first opens a new
+ * connection and the others are pipelined on it (up to the depth; never on an idle one, which
+ * the server may have closed too); a queued
  * GET whose caller aborts is answered at once and, when its turn comes, closes the connection
  * (its response is not read), so the GETs behind it are sent again too. `manifold daemon`
  * leaves it off: a GET there would wait behind a slow LIST. `Content-Length` and `chunked`
