@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { abortable, Http1Transport, MAX_RESPONSE_BYTES } from "../../lib/k8s/http1/mod.ts";
 import { createTransport, proxyApplies } from "../../lib/k8s/transport.ts";
 import { createCa, defaultCertSet } from "../support/certs.ts";
+import { startTcpProxy } from "../support/tcp_proxy.ts";
 import { okResponse, type ScriptedConn, withScriptedServer } from "../support/scripted_http.ts";
 
 /** A server answering each request, on whichever connection, with the next scripted reply. */
@@ -249,6 +250,38 @@ Deno.test("http1: a GET aborted once its connection is up, before its request is
       assert.deepEqual(server.paths(), [["/next"]]);
     } finally {
       t.close();
+    }
+  });
+});
+
+Deno.test("http1: a kept-alive TLS connection dropped without close_notify is retried once on a new one", async () => {
+  // A proxy drops the idle connection as a middlebox or a load balancer does: the next
+  // request's read fails (Deno's TLS: UnexpectedEof, or a reset) before any byte of the answer.
+  const certs = await defaultCertSet();
+  const tls = { certPem: certs.server.certPem, keyPem: certs.server.keyPem };
+  const script = async (c: ScriptedConn) => {
+    for (let i = 0;; i++) {
+      const req = await c.request(i);
+      if (!req) return;
+      await c.send(okResponse(req.path));
+    }
+  };
+  await withScriptedServer({ script, tls }, async (server) => {
+    const proxy = startTcpProxy({ hostname: "127.0.0.1", port: Number(new URL(server.url).port) });
+    const url = `https://127.0.0.1:${proxy.port}`;
+    const t = new Http1Transport({
+      server: url,
+      caCertPem: certs.ca.certPem,
+      insecureSkipTlsVerify: false,
+    });
+    try {
+      assert.equal((await get(t, `${url}/a`)).body, "/a");
+      assert.equal(proxy.cut(), 1);
+      assert.equal((await get(t, `${url}/b`)).body, "/b");
+      assert.equal(proxy.accepted, 2);
+    } finally {
+      t.close();
+      await proxy.close();
     }
   });
 });
