@@ -189,13 +189,16 @@ export class Http1Transport implements Transport {
     } finally {
       if (opening) this.#opening.delete(opening);
     }
-    if (req.signal.aborted || this.#closed) {
+    if (this.#closed) {
+      conn.close();
+      throw new Error("Transport is closed");
+    }
+    if (req.signal.aborted) {
       // Aborted once the connection was up, before its request was written (the last steps
       // of the set-up, the pin check, are not abortable): nothing is written. The connection
       // is the GETs' that joined it, else kept for the next request.
       if (!opening?.joined) this.#release(conn);
-      req.signal.throwIfAborted();
-      throw new Error("Transport is closed");
+      throw req.signal.reason;
     }
     return { conn, shared: false };
   }
