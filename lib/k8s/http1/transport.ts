@@ -6,34 +6,32 @@
  * that start-up cost is most of its API time. kube-apiserver speaks HTTP/1.1 (ALPN
  * `http/1.1` is offered, so it never switches to HTTP/2).
  *
- * What it does (RFC 9112): keep-alive connections reused for later requests (a request on a
- * reused connection that the server closed or reset before answering — its write failing with
- * EPIPE or ECONNRESET included — is sent again once on a new connection, for idempotent
- * methods only: a POST/PATCH may have reached the server; RFC 9112 §9.3.2, as Go's
- * `persistConn.shouldRetryRequest`). A request aborted while its connection is set up writes
- * nothing, also when the abort comes after the handshake (the pin check); that connection is
- * kept. One request at a time per
- * connection, unless {@link Http1Options.pipelineGets} asks for pipelining (§9.3.2; the
- * per-call plugin's client, `pipelineGets`): then a GET that finds no idle connection is
- * written at once on a busy one whose outstanding requests are all GETs (at most
- * {@link MAX_PIPELINE_DEPTH} outstanding), or behind the GET a connection is being opened for,
- * and its response is read after theirs, in order — saving a TCP + TLS set-up: 2 round trips
- * to a distant server; on loopback its ≈ 2–3 ms of main-thread work are won back by the server,
- * which serves one connection's requests one after the other. Never a non-GET, never
- * behind one, nor behind a response whose head ends the connection (`Connection: close`, a
- * body read to the close: RFC 9112 §9.6). When that connection ends before a queued GET's
- * response (`Connection: close` on an earlier one, a close or reset, a framing error, an abort
- * of the one being read), the queued GETs are sent again once, together: the first opens a new
- * connection and the others are pipelined on it (up to the depth; never on an idle one, which
- * the server may have closed too); a queued
- * GET whose caller aborts is answered at once and, when its turn comes, closes the connection
- * (its response is not read), so the GETs behind it are sent again too. `manifold daemon`
- * leaves it off: a GET there would wait behind a slow LIST. `Content-Length` and `chunked`
- * bodies, or read-to-close; no compression (none is asked for); bodies capped at
- * {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError}, final). TLS: the kubeconfig CA
- * pinned — `Deno.startTls` then `checkPinnedPeer` (tls_pin.ts), or, with a client
- * certificate (which `Deno.startTls` takes none of), `node:tls` whose `ca` replaces the roots
- * (pinned_tls.ts); without a CA the system roots; `TCP_NODELAY`. Not done (the `fetch`
+ * What it does (RFC 9112): keep-alive connections reused for later requests (a request on a reused
+ * connection that the server closed or reset before answering — its write failing with EPIPE or
+ * ECONNRESET, a TLS connection dropped without `close_notify` included — is sent again once on a
+ * new connection, for idempotent methods only: a POST/PATCH may have reached the server; RFC 9112
+ * §9.3.2, as Go's `persistConn.shouldRetryRequest`). A request aborted while its connection is set
+ * up writes nothing, also when the abort comes after the handshake (the pin check); that
+ * connection is kept. One request at a time per connection, unless
+ * {@link Http1Options.pipelineGets} asks for pipelining (§9.3.2; the per-call plugin's client,
+ * `pipelineGets`): then a GET that finds no idle connection is written at once on a busy one whose
+ * outstanding requests are all GETs (at most {@link MAX_PIPELINE_DEPTH} outstanding), or behind
+ * the GET a connection is being opened for, and its response is read after theirs, in order —
+ * saving a TCP + TLS set-up: 2 round trips to a distant server; on loopback its ≈ 2–3 ms of
+ * main-thread work are won back by the server, which serves one connection's requests one after
+ * the other. Never a non-GET, never behind one, nor behind a response whose head ends the
+ * connection (`Connection: close`, a body read to the close: RFC 9112 §9.6). When that connection
+ * ends before a queued GET's response (`Connection: close` on an earlier one, a close or reset, a
+ * framing error, an abort of the one being read), the queued GETs are sent again once, together:
+ * the first opens a new connection and the others are pipelined on it (up to the depth; never on
+ * an idle one, which the server may have closed too); a queued GET whose caller aborts is answered
+ * at once and, when its turn comes, closes the connection (its response is not read), so the GETs
+ * behind it are sent again too. `manifold daemon` leaves it off: a GET there would wait behind a
+ * slow LIST. `Content-Length` and `chunked` bodies, or read-to-close; no compression (none is
+ * asked for); bodies capped at {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError}, final).
+ * TLS: the kubeconfig CA pinned — `Deno.startTls` then `checkPinnedPeer` (tls_pin.ts), or, with a
+ * client certificate (which `Deno.startTls` takes none of), `node:tls` whose `ca` replaces the
+ * roots (pinned_tls.ts); without a CA the system roots; `TCP_NODELAY`. Not done (the `fetch`
  * transport covers them, see `transport.ts`): proxies, HTTP/2.
  *
  * @module
@@ -69,8 +67,9 @@ export interface Http1Options {
   pipelineGets?: boolean;
   /**
    * Requests one connection may have outstanding, 1 to {@link MAX_PIPELINE_DEPTH}; default
-   * {@link MAX_PIPELINE_DEPTH} with {@link Http1Options.pipelineGets}, else 1 (no pipelining). A depth of
-   * its own for tests; callers say {@link Http1Options.pipelineGets}.
+   * {@link MAX_PIPELINE_DEPTH} with {@link Http1Options.pipelineGets}, else 1 (no
+   * pipelining). A depth of its own, for tests; callers say
+   * {@link Http1Options.pipelineGets}.
    */
   pipelineDepth?: number;
 }
