@@ -1,7 +1,6 @@
 /**
- * How one API call is sent: authentication (a bearer token re-read from its file on every
- * request so a rotated service-account token is used at once, Multus #852; or an exec
- * credential plugin, run when its credential is missing or expired), a timeout per request
+ * How one API call is sent: with the current credential (`credentials.ts`: a token file
+ * re-read on every request, or an exec credential plugin), a timeout per request
  * (AbortSignal), and retries with exponential backoff for transient failures (connection
  * errors, timeouts, 429, 5xx). A 429 or 5xx answer's `Retry-After` is honoured as client-go
  * does (`checkWait`: 429 and every 5xx). With `deadlineMs` one call — attempts and waits — is
@@ -28,7 +27,8 @@ import {
   KubeError,
   noAnswerError,
 } from "./errors.ts";
-import type { ExecCredential, ExecCredentialSource } from "./exec_credential.ts";
+import { RequestCredentials } from "./credentials.ts";
+import type { ExecCredential } from "./exec_credential.ts";
 import type { KubeClientOptions, RequestBody } from "./request_options.ts";
 import { boundRanOut, retryDelay } from "./retry_policy.ts";
 import type { StreamResponse, StreamTransport } from "./stream.ts";
@@ -39,7 +39,6 @@ import {
   ResponseTooLargeError,
 } from "./http_semantics.ts";
 import { createTransport } from "./transport.ts";
-import { MAX_PIPELINE_DEPTH } from "./http1/transport.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
@@ -56,7 +55,7 @@ export class KubeRequester {
   #streams: StreamTransport | undefined;
   /** The client certificate the transports were made with (an exec plugin may change it). */
   #transportCert: string | undefined;
-  #exec: ExecCredentialSource | undefined;
+  #credentials: RequestCredentials;
   #timeoutMs: number;
   #retries: number;
   #backoffMs: number;
@@ -69,7 +68,6 @@ export class KubeRequester {
   #pipelineGets: boolean;
   #closer = new AbortController();
   #requestCount = 0;
-  #lastFileToken: string | undefined;
 
   /**
    * Creates a requester; nothing is opened until the first request.
@@ -87,6 +85,10 @@ export class KubeRequester {
     this.#signal = opts.signal;
     this.#onRequest = opts.onRequest;
     this.#pipelineGets = opts.pipelineGets ?? false;
+    this.#credentials = new RequestCredentials(this.#conn, {
+      logger: this.#logger,
+      signal: this.#signal,
+    });
   }
 
   /** HTTP requests actually sent so far, retries included. */
@@ -197,7 +199,7 @@ export class KubeRequester {
       if (res?.status === 401 && !authRetried && (this.#conn.tokenFile || this.#conn.exec)) {
         // The token may have been rotated (or the exec credential revoked) since we read it.
         authRetried = true;
-        this.#exec?.invalidate(cred);
+        this.#credentials.invalidate(cred);
         this.#logger.info("kube api answered 401, renewing the credential and retrying once", {
           method,
           path,
@@ -312,7 +314,7 @@ export class KubeRequester {
         },
       };
     }
-    if (res.status === 401 && cred && this.#exec?.invalidate(cred)) {
+    if (res.status === 401 && cred && this.#credentials.invalidate(cred)) {
       // A watch (or any stream) refused: the exec credential was revoked or rotated. The next
       // open runs the plugin again (client-go refreshes on every 401 of any request).
       this.#logger.info("kube api answered 401 to a watch, renewing the exec credential", {
@@ -352,25 +354,7 @@ export class KubeRequester {
       "accept": "application/json",
       "user-agent": this.#userAgent,
     };
-    let conn = this.#conn;
-    let token: string | undefined;
-    let cred: ExecCredential | undefined;
-    if (conn.exec) {
-      if (!this.#exec) {
-        const { ExecCredentialSource } = await lazyImport<typeof import("./exec_credential.ts")>(
-          "./exec_credential.ts",
-          import.meta.url,
-        );
-        this.#exec = new ExecCredentialSource(conn.exec, { cluster: conn, signal: this.#signal });
-      }
-      cred = await this.#exec.get();
-      token = cred.token;
-      if (cred.clientCertPem) {
-        conn = { ...conn, clientCertPem: cred.clientCertPem, clientKeyPem: cred.clientKeyPem };
-      }
-    } else {
-      token = await this.#token();
-    }
+    const { token, conn, cred } = await this.#credentials.current();
     if (token) headers["authorization"] = `Bearer ${token}`;
     if (this.#transport && this.#transportCert !== conn.clientCertPem) {
       // A new client certificate from the exec plugin: new connections.
@@ -379,35 +363,8 @@ export class KubeRequester {
       this.#transport = this.#streams = undefined;
     }
     this.#transportCert = conn.clientCertPem;
-    this.#transport ??= createTransport(conn, undefined, {
-      pipelineDepth: this.#pipelineGets ? MAX_PIPELINE_DEPTH : 1,
-    });
+    this.#transport ??= createTransport(conn, undefined, { pipelineGets: this.#pipelineGets });
     return { headers, conn, transport: this.#transport, cred };
-  }
-
-  async #token(): Promise<string | undefined> {
-    const file = this.#conn.tokenFile;
-    if (!file) return this.#conn.token;
-    let reason = "the file is empty";
-    try {
-      const t = (await Deno.readTextFile(file)).trim();
-      if (t) {
-        this.#lastFileToken = t;
-        return t;
-      }
-    } catch (err) {
-      reason = (err as Error).message;
-    }
-    // Like client-go's cached file token source: keep the last good value, else the static token.
-    const fallback = this.#lastFileToken ?? this.#conn.token;
-    if (fallback) {
-      this.#logger.warn("cannot read token file, using the previous token", {
-        tokenFile: file,
-        reason,
-      });
-      return fallback;
-    }
-    throw new KubeError("credentials", `Cannot read token file ${file}`, { details: reason });
   }
 
   #sleep(ms: number): Promise<void> {

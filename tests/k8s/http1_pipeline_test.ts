@@ -6,14 +6,16 @@
  */
 
 import assert from "node:assert/strict";
-import { Http1Transport } from "../../lib/k8s/http1/mod.ts";
+import { Http1Transport, MAX_PIPELINE_DEPTH } from "../../lib/k8s/http1/mod.ts";
+import { createTransport } from "../../lib/k8s/transport.ts";
+import { okResponse, type ScriptedConn, withScriptedServer } from "../support/scripted_http.ts";
 
 /** What the server does with one request: answer (keep-alive), answer then close, or close. */
 type Reply = { body: string; close?: boolean; delayMs?: number } | "drop";
 
 interface Seen {
   /** Per connection (in accept order), the paths of the requests received on it. */
-  conns: string[][];
+  readonly conns: string[][];
 }
 
 /**
@@ -26,86 +28,26 @@ async function withServer(
   hold: number,
   fn: (url: string, seen: Seen) => Promise<void>,
 ) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const seen: Seen = { conns: [] };
-  const open: Deno.Conn[] = [];
-  const serving = (async () => {
-    for await (const conn of listener) {
-      const c = seen.conns.length;
-      const paths: string[] = [];
-      seen.conns.push(paths);
-      open.push(conn);
-      const requests: string[] = [];
-      let wake: (() => void) | undefined;
-      let ended = false;
-      (async () => { // reader: splits the byte stream into requests (GETs, PATCH with a body)
-        const buf = new Uint8Array(65536);
-        let pending = "";
-        try {
-          for (;;) {
-            const n = await conn.read(buf);
-            if (n === null) break;
-            pending += new TextDecoder().decode(buf.subarray(0, n));
-            for (;;) {
-              const end = pending.indexOf("\r\n\r\n");
-              if (end < 0) break;
-              const len = Number(/content-length: (\d+)/i.exec(pending.slice(0, end))?.[1] ?? 0);
-              if (pending.length < end + 4 + len) break;
-              const head = pending.slice(0, end);
-              pending = pending.slice(end + 4 + len);
-              const [method, path] = head.split(" ");
-              paths.push(method === "GET" ? path : `${method} ${path}`);
-              requests.push(path);
-              wake?.();
-            }
-          }
-        } catch { /* closed */ }
-        ended = true;
-        wake?.();
-      })();
-      (async () => { // writer: answers in order
-        try {
-          for (let i = 0;; i++) {
-            const waitFor = c === 0 && i === 1 ? Math.max(hold, i + 1) : i + 1;
-            const until = Date.now() + 2000;
-            while (requests.length < waitFor && !ended && Date.now() < until) {
-              await new Promise<void>((r) => {
-                wake = r;
-                setTimeout(r, 50);
-              });
-            }
-            if (requests.length <= i) {
-              if (ended) return;
-              i--;
-              continue;
-            }
-            const reply = policy(c, i, requests[i]);
-            if (reply === "drop") break;
-            if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs));
-            const body = reply.body;
-            const text = `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n` +
-              (reply.close ? "Connection: close\r\n" : "") + `\r\n${body}`;
-            await conn.write(new TextEncoder().encode(text));
-            if (reply.close) break;
-          }
-        } catch { /* closed */ }
-        try {
-          conn.close();
-        } catch { /* closed */ }
-      })();
+  const script = async (c: ScriptedConn) => {
+    for (let i = 0;; i++) {
+      if (c.index === 0 && i === 1) await c.request(hold - 1, 2000);
+      const req = await c.request(i);
+      if (!req) break;
+      const reply = policy(c.index, i, req.path);
+      if (reply === "drop") break;
+      if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs));
+      await c.send(okResponse(reply.body, reply.close));
+      if (reply.close) break;
     }
-  })();
-  try {
-    await fn(`http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`, seen);
-  } finally {
-    listener.close();
-    for (const c of open) {
-      try {
-        c.close();
-      } catch { /* closed */ }
-    }
-    await serving.catch(() => {});
-  }
+    c.close();
+  };
+  await withScriptedServer({ script }, async (server) => {
+    await fn(server.url, {
+      get conns() {
+        return server.paths();
+      },
+    });
+  });
 }
 
 const get = (t: Http1Transport, url: string, signal = new AbortController().signal) =>
@@ -292,65 +234,34 @@ Deno.test("http1 pipelining: an aborted GET, queued or being read, leaves the ot
 /**
  * A server whose first connection answers its first request with `head` and half of a 4-byte
  * body, then waits until the test calls `finish` to send the rest (and close, as `head` says);
- * other connections answer each GET with its path. Records each connection's request paths.
+ * other connections answer each GET with its path.
  */
 async function withSlowBody(
   head: string,
-  fn: (url: string, conns: string[][], finish: () => void) => Promise<void>,
+  fn: (url: string, paths: () => string[][], finish: () => void) => Promise<void>,
 ) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const conns: string[][] = [];
-  const open: Deno.Conn[] = [];
   let finish!: () => void;
   const finished = new Promise<void>((r) => finish = r);
-  const serving = (async () => {
-    for await (const conn of listener) {
-      const c = conns.length;
-      const paths: string[] = [];
-      conns.push(paths);
-      open.push(conn);
-      (async () => {
-        const buf = new Uint8Array(65536);
-        let pending = "";
-        try {
-          for (;;) {
-            const n = await conn.read(buf);
-            if (n === null) break;
-            pending += new TextDecoder().decode(buf.subarray(0, n));
-            for (let end; (end = pending.indexOf("\r\n\r\n")) >= 0;) {
-              const path = pending.slice(0, end).split(" ")[1];
-              pending = pending.slice(end + 4);
-              paths.push(path);
-              if (c === 0 && paths.length === 1) {
-                await conn.write(new TextEncoder().encode(`${head}\r\nab`));
-                (async () => {
-                  await finished;
-                  await conn.write(new TextEncoder().encode("cd")).catch(() => {});
-                  try {
-                    conn.close();
-                  } catch { /* closed */ }
-                })();
-              } else if (c > 0) {
-                const text = `HTTP/1.1 200 OK\r\nContent-Length: ${path.length}\r\n\r\n${path}`;
-                await conn.write(new TextEncoder().encode(text));
-              }
-            }
-          }
-        } catch { /* closed */ }
-      })();
+  const script = async (c: ScriptedConn) => {
+    for (let i = 0;; i++) {
+      const req = await c.request(i);
+      if (!req) return;
+      if (c.index > 0) {
+        await c.send(okResponse(req.path));
+      } else if (i === 0) {
+        await c.send(`${head}\r\nab`);
+        (async () => {
+          await finished;
+          await c.send("cd").catch(() => {});
+          c.close();
+        })();
+      }
     }
-  })();
+  };
   try {
-    await fn(`http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`, conns, finish);
+    await withScriptedServer({ script }, (server) => fn(server.url, server.paths, finish));
   } finally {
     finish();
-    listener.close();
-    for (const c of open) {
-      try {
-        c.close();
-      } catch { /* closed */ }
-    }
-    await serving.catch(() => {});
   }
 }
 
@@ -362,7 +273,7 @@ for (
   ]
 ) {
   Deno.test(`http1 pipelining: no GET is pipelined behind a response whose head ends the connection (${name})`, async () => {
-    await withSlowBody(head, async (url, conns, finish) => {
+    await withSlowBody(head, async (url, paths, finish) => {
       const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
         pipelineDepth: 4,
       });
@@ -370,7 +281,7 @@ for (
         const first = get(t, `${url}/first`);
         // The head and half the body have been sent; the client reads the head at once (the
         // wait only has to outlast that read), then waits for the rest of the body.
-        while (conns[0]?.length !== 1) await new Promise((r) => setTimeout(r, 10));
+        while (paths()[0]?.length !== 1) await new Promise((r) => setTimeout(r, 10));
         await new Promise((r) => setTimeout(r, 300));
         const second = get(t, `${url}/second`);
         await new Promise((r) => setTimeout(r, 100));
@@ -378,7 +289,7 @@ for (
         assert.equal((await first).body, "abcd");
         assert.equal((await second).body, "/second");
         // RFC 9112 §9.6: nothing more is sent on a connection whose response said it ends.
-        assert.deepEqual(conns, [["/first"], ["/second"]]);
+        assert.deepEqual(paths(), [["/first"], ["/second"]]);
       } finally {
         t.close();
       }
@@ -388,48 +299,151 @@ for (
 
 Deno.test("http1 pipelining: a GET waiting for another GET's connection to open honours its own abort", async () => {
   // A TLS server that accepts and never answers the handshake: the first GET's open hangs.
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const accepted: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const c of listener) accepted.push(c);
-  })();
-  const url = `https://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`;
-  const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
-    pipelineDepth: 4,
+  await withScriptedServer({ parse: false }, async (server) => {
+    const url = server.url.replace("http:", "https:");
+    const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+      pipelineDepth: 4,
+    });
+    const opener = new AbortController();
+    const joiner = new AbortController();
+    try {
+      const first = get(t, `${url}/first`, opener.signal);
+      first.catch(() => {});
+      const second = get(t, `${url}/second`, joiner.signal);
+      let settled: PromiseSettledResult<unknown> | undefined;
+      second.then(
+        (value) => settled = { status: "fulfilled", value },
+        (reason) => settled = { status: "rejected", reason },
+      );
+      while (server.conns.length === 0) await new Promise((r) => setTimeout(r, 10));
+      joiner.abort(new DOMException("Request timed out", "TimeoutError"));
+      // Its caller's deadline, not the first GET's, bounds it: it gives up while the other
+      // connection is still being opened.
+      for (let ms = 0; !settled && ms < 3000; ms += 10) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const early = settled;
+      opener.abort(new DOMException("Request timed out", "TimeoutError"));
+      await Promise.allSettled([first, second]);
+      assert.ok(early, "the aborted GET waited for the other GET's connection");
+      assert.equal(early.status, "rejected");
+      assert.equal((early as PromiseRejectedResult).reason.name, "TimeoutError");
+      assert.equal(server.conns.length, 1); // it opened no connection of its own
+    } finally {
+      t.close();
+    }
   });
-  const opener = new AbortController();
-  const joiner = new AbortController();
-  try {
-    const first = get(t, `${url}/first`, opener.signal);
-    first.catch(() => {});
-    const second = get(t, `${url}/second`, joiner.signal);
-    let settled: PromiseSettledResult<unknown> | undefined;
-    second.then(
-      (value) => settled = { status: "fulfilled", value },
-      (reason) => settled = { status: "rejected", reason },
-    );
-    while (accepted.length === 0) await new Promise((r) => setTimeout(r, 10));
-    joiner.abort(new DOMException("Request timed out", "TimeoutError"));
-    // Its caller's deadline, not the first GET's, bounds it: it gives up while the other
-    // connection is still being opened.
-    for (let ms = 0; !settled && ms < 3000; ms += 10) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    const early = settled;
-    opener.abort(new DOMException("Request timed out", "TimeoutError"));
-    await Promise.allSettled([first, second]);
-    assert.ok(early, "the aborted GET waited for the other GET's connection");
-    assert.equal(early.status, "rejected");
-    assert.equal((early as PromiseRejectedResult).reason.name, "TimeoutError");
-    assert.equal(accepted.length, 1); // it opened no connection of its own
-  } finally {
-    t.close();
-    listener.close();
-    for (const c of accepted) {
+});
+
+Deno.test("http1 pipelining: GETs sent again after their connection closed share one new connection", async () => {
+  for (const how of ["Connection: close", "drop"]) {
+    const policy = (c: number, i: number, path: string): Reply =>
+      c === 0 && i === 1 ? (how === "drop" ? "drop" : { body: path, close: true }) : { body: path };
+    await withServer(policy, 4, async (url, seen) => {
+      const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false }, {
+        pipelineDepth: 4,
+      });
       try {
-        c.close();
-      } catch { /* closed */ }
-    }
-    await accepting.catch(() => {});
+        await get(t, `${url}/pod`);
+        const paths = ["/a", "/b", "/c"];
+        const bodies = await Promise.all(paths.map((p) => get(t, `${url}${p}`)));
+        assert.deepEqual(bodies.map((b) => b.body), paths);
+        // Those without an answer went again together, pipelined on one new connection.
+        const again = how === "drop" ? paths : ["/b", "/c"];
+        assert.deepEqual(seen.conns, [["/pod", ...paths], again], how);
+      } finally {
+        t.close();
+      }
+    });
   }
+});
+
+Deno.test("http1 pipelining: createTransport's pipelineGets pipelines up to the transport's depth; the request layer leaves the depth to it", async () => {
+  await withServer(echo, 4, async (url, seen) => {
+    const t = createTransport({ server: url, insecureSkipTlsVerify: false }, {}, {
+      pipelineGets: true,
+    });
+    try {
+      const paths = ["/a", "/b", "/c", "/d", "/e"];
+      const bodies = await Promise.all(
+        paths.map((p) =>
+          t.send({
+            method: "GET",
+            url: `${url}${p}`,
+            headers: {},
+            signal: new AbortController().signal,
+          })
+        ),
+      );
+      assert.deepEqual(bodies.map((b) => b.body), paths);
+      assert.equal(MAX_PIPELINE_DEPTH, 4);
+      assert.deepEqual(seen.conns, [["/a", "/b", "/c", "/d"], ["/e"]]);
+    } finally {
+      t.close();
+    }
+  });
+  // The depth is the transport's: the request layer imports nothing of http1/.
+  const source = await Deno.readTextFile(new URL("../../lib/k8s/request.ts", import.meta.url));
+  const imports = [...source.matchAll(/^import [^;]*? from "([^"]+)";/gms)].map((m) => m[1]);
+  assert.ok(imports.includes("./transport.ts"), imports.join(", "));
+  assert.deepEqual(imports.filter((i) => i.includes("http1")), []);
+});
+
+/**
+ * Reads one connection's requests as bytes (a request head may be MiBs long), calling `onHead`
+ * with each request's path once its head is in; stops when `onHead` returns false or the
+ * client ends.
+ */
+async function readHeads(conn: Deno.Conn, onHead: (path: string) => Promise<boolean>) {
+  const buf = new Uint8Array(256 * 1024);
+  let line = ""; // the start of the current head (its request line)
+  let tail = ""; // the last 3 bytes seen, to find "\r\n\r\n" across reads
+  for (;;) {
+    const n = await conn.read(buf).catch(() => null);
+    if (n === null) return;
+    let text = tail + new TextDecoder("latin1").decode(buf.subarray(0, n));
+    for (let end; (end = text.indexOf("\r\n\r\n")) >= 0;) {
+      line += text.slice(0, Math.min(end, 200));
+      if (!await onHead(line.split(" ")[1])) return;
+      line = "";
+      text = text.slice(end + 4);
+    }
+    if (line.length < 200) line += text.slice(0, 200);
+    tail = text.slice(-3);
+  }
+}
+
+Deno.test("http1 pipelining: a GET whose write fails after the GETs before it were answered is sent again once", async () => {
+  // The second GET's head is 32 MiB, more than the socket buffers hold, so its write is still
+  // going when the server answers the first GET (keep-alive) and closes with the rest unread:
+  // the kernel resets the connection and the write fails (ECONNRESET/EPIPE) after the first
+  // GET's answer arrived. Another connection answers every GET.
+  const big = "x".repeat(32 * 1024 * 1024);
+  const script = async (c: ScriptedConn) => {
+    await readHeads(c.conn, async (path) => {
+      await c.send(okResponse(path));
+      return c.index > 0; // the first connection: one answer, then the reset
+    });
+    c.close();
+  };
+  await withScriptedServer({ script, parse: false }, async (server) => {
+    const t = new Http1Transport({ server: server.url, insecureSkipTlsVerify: false }, {
+      pipelineDepth: 4,
+    });
+    try {
+      const signal = new AbortController().signal;
+      const a = get(t, `${server.url}/a`);
+      const b = t.send({ method: "GET", url: `${server.url}/b`, headers: { big }, signal });
+      const [ra, rb] = await Promise.allSettled([a, b]);
+      assert.equal(ra.status === "fulfilled" && ra.value.body, "/a");
+      assert.ok(
+        rb.status === "fulfilled",
+        `the second GET failed: ${rb.status === "rejected" && rb.reason}`,
+      );
+      assert.equal(rb.value.body, "/b");
+      assert.equal(server.conns.length, 2); // sent again once, on a new connection
+    } finally {
+      t.close();
+    }
+  });
 });

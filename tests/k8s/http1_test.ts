@@ -7,63 +7,31 @@
 import assert from "node:assert/strict";
 import { abortable, Http1Transport, MAX_RESPONSE_BYTES } from "../../lib/k8s/http1/mod.ts";
 import { createTransport, proxyApplies } from "../../lib/k8s/transport.ts";
+import { createCa, defaultCertSet } from "../support/certs.ts";
+import { startTcpProxy } from "../support/tcp_proxy.ts";
+import { okResponse, type ScriptedConn, withScriptedServer } from "../support/scripted_http.ts";
 
-/** A server answering each request on a connection with the next scripted reply. */
+/** A server answering each request, on whichever connection, with the next scripted reply. */
 async function withServer(
   replies: (string | ((req: string) => string | undefined))[],
   fn: (url: string, seen: { requests: string[]; connections: number }) => Promise<void>,
 ) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const seen = { requests: [] as string[], connections: 0 };
   let next = 0;
-  const conns: Deno.Conn[] = [];
-  const serving = (async () => {
-    for await (const conn of listener) {
-      seen.connections++;
-      conns.push(conn);
-      (async () => {
-        const buf = new Uint8Array(65536);
-        let pending = "";
-        try {
-          for (;;) {
-            const n = await conn.read(buf);
-            if (n === null) break;
-            pending += new TextDecoder().decode(buf.subarray(0, n));
-            const end = pending.indexOf("\r\n\r\n");
-            if (end < 0) continue;
-            const head = pending.slice(0, end);
-            const len = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0);
-            if (pending.length < end + 4 + len) continue;
-            const req = pending.slice(0, end + 4 + len);
-            pending = pending.slice(end + 4 + len);
-            seen.requests.push(req);
-            const r = replies[next++];
-            const text = typeof r === "function" ? r(req) : r;
-            if (text === undefined) {
-              conn.close();
-              return;
-            }
-            await conn.write(new TextEncoder().encode(text));
-            if (/connection: close/i.test(text)) {
-              conn.close();
-              return;
-            }
-          }
-        } catch { /* closed */ }
-      })();
+  const script = async (c: ScriptedConn) => {
+    seen.connections++;
+    for (let i = 0;; i++) {
+      const req = await c.request(i);
+      if (!req) return;
+      seen.requests.push(req.raw);
+      const r = replies[next++];
+      const text = typeof r === "function" ? r(req.raw) : r;
+      if (text === undefined) return c.close();
+      await c.send(text);
+      if (/connection: close/i.test(text)) return c.close();
     }
-  })();
-  try {
-    await fn(`http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`, seen);
-  } finally {
-    listener.close();
-    for (const c of conns) {
-      try {
-        c.close();
-      } catch { /* closed */ }
-    }
-    await serving.catch(() => {});
-  }
+  };
+  await withScriptedServer({ script }, (server) => fn(server.url, seen));
 }
 
 const get = (t: Http1Transport, url: string, signal = new AbortController().signal) =>
@@ -246,4 +214,74 @@ Deno.test("abortable: a late result whose discard throws (a connection closed tw
     /before/,
   );
   await new Promise((r) => setTimeout(r, 20));
+});
+
+Deno.test("http1: a GET aborted once its connection is up, before its request is written, writes nothing and leaves the connection to the next", async () => {
+  // The kubeconfig CA bundle starts with 80 copies of a CA of the same name but another key:
+  // the pin check after the handshake (tls_pin.ts) checks a signature against each, so the
+  // connection is up (the server's handshake is done) well before the request could be
+  // written. The abort comes then.
+  const certs = await defaultCertSet();
+  const decoy = await createCa("manifold-test-ca");
+  const caCertPem = decoy.certPem.repeat(80) + certs.ca.certPem;
+  let handshaken!: () => void;
+  const up = new Promise<void>((r) => handshaken = r);
+  const script = async (c: ScriptedConn) => {
+    await (c.conn as Deno.TlsConn).handshake();
+    handshaken();
+    void c.readRequests();
+    for (let i = 0;; i++) {
+      const req = await c.request(i);
+      if (!req) return;
+      await c.send(okResponse(req.path));
+    }
+  };
+  const tls = { certPem: certs.server.certPem, keyPem: certs.server.keyPem };
+  await withScriptedServer({ script, parse: false, tls }, async (server) => {
+    const t = new Http1Transport({ server: server.url, caCertPem, insecureSkipTlsVerify: false });
+    try {
+      const stop = new AbortController();
+      const aborted = get(t, `${server.url}/aborted`, stop.signal);
+      await up;
+      stop.abort(new DOMException("Request timed out", "TimeoutError"));
+      await assert.rejects(aborted, (e: Error) => e.name === "TimeoutError");
+      assert.equal((await get(t, `${server.url}/next`)).body, "/next");
+      // Nothing of the aborted GET reached the server; its connection served the next GET.
+      assert.deepEqual(server.paths(), [["/next"]]);
+    } finally {
+      t.close();
+    }
+  });
+});
+
+Deno.test("http1: a kept-alive TLS connection dropped without close_notify is retried once on a new one", async () => {
+  // A proxy drops the idle connection as a middlebox or a load balancer does: the next
+  // request's read fails (Deno's TLS: UnexpectedEof, or a reset) before any byte of the answer.
+  const certs = await defaultCertSet();
+  const tls = { certPem: certs.server.certPem, keyPem: certs.server.keyPem };
+  const script = async (c: ScriptedConn) => {
+    for (let i = 0;; i++) {
+      const req = await c.request(i);
+      if (!req) return;
+      await c.send(okResponse(req.path));
+    }
+  };
+  await withScriptedServer({ script, tls }, async (server) => {
+    const proxy = startTcpProxy({ hostname: "127.0.0.1", port: Number(new URL(server.url).port) });
+    const url = `https://127.0.0.1:${proxy.port}`;
+    const t = new Http1Transport({
+      server: url,
+      caCertPem: certs.ca.certPem,
+      insecureSkipTlsVerify: false,
+    });
+    try {
+      assert.equal((await get(t, `${url}/a`)).body, "/a");
+      assert.equal(proxy.cut(), 1);
+      assert.equal((await get(t, `${url}/b`)).body, "/b");
+      assert.equal(proxy.accepted, 2);
+    } finally {
+      t.close();
+      await proxy.close();
+    }
+  });
 });

@@ -27,6 +27,13 @@ export interface TcpProxy {
    * @returns how many connections were black-holed
    */
   blackhole(): number;
+  /**
+   * Drops every connection open now: both sides closed at once, without a word (no TLS
+   * `close_notify`), as a middlebox, a NAT timeout or a load balancer drops an idle connection;
+   * connections accepted later flow normally.
+   * @returns how many connections were dropped
+   */
+  cut(): number;
   /** Closes the listener and every connection; idempotent. */
   close(): Promise<void>;
 }
@@ -63,6 +70,11 @@ export function startTcpProxy(
     blackhole() {
       for (const c of conns) holed.add(c);
       return conns.size / 2;
+    },
+    cut() {
+      const n = conns.size / 2;
+      for (const c of conns) closeQuietly(c);
+      return n;
     },
     async close() {
       proxy.resume();

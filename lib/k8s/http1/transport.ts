@@ -6,28 +6,32 @@
  * that start-up cost is most of its API time. kube-apiserver speaks HTTP/1.1 (ALPN
  * `http/1.1` is offered, so it never switches to HTTP/2).
  *
- * What it does (RFC 9112): keep-alive connections reused for later requests (a reused
- * connection the server closed before answering is retried once on a new one, for idempotent
- * methods only: a POST/PATCH may have reached the server). One request at a time per
- * connection, unless {@link Http1Options.pipelineDepth} allows pipelining (§9.3.2; the
- * per-call plugin's client, `pipelineGets`): then a GET that finds no idle connection is
- * written at once on a busy one whose outstanding requests are all GETs (at most
- * {@link MAX_PIPELINE_DEPTH} outstanding), or behind the GET a connection is being opened for,
- * and its response is read after theirs, in order — saving a TCP + TLS set-up: 2 round trips
- * to a distant server; on loopback its ≈ 2–3 ms of main-thread work are won back by the server,
- * which serves one connection's requests one after the other. Never a non-GET, never
- * behind one, nor behind a response whose head ends the connection (`Connection: close`, a
- * body read to the close: RFC 9112 §9.6). When that connection ends before a queued GET's
- * response (`Connection: close` on an earlier one, a close or reset, a framing error, an abort
- * of the one being read), the queued GETs are sent again once on a new connection; a queued
- * GET whose caller aborts is answered at once and, when its turn comes, closes the connection
- * (its response is not read), so the GETs behind it are sent again too. `manifold daemon`
- * leaves it off: a GET there would wait behind a slow LIST. `Content-Length` and `chunked`
- * bodies, or read-to-close; no compression (none is asked for); bodies capped at
- * {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError}, final). TLS: the kubeconfig CA
- * pinned — `Deno.startTls` then `checkPinnedPeer` (tls_pin.ts), or, with a client
- * certificate (which `Deno.startTls` takes none of), `node:tls` whose `ca` replaces the roots
- * (pinned_tls.ts); without a CA the system roots; `TCP_NODELAY`. Not done (the `fetch`
+ * What it does (RFC 9112): keep-alive connections reused for later requests (a request on a reused
+ * connection that the server closed or reset before answering — its write failing with EPIPE or
+ * ECONNRESET, a TLS connection dropped without `close_notify` included — is sent again once on a
+ * new connection, for idempotent methods only: a POST/PATCH may have reached the server; RFC 9112
+ * §9.3.2, as Go's `persistConn.shouldRetryRequest`). A request aborted while its connection is set
+ * up writes nothing, also when the abort comes after the handshake (the pin check); that
+ * connection is kept. One request at a time per connection, unless
+ * {@link Http1Options.pipelineGets} asks for pipelining (§9.3.2; the per-call plugin's client,
+ * `pipelineGets`): then a GET that finds no idle connection is written at once on a busy one whose
+ * outstanding requests are all GETs (at most {@link MAX_PIPELINE_DEPTH} outstanding), or behind
+ * the GET a connection is being opened for, and its response is read after theirs, in order —
+ * saving a TCP + TLS set-up: 2 round trips to a distant server; on loopback its ≈ 2–3 ms of
+ * main-thread work are won back by the server, which serves one connection's requests one after
+ * the other. Never a non-GET, never behind one, nor behind a response whose head ends the
+ * connection (`Connection: close`, a body read to the close: RFC 9112 §9.6). When that connection
+ * ends before a queued GET's response (`Connection: close` on an earlier one, a close or reset, a
+ * framing error, an abort of the one being read), the queued GETs are sent again once, together:
+ * the first opens a new connection and the others are pipelined on it (up to the depth; never on
+ * an idle one, which the server may have closed too); a queued GET whose caller aborts is answered
+ * at once and, when its turn comes, closes the connection (its response is not read), so the GETs
+ * behind it are sent again too. `manifold daemon` leaves it off: a GET there would wait behind a
+ * slow LIST. `Content-Length` and `chunked` bodies, or read-to-close; no compression (none is
+ * asked for); bodies capped at {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError}, final).
+ * TLS: the kubeconfig CA pinned — `Deno.startTls` then `checkPinnedPeer` (tls_pin.ts), or, with a
+ * client certificate (which `Deno.startTls` takes none of), `node:tls` whose `ca` replaces the
+ * roots (pinned_tls.ts); without a CA the system roots; `TCP_NODELAY`. Not done (the `fetch`
  * transport covers them, see `transport.ts`): proxies, HTTP/2.
  *
  * @module
@@ -39,7 +43,13 @@ import { checkPinnedPeer } from "../tls_pin.ts";
 import type { KubeConnection } from "../connection.ts";
 import type { Transport, TransportRequest, TransportResponse } from "../transport_types.ts";
 import { connectPinnedTls } from "../pinned_tls.ts";
-import { Connection, ConnectionClosedError, encodeRequest, readResponse } from "./wire.ts";
+import {
+  Connection,
+  connectionBroken,
+  ConnectionClosedError,
+  encodeRequest,
+  readResponse,
+} from "./wire.ts";
 
 /** Idle keep-alive connections kept per transport. */
 const MAX_IDLE = 4;
@@ -47,12 +57,19 @@ const MAX_IDLE = 4;
 /** Options of {@link Http1Transport}. */
 export interface Http1Options {
   /**
-   * Requests one connection may have outstanding, ≥ 1; default 1 (no pipelining). Above 1, a
-   * GET that finds no idle connection is written at once on a busy connection whose outstanding
-   * requests are all GETs, while fewer than this many are (RFC 9112 §9.3.2), instead of opening
-   * another connection: for a process making a few requests (the per-call plugin), not for one
+   * Pipeline GETs (RFC 9112 §9.3.2): a GET that finds no idle connection is written at once on
+   * a busy connection whose outstanding requests are all GETs, while fewer than
+   * {@link MAX_PIPELINE_DEPTH} are, instead of opening another connection. For a process
+   * making a few requests (the per-call plugin, `KubeClientOptions.pipelineGets`), not for one
    * sharing its connections between many (`manifold daemon`: a GET would wait behind a slow
-   * LIST).
+   * LIST). Default false.
+   */
+  pipelineGets?: boolean;
+  /**
+   * Requests one connection may have outstanding, 1 to {@link MAX_PIPELINE_DEPTH}; default
+   * {@link MAX_PIPELINE_DEPTH} with {@link Http1Options.pipelineGets}, else 1 (no
+   * pipelining). A depth of its own, for tests; callers say
+   * {@link Http1Options.pipelineGets}.
    */
   pipelineDepth?: number;
 }
@@ -62,7 +79,7 @@ export const MAX_PIPELINE_DEPTH = 4;
 
 /**
  * HTTP/1.1 over TLS (or plain TCP for `http:` servers) to one API server, with a small pool of
- * kept-alive connections, optionally pipelining GETs ({@link Http1Options.pipelineDepth}).
+ * kept-alive connections, optionally pipelining GETs ({@link Http1Options.pipelineGets}).
  */
 export class Http1Transport implements Transport {
   #conn: KubeConnection;
@@ -82,60 +99,32 @@ export class Http1Transport implements Transport {
   constructor(conn: KubeConnection, opts: Http1Options = {}) {
     this.#conn = conn;
     this.#base = new URL(conn.server);
-    this.#depth = Math.max(1, Math.min(MAX_PIPELINE_DEPTH, Math.floor(opts.pipelineDepth ?? 1)));
+    const depth = opts.pipelineDepth ?? (opts.pipelineGets ? MAX_PIPELINE_DEPTH : 1);
+    this.#depth = Math.max(1, Math.min(MAX_PIPELINE_DEPTH, Math.floor(depth)));
   }
 
   async send(req: TransportRequest): Promise<TransportResponse> {
     if (this.#closed) throw new Error("Transport is closed");
     req.signal.throwIfAborted();
     const head = encodeRequest(req);
-    // A kept-alive or pipelined connection: the server may close it before this request's
-    // response (idle timeout, `Connection: close` on an earlier response).
-    let conn = this.#idle.pop() ?? this.#pipelinable(req.method);
-    let shared = conn !== undefined;
-    const joinable = conn ? undefined : this.#joinable(req.method);
-    if (joinable) {
-      // Behind the GET that is opening a connection: its continuation runs first (it awaits
-      // the same promise, earlier) and queues its request before this one. Its open failing
-      // or aborted: this one opens its own. Its own abort (its caller's deadline) ends the
-      // wait; the connection stays the other GET's.
-      joinable.joined++;
-      conn = await abortable(joinable.conn, req.signal, () => {}).catch(() => undefined);
-      if (req.signal.aborted) {
-        joinable.joined--;
-        throw req.signal.reason;
-      }
-      if (this.#closed) throw new Error("Transport is closed");
-      if (conn?.closing) conn = undefined;
-      shared = conn !== undefined;
-    }
-    if (!conn) {
-      const opening = req.method === "GET" && this.#depth > 1
-        ? { conn: this.#open(req.signal), joined: 0 }
-        : undefined;
-      if (opening) this.#opening.add(opening);
-      try {
-        conn = await (opening?.conn ?? this.#open(req.signal));
-      } catch (err) {
-        // Nothing of the request was written: a caller may send a non-idempotent call again.
-        if (err && typeof err === "object") {
-          Object.assign(err, { connectFailed: true });
-        }
-        throw err;
-      } finally {
-        if (opening) this.#opening.delete(opening);
-      }
-    }
+    // Taken synchronously: in the pool's count (busy) before another request looks.
+    const reused = this.#reusable(req.method, false);
+    const { conn, shared } = reused
+      ? { conn: reused, shared: true }
+      : await this.#connect(req, false);
     try {
       return await this.#exchange(conn, req, head);
     } catch (err) {
-      // Closed before this request's response: once more on a new connection. Only for
-      // idempotent methods (a POST/PATCH may have reached the server), and only once.
+      // A kept-alive or pipelined connection ended before this request's response (closed,
+      // reset, the write failed): once more on a new connection, shared by the GETs sent again
+      // with it. Only for idempotent methods (a POST/PATCH may have reached the server), and
+      // only once (RFC 9112 §9.3.2; Go's persistConn.shouldRetryRequest).
       if (
         shared && err instanceof ConnectionClosedError && err.beforeResponse &&
         !req.signal.aborted && !this.#closed && IDEMPOTENT_METHODS.has(req.method)
       ) {
-        return await this.#exchange(await this.#open(req.signal), req, head);
+        const again = this.#reusable(req.method, true) ?? (await this.#connect(req, true)).conn;
+        return await this.#exchange(again, req, head);
       }
       throw err;
     }
@@ -146,6 +135,81 @@ export class Http1Transport implements Transport {
     for (const c of [...this.#idle, ...this.#busy]) c.close();
     this.#idle = [];
     this.#busy.clear();
+  }
+
+  /**
+   * A connection already open that a request may use now: an idle one, else (a GET,
+   * pipelining on) a busy one it may be pipelined on. For a request sent again (`retry`) never
+   * an idle one: the server that closed its connection may have closed those too (a restart).
+   */
+  #reusable(method: string, retry: boolean): Connection | undefined {
+    return (retry ? undefined : this.#idle.pop()) ?? this.#pipelinable(method);
+  }
+
+  /**
+   * A connection for a request that found none {@link #reusable}: (a GET, pipelining on) one
+   * being opened for another GET, else a new one — GETs sent again together share the one the
+   * first of them opens.
+   * @returns the connection, and whether it was opened for another request (`shared`: it may
+   *   end before this request's response)
+   * @throws the signal's reason when aborted, also once the connection is set up (nothing is
+   *   written then); the connect or TLS error, marked `connectFailed` for a first attempt
+   */
+  async #connect(
+    req: TransportRequest,
+    retry: boolean,
+  ): Promise<{ conn: Connection; shared: boolean }> {
+    const joinable = this.#joinable(req.method);
+    if (joinable) {
+      // Behind the GET that is opening a connection: its continuation runs first (it awaits
+      // the same promise, earlier) and queues its request before this one. Its open failing
+      // or aborted: this one opens its own. Its own abort (its caller's deadline) ends the
+      // wait; the connection stays the other GET's.
+      joinable.joined++;
+      const conn = await abortable(joinable.conn, req.signal, () => {}).catch(() => undefined);
+      if (req.signal.aborted) {
+        joinable.joined--;
+        throw req.signal.reason;
+      }
+      if (this.#closed) throw new Error("Transport is closed");
+      if (conn && !conn.closing) return { conn, shared: true };
+    }
+    const opening = req.method === "GET" && this.#depth > 1
+      ? { conn: this.#open(req.signal), joined: 0 }
+      : undefined;
+    if (opening) this.#opening.add(opening);
+    let conn: Connection;
+    try {
+      conn = await (opening?.conn ?? this.#open(req.signal));
+    } catch (err) {
+      // Nothing of the request was written: a caller may send a non-idempotent call again.
+      if (!retry && err && typeof err === "object") Object.assign(err, { connectFailed: true });
+      throw err;
+    } finally {
+      if (opening) this.#opening.delete(opening);
+    }
+    if (this.#closed) {
+      conn.close();
+      throw new Error("Transport is closed");
+    }
+    if (req.signal.aborted) {
+      // Aborted once the connection was up, before its request was written (the last steps
+      // of the set-up, the pin check, are not abortable): nothing is written. The connection
+      // is the GETs' that joined it, else kept for the next request.
+      if (!opening?.joined) this.#release(conn);
+      throw req.signal.reason;
+    }
+    return { conn, shared: false };
+  }
+
+  /** A connection nobody uses: idle in the pool when there is room, else closed. */
+  #release(conn: Connection): void {
+    if (!conn.closing && !this.#closed && this.#idle.length < MAX_IDLE) {
+      conn.getsOnly = true;
+      this.#idle.push(conn);
+    } else {
+      conn.close();
+    }
   }
 
   /**
@@ -242,13 +306,24 @@ export class Http1Transport implements Transport {
     const work = (async () => {
       await turn;
       if (conn.closed) throw new ConnectionClosedError(true);
+      // The write failed (EPIPE, ECONNRESET: the server closed or reset the connection after
+      // the answers before this one): no byte of this response came, as a close before it.
       const failed = await written;
-      if (failed !== undefined) throw failed;
+      if (failed !== undefined) throw new ConnectionClosedError(true, failed);
       if (conn.closed) throw new ConnectionClosedError(true);
       req.signal.throwIfAborted();
       reading = true;
       conn.startResponse();
-      return await readResponse(conn, req.method);
+      try {
+        return await readResponse(conn, req.method);
+      } catch (err) {
+        // A reset before any byte of the response: as a close (Go: a read error on a reused
+        // connection before the response, `transportReadFromServerError`, is retried).
+        if (conn.received === 0 && connectionBroken(err)) {
+          throw new ConnectionClosedError(true, err);
+        }
+        throw err;
+      }
     })();
     const settled = work.then(
       (res) => res.keepAlive,
@@ -260,12 +335,7 @@ export class Http1Transport implements Transport {
       done();
       if (conn.outstanding > 0) return;
       this.#busy.delete(conn);
-      if (!conn.closing && !this.#closed && this.#idle.length < MAX_IDLE) {
-        conn.getsOnly = true;
-        this.#idle.push(conn);
-      } else {
-        conn.close();
-      }
+      this.#release(conn);
     });
     try {
       // The connection is back in the pool (or closed) before the caller sees the answer.

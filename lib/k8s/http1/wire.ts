@@ -36,15 +36,32 @@ export class ConnectionClosedError extends Error {
   /**
    * The error for a connection that ended.
    * @param beforeResponse true when no byte of the response had arrived (a GET may be resent)
+   * @param cause the socket's error (a reset, a failed write), when it ended so
    */
-  constructor(readonly beforeResponse: boolean) {
+  constructor(readonly beforeResponse: boolean, cause?: unknown) {
     super(
-      beforeResponse
+      (beforeResponse
         ? "connection closed by the server before the response"
-        : "connection closed in the middle of the response",
+        : "connection closed in the middle of the response") +
+        (cause === undefined ? "" : `: ${cause instanceof Error ? cause.message : cause}`),
+      { cause },
     );
     this.name = "ConnectionClosedError";
   }
+}
+
+const BROKEN_CODES = new Set(["EPIPE", "ECONNRESET", "ECONNABORTED"]);
+
+/**
+ * Whether `err` says the peer ended the connection: a reset, a broken pipe, an end of stream
+ * inside TLS (`Deno.errors`; the `code` of a `node:tls` socket's error).
+ * @param err a socket's read or write error
+ * @returns true for those; false for anything else (a malformed answer, an abort)
+ */
+export function connectionBroken(err: unknown): boolean {
+  return err instanceof Deno.errors.BrokenPipe || err instanceof Deno.errors.ConnectionReset ||
+    err instanceof Deno.errors.ConnectionAborted || err instanceof Deno.errors.UnexpectedEof ||
+    BROKEN_CODES.has((err as { code?: string } | undefined)?.code ?? "");
 }
 
 /**
