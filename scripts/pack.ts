@@ -13,7 +13,9 @@
  *    scratch directory, where each `lazyImport<typeof import("X")>("X", import.meta.url)` and
  *    `load<typeof import("X")>("X")` call becomes `import("X")`, so the bundler sees the branch
  *    and makes it a chunk (lib/util/lazy.ts says why the sources compute their specifiers). A
- *    call site the rewrite does not recognise fails the build. Any other `import.meta.url`
+ *    call site the rewrite does not recognise fails the build, and so does any other `import()`
+ *    of a computed specifier (it would name a file beside the chunk, or load a second copy of a
+ *    source module) and `import.meta.resolve`/`dirname`/`filename`. Any other `import.meta.url`
  *    becomes the source file's own URL, computed from the chunk's place (`pack/` sits beside
  *    `main.ts`), so a path relative to a source file still names the same file.
  * 2. `deno bundle --code-splitting --format esm --platform deno --keep-names`, every npm package
@@ -48,6 +50,15 @@ const ROOT = new URL("../", import.meta.url);
 const LAZY_CALL =
   /\b(lazyImport|load)<\s*typeof import\("([^"]+)"\)\s*>\(\s*"([^"]+)"(\s*,\s*import\.meta\.url)?\s*,?\s*\)/g;
 
+/**
+ * Files allowed a computed `import(…)` and how many: the two loaders themselves, lazyImport's
+ * body and main.ts's `load` (reached in a pack only by the CLI, which runs main.ts).
+ */
+const COMPUTED_IMPORTS_ALLOWED: Readonly<Record<string, number>> = {
+  "lib/util/lazy.ts": 1,
+  "main.ts": 1,
+};
+
 /** What the sources of one pack are, and what became of them. */
 export interface PackReport {
   /** Output directory (absolute). */
@@ -79,8 +90,10 @@ async function tsFiles(dir: string): Promise<string[]> {
  * @param rel the file's path relative to the tree's root (`lib/multinet/plugin.ts`)
  * @param text its source
  * @returns the rewritten source and the counts of each rewrite
- * @throws Error when a lazy call's type argument and specifier name different modules, or a
- *   `lazyImport(`/`load(` call is left that the pattern did not take
+ * @throws Error when a lazy call's type argument and specifier name different modules, a
+ *   `lazyImport(`/`load(` call is left that the pattern did not take, an `import(…)` of a
+ *   computed specifier is left (but the loaders' own, {@link COMPUTED_IMPORTS_ALLOWED}), or an
+ *   `import.meta` property other than `url` and `main` is used
  */
 export function rewriteSource(
   rel: string,
@@ -100,6 +113,20 @@ export function rewriteSource(
   if (left.length + leftLoad.length > 0) {
     throw new Error(`${rel}: a lazy call the pack cannot rewrite (${[...left, ...leftLoad][0]})`);
   }
+  // Any other computed `import(…)` would resolve against its chunk in pack/ (a relative
+  // specifier names no file there) or, through `import.meta.url`, load the source module
+  // beside the pack's copy of it: a second instance of every module it reaches (another
+  // `CniError` class, another module-level cache). Only the two loaders' own bodies may.
+  const computed = code.match(/\bimport\s*\(\s*(?!["'\s])/g)?.length ?? 0;
+  if (computed > (COMPUTED_IMPORTS_ALLOWED[rel] ?? 0)) {
+    throw new Error(
+      `${rel}: an import() of a computed specifier the pack cannot follow; load the module ` +
+        "through lazyImport (lib/util/lazy.ts) with a literal specifier",
+    );
+  }
+  // `import.meta.url` is rewritten below; the others would name the chunk, not the source file.
+  const meta = code.match(/\bimport\.meta\.(?!url\b|main\b)[A-Za-z_$][\w$]*/);
+  if (meta) throw new Error(`${rel}: ${meta[0]} names the chunk in the pack, not this file`);
   let metaUrls = 0;
   const self = JSON.stringify(`../${rel}`);
   out = out.replace(/\bimport\.meta\.url\b/g, () => {

@@ -83,6 +83,38 @@ Deno.test("pack: lazy calls become imports, import.meta.url keeps naming its sou
   assert.match(main.text, /new URL\(path, new URL\("\.\.\/main\.ts", import\.meta\.url\)\.href\)/);
 });
 
+Deno.test("pack: an import() of a computed specifier, or import.meta.resolve, fails the build", () => {
+  // Not a lazy call: in a chunk it would resolve against pack/, or (through import.meta.url)
+  // load the source module beside the pack's copy, a second CniError class.
+  for (
+    const src of [
+      "const m = await import(spec);",
+      "const m = await import(new URL(spec, import.meta.url).href);",
+      "const m = await import( `./verbs/${verb}.ts`);",
+      'const p = import.meta.resolve("./x.ts");',
+      "const d = import.meta.dirname;",
+    ]
+  ) {
+    assert.throws(() => rewriteSource("lib/multinet/plugin.ts", src), /pack|chunk/, src);
+  }
+  // The loaders' own bodies, literal imports and type references stay allowed.
+  rewriteSource(
+    "lib/util/lazy.ts",
+    "return import(base === undefined ? specifier : new URL(specifier, base).href);",
+  );
+  assert.throws(() =>
+    rewriteSource(
+      "lib/util/lazy.ts",
+      "return import(a);\nreturn import(b);",
+    ), /computed/);
+  const ok = rewriteSource(
+    "lib/k8s/pinned_tls.ts",
+    'tlsModule ??= import("node:tls");\nlet k: import("../k8s/client.ts").KubeClient;\n' +
+      "// import(spec) in a comment\nif (import.meta.main) {}",
+  );
+  assert.equal(ok.lazyCalls, 0);
+});
+
 Deno.test("pack: chunks' dynamic imports become computed specifiers", () => {
   const js = [
     'import { a } from "./chunk-A.js";',
