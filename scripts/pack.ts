@@ -269,6 +269,26 @@ export async function buildPackedTree(dir: string): Promise<PackReport> {
   return await buildPack(`${root}/pack`);
 }
 
+/**
+ * OUT_DIR as the directory it will be: absolute, `.` and `..` resolved, its parent's symbolic
+ * links followed (when the parent exists), no trailing slash — so `./pack`, `scripts/../pack`
+ * or a link to the tree name this tree's own pack as `pack` does.
+ *
+ * @param arg OUT_DIR as given, absolute or relative to the working directory
+ * @returns the absolute path
+ */
+export async function resolveOutDir(arg: string): Promise<string> {
+  const parts: string[] = [];
+  for (const seg of `${arg.startsWith("/") ? "" : await Deno.realPath(".")}/${arg}`.split("/")) {
+    if (seg === "..") parts.pop();
+    else if (seg !== "" && seg !== ".") parts.push(seg);
+  }
+  const abs = `/${parts.join("/")}`;
+  const slash = abs.lastIndexOf("/");
+  const parent = await Deno.realPath(abs.slice(0, slash) || "/").catch(() => abs.slice(0, slash));
+  return `${parent === "/" ? "" : parent}/${abs.slice(slash + 1)}`;
+}
+
 if (import.meta.main) {
   const { values, positionals } = parseArgs({
     args: Deno.args,
@@ -292,11 +312,9 @@ if (import.meta.main) {
     );
     Deno.exit(values.help ? 0 : 2);
   }
-  const outDir = await Deno.realPath(".").then((cwd) =>
-    positionals[0].startsWith("/") ? positionals[0] : `${cwd}/${positionals[0]}`
-  );
-  const own = new URL("pack", ROOT).pathname;
-  if (outDir.replace(/\/+$/, "") === own && !values.force) {
+  const outDir = await resolveOutDir(positionals[0]);
+  const own = `${await Deno.realPath(ROOT)}/pack`;
+  if (outDir === own && !values.force) {
     console.error(
       `pack: ${own} is this development tree's own pack, which the launcher would run instead of ` +
         "the sources you edit; build into another tree's pack/ (or pass --force and rebuild " +

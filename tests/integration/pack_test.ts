@@ -115,6 +115,31 @@ Deno.test("pack: an import() of a computed specifier, or import.meta.resolve, fa
   assert.equal(ok.lazyCalls, 0);
 });
 
+Deno.test("pack: OUT_DIR naming the tree's own pack/ in any spelling is refused without --force", async () => {
+  // A development tree's own pack would run instead of the sources being edited.
+  const tmp = await Deno.makeTempDir({ prefix: "manifold-pack-own-" });
+  try {
+    const tree = `${tmp}/tree`;
+    await Deno.mkdir(`${tree}/scripts`, { recursive: true });
+    await Deno.copyFile(`${ROOT}/scripts/pack.ts`, `${tree}/scripts/pack.ts`);
+    await Deno.symlink(tree, `${tmp}/link`);
+    for (const arg of ["pack", "./pack", "pack/", "scripts/../pack", `${tmp}/link/pack`]) {
+      const o = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", "--quiet", "scripts/pack.ts", arg],
+        cwd: tree,
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const stderr = new TextDecoder().decode(o.stderr);
+      assert.equal(o.code, 2, `${arg}: exit ${o.code}: ${stderr.slice(-300)}`);
+      assert.match(stderr, /own pack/, arg);
+      assert.ok(!(await Deno.stat(`${tree}/pack`).then(() => true, () => false)), arg);
+    }
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+});
+
 Deno.test("pack: chunks' dynamic imports become computed specifiers", () => {
   const js = [
     'import { a } from "./chunk-A.js";',
