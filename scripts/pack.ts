@@ -46,9 +46,12 @@ import { parseArgs } from "node:util";
 /** Root of the tree the pack is built from (this script's parent directory). */
 const ROOT = new URL("../", import.meta.url);
 
-/** A lazy call site: `lazyImport<typeof import("X")>("Y"[, import.meta.url])`, or main.ts's `load`. */
+/**
+ * A lazy call site: `lazyImport<typeof import("X")>("Y"[, import.meta.url])`, or main.ts's `load`
+ * (not a method of that name: `options.load<…>` is not matched).
+ */
 const LAZY_CALL =
-  /\b(lazyImport|load)<\s*typeof import\("([^"]+)"\)\s*>\(\s*"([^"]+)"(\s*,\s*import\.meta\.url)?\s*,?\s*\)/g;
+  /(?<![.\w$])(lazyImport|load)<\s*typeof import\("([^"]+)"\)\s*>\(\s*"([^"]+)"(\s*,\s*import\.meta\.url)?\s*,?\s*\)/g;
 
 /**
  * Files allowed a computed `import(…)` and how many: the two loaders themselves, lazyImport's
@@ -91,6 +94,7 @@ async function tsFiles(dir: string): Promise<string[]> {
  * @param text its source
  * @returns the rewritten source and the counts of each rewrite
  * @throws Error when a lazy call's type argument and specifier name different modules, a
+ *   `lazyImport` of a relative specifier lacks `import.meta.url` (or a bare one has it), a
  *   `lazyImport(`/`load(` call is left that the pattern did not take, an `import(…)` of a
  *   computed specifier is left (but the loaders' own, {@link COMPUTED_IMPORTS_ALLOWED}), or an
  *   `import.meta` property other than `url` and `main` is used
@@ -100,9 +104,18 @@ export function rewriteSource(
   text: string,
 ): { text: string; lazyCalls: number; metaUrls: number } {
   let lazyCalls = 0;
-  let out = text.replace(LAZY_CALL, (_all, fn: string, typeOf: string, spec: string) => {
+  let out = text.replace(LAZY_CALL, (all, fn: string, typeOf: string, spec: string, base) => {
+    if (fn === "load" && rel !== "main.ts") return all; // main.ts's loader only
     if (typeOf !== spec) {
       throw new Error(`${rel}: ${fn}<typeof import("${typeOf}")> loads "${spec}"`);
+    }
+    // What the call resolves against at run time must be what the bundler resolves against
+    // (this file): a relative specifier with this file's URL, an import-map name without.
+    const relative = spec.startsWith("./") || spec.startsWith("../");
+    if (fn === "lazyImport" && relative !== (base !== undefined)) {
+      throw new Error(
+        `${rel}: lazyImport("${spec}") ${relative ? "without" : "with"} import.meta.url`,
+      );
     }
     lazyCalls++;
     return `import(${JSON.stringify(spec)})`;

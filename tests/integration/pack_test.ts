@@ -140,6 +140,25 @@ Deno.test("pack: OUT_DIR naming the tree's own pack/ in any spelling is refused 
   }
 });
 
+Deno.test("pack: only main.ts's own load() and well-based lazyImport calls are rewritten", () => {
+  // Another object's `load` method is not main.ts's loader: left alone (it was made into
+  // `options.import(…)`).
+  const other = 'await options.load<typeof import("./lib/cli/x.ts")>("./lib/cli/x.ts");';
+  assert.equal(rewriteSource("lib/cli/entry.ts", other).text, other);
+  assert.equal(rewriteSource("lib/cli/entry.ts", other).lazyCalls, 0);
+  // A relative specifier without the caller's URL resolves against lib/util/ under `deno run`
+  // but against the caller in the pack; a bare name with it names a file: both refused.
+  assert.throws(
+    () => rewriteSource("lib/x.ts", 'await lazyImport<typeof import("./a.ts")>("./a.ts");'),
+    /without import\.meta\.url/,
+  );
+  assert.throws(
+    () =>
+      rewriteSource("lib/x.ts", 'await lazyImport<typeof import("zod")>("zod", import.meta.url);'),
+    /with import\.meta\.url/,
+  );
+});
+
 Deno.test("pack: chunks' dynamic imports become computed specifiers", () => {
   const js = [
     'import { a } from "./chunk-A.js";',
