@@ -55,7 +55,8 @@ export function bundleDirHost(cniBinDirHost: string, name: string): string {
  *
  * @param bundleDir the bundle's absolute host path
  * @param opts `codeCacheVouched`: the installer has checked the bundle's `deno-dir` (a directory
- *   of its user's, writable by it alone): the launcher then also sets
+ *   of its user's, writable by it alone, and any code cache file in it a plain file nobody else
+ *   can write; lib/install/source_install.ts): the launcher then also sets
  *   `MANIFOLD_CODE_CACHE=vouched`, so scripts/manifold loads V8's code cache from it without its
  *   own check (one stat(1) less, ≈ 1.1 ms a call). Default false: the launcher checks.
  * @returns a `/bin/sh` script: sets `MANIFOLD_DENO` and `DENO_DIR` into the bundle, keeps

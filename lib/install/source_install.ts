@@ -15,6 +15,40 @@ import { isPlainExecutable } from "./binary.ts";
 import { assertOwnedDir } from "./owned_dir.ts";
 import { bundleDirHost, renderLauncher } from "./launcher.ts";
 
+/** V8's code cache in a DENO_DIR: the SQLite file Deno writes and its journal files. */
+const CODE_CACHE_FILES = ["v8_code_cache_v2", "v8_code_cache_v2-wal", "v8_code_cache_v2-shm"];
+
+/**
+ * Whether the launcher may load V8's code cache from the bundle's `deno-dir` unchecked: the
+ * directory is the bundle owner's and writable by it alone, and each cache file already there
+ * (a bundle found present has them from earlier calls) is a plain file of that owner's (or
+ * root's, which writes it on a runtime's call) that group and others cannot write — what
+ * scripts/manifold checks on every call when it is not vouched for.
+ *
+ * @param bundleDir the bundle's directory (the installer's view)
+ * @returns true when it holds; false on any doubt (a missing deno-dir, a link, an error)
+ */
+async function codeCacheTrusted(bundleDir: string): Promise<boolean> {
+  try {
+    const uid = (await Deno.lstat(bundleDir)).uid!;
+    await assertOwnedDir(`${bundleDir}/deno-dir`, uid);
+    for (const name of CODE_CACHE_FILES) {
+      let info: Deno.FileInfo;
+      try {
+        info = await Deno.lstat(`${bundleDir}/deno-dir/${name}`);
+      } catch (e) {
+        if (e instanceof Deno.errors.NotFound) continue;
+        throw e;
+      }
+      if (!info.isFile || (info.uid !== uid && info.uid !== 0)) return false;
+      if (((info.mode ?? 0o777) & 0o022) !== 0) return false;
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Where {@link installSourceVariant} puts things. */
 export interface SourceInstallTarget {
   /** The CNI bin dir, installer view (e.g. `/host/opt/cni/bin`). */
@@ -70,9 +104,7 @@ export async function installSourceVariant(
     const b = await installBundle(src, `${binDir}/${BUNDLES_DIR}`);
     const bundleHost = bundleDirHost(target.cniBinDirHost, b.name);
     // The code cache's directory, checked here once rather than by the launcher every call.
-    const codeCacheVouched = await Deno.lstat(b.dir)
-      .then((bundle) => assertOwnedDir(`${b.dir}/deno-dir`, bundle.uid!))
-      .then(() => true, () => false);
+    const codeCacheVouched = await codeCacheTrusted(b.dir);
     const text = renderLauncher(bundleHost, { codeCacheVouched });
     await target.beforeLauncher?.();
     const current = await readTextIfExists(launcherPath).catch(() => undefined);

@@ -390,6 +390,46 @@ Deno.test("source variant: the launcher vouches for its bundle's deno-dir only o
   }
 });
 
+Deno.test("source variant: a code cache file others can write, or a link, in a present bundle is not vouched for", async () => {
+  // scripts/manifold's own check refuses these; the vouching that replaces it must too.
+  const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
+  try {
+    const app = await imageTree(dir);
+    const bin = `${dir}/host/opt/cni/bin`;
+    const target = { cniBinDir: bin, cniBinDirHost: "/opt/cni/bin", binaryName: "manifold" };
+    const src = { root: app, deno: Deno.execPath() };
+    const first = await installSourceVariant(src, target);
+    const vouch = /^MANIFOLD_CODE_CACHE=vouched$/m;
+    const denoDir = `${dir}/host${first.bundleHost}/deno-dir`;
+    // A cache file as a runtime's call leaves it (0644): still vouched for.
+    await Deno.writeFile(`${denoDir}/v8_code_cache_v2`, new Uint8Array(8), { mode: 0o644 });
+    await Deno.chmod(`${denoDir}/v8_code_cache_v2`, 0o644);
+    assert.equal((await installSourceVariant(src, target)).bundle, "present");
+    assert.match(await Deno.readTextFile(`${bin}/manifold`), vouch);
+    for (
+      const [what, make] of [
+        ["writable by others", () => Deno.chmod(`${denoDir}/v8_code_cache_v2`, 0o666)],
+        ["a link", async () => {
+          await Deno.remove(`${denoDir}/v8_code_cache_v2`);
+          await Deno.writeFile(`${dir}/elsewhere`, new Uint8Array(8), { mode: 0o644 });
+          await Deno.symlink(`${dir}/elsewhere`, `${denoDir}/v8_code_cache_v2`);
+        }],
+        ["a -wal writable by group", async () => {
+          await Deno.remove(`${denoDir}/v8_code_cache_v2`);
+          await Deno.writeFile(`${denoDir}/v8_code_cache_v2-wal`, new Uint8Array(8));
+          await Deno.chmod(`${denoDir}/v8_code_cache_v2-wal`, 0o664);
+        }],
+      ] as const
+    ) {
+      await make();
+      assert.equal((await installSourceVariant(src, target)).bundle, "present", what);
+      assert.doesNotMatch(await Deno.readTextFile(`${bin}/manifold`), /MANIFOLD_CODE_CACHE/, what);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+});
+
 Deno.test("source variant: bundle directories others can write, or links, are refused", async () => {
   const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
   try {
