@@ -32,6 +32,10 @@
  * scripts/bench_multus.ts instead: Manifold and Multus on the same pod in a real kube-apiserver
  * (`MANIFOLD_KUBE_APISERVER`), interleaved, with the ratios of the medians. `--timeline` (process
  * mode and `--vs multus`) also prints the median of each of Manifold's timeline marks per scenario.
+ * `--installed` (every mode): Manifold as `manifold install` puts it on a node — this tree with
+ * its pack (scripts/pack.ts), installed into a scratch CNI bin dir by the installer's code, its
+ * launcher the plugin (scripts/bench_installed.ts) — instead of the development tree's
+ * scripts/manifold.
  *
  * @module
  */
@@ -59,6 +63,7 @@ const { values } = parseArgs({
     node: { type: "boolean", default: false },
     pods: { type: "string", default: "50" },
     rounds: { type: "string", default: "1" },
+    installed: { type: "boolean", default: false },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -66,7 +71,7 @@ if (values.help) {
   console.log(
     "usage: deno run -A scripts/bench.ts [--mode process|daemon] [--iterations 30] " +
       "[--latency-ms 3] [--api-latency MS] [--scale-iterations 10] [--concurrent 50] [--timeline] " +
-      "[--soak N] [--status-publish sync|async]  (root)\n" +
+      "[--soak N] [--status-publish sync|async] [--installed]  (root)\n" +
       "       deno run -A scripts/bench.ts --vs multus=PATH [--iterations 30] [--timeline] " +
       "[--manifold LAUNCHER[=DENO_DIR] …]  " +
       "(root; MANIFOLD_KUBE_APISERVER: Manifold vs a Multus thin binary, interleaved)\n" +
@@ -74,6 +79,28 @@ if (values.help) {
       "[--rounds 1]  (root; MANIFOLD_KUBE_APISERVER)",
   );
   Deno.exit(0);
+}
+if (values.installed) {
+  // Built and installed once, then this benchmark again with the installed launcher as the
+  // plugin (tests/support/plugin.ts reads MANIFOLD_TEST_PLUGIN when it is first imported).
+  const { installForBench } = await import("./bench_installed.ts");
+  const install = await installForBench();
+  try {
+    console.log(`bench: Manifold as installed: ${install.launcher}`);
+    const status = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL(import.meta.url).pathname,
+        ...Deno.args.filter((a) => a !== "--installed"),
+      ],
+      env: { MANIFOLD_TEST_PLUGIN: install.launcher },
+    }).spawn().status;
+    Deno.exitCode = status.code;
+  } finally {
+    await install.cleanup();
+  }
+  Deno.exit();
 }
 if (values.node) {
   const { benchNode } = await import("./bench_node.ts");

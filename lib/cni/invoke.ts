@@ -49,7 +49,9 @@ export async function findPlugin(
     if (dir === "") continue;
     const candidate = `${dir.replace(/\/+$/, "")}/${type}`;
     try {
-      const st = await Deno.stat(inRoot ? await inRoot(opts.root!, candidate) : candidate);
+      // statSync: one syscall (≈ 20 µs) where `Deno.stat` is a trip through the blocking pool
+      // (0.2–0.5 ms in a fresh process), once per delegate plugin of every ADD, CHECK and DEL.
+      const st = Deno.statSync(inRoot ? await inRoot(opts.root!, candidate) : candidate);
       if (st.isFile && st.mode !== null && (st.mode & 0o111) !== 0) return candidate;
     } catch {
       // Missing or unreadable: try the next directory.

@@ -8,6 +8,7 @@
  */
 
 import { copyFileAtomic, sameContent, tempPrefix } from "../fs/atomic.ts";
+import { dropPageCache } from "./page_cache.ts";
 
 /** Age after which a temporary copy of the binary is another installer's debris, ms. */
 export const STALE_TEMP_MS = 10 * 60_000;
@@ -38,6 +39,8 @@ export async function installBinary(source: string, dest: string): Promise<Binar
   if (await isPlainExecutable(dest) && await sameContent(source, dest)) return "unchanged";
   await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
   await copyFileAtomic(source, dest, { mode: 0o755 });
+  // Its written pages would inflate every plugin call's resident set (page_cache.ts).
+  dropPageCache(dest);
   return "installed";
 }
 

@@ -33,6 +33,7 @@
 import { createHash } from "node:crypto";
 import { syncDir } from "../fs/atomic.ts";
 import { assertOwnedDir, ensureOwnedDir } from "./owned_dir.ts";
+import { dropPageCache } from "./page_cache.ts";
 
 /**
  * The source tree's entries that make up a bundle, relative to the tree's root (the image's
@@ -229,6 +230,8 @@ export async function installBundle(
       }
       await copyDurable(f, `${tmp}/${f.rel}`);
     }
+    // Its written pages would inflate every plugin call's resident set (page_cache.ts).
+    dropPageCache(`${tmp}/${BUNDLE_DENO}`);
     for (const d of [...made].sort((a, b) => b.length - a.length)) await syncDir(`${tmp}/${d}`);
     await Deno.chmod(tmp, 0o755);
     await syncDir(tmp);

@@ -369,6 +369,14 @@ Deno.test("source variant: the launcher vouches for its bundle's deno-dir only o
     const target = { cniBinDir: bin, cniBinDirHost: "/opt/cni/bin", binaryName: "manifold" };
     const src = { root: app, deno: Deno.execPath() };
     const first = await installSourceVariant(src, target);
+    // The bundle's deno, just written, is not left in the page cache (lib/install/page_cache.ts).
+    const fincore = await new Deno.Command("/usr/bin/fincore", {
+      args: ["-b", "-n", "-o", "RES,SIZE", `${dir}/host${first.bundleHost}/deno`],
+    }).output().catch(() => undefined);
+    if (fincore?.success) {
+      const [res, size] = new TextDecoder().decode(fincore.stdout).trim().split(/\s+/).map(Number);
+      assert.ok(res < size / 8, `the bundle's deno is resident: ${res} of ${size} bytes`);
+    }
     const vouch = /^MANIFOLD_CODE_CACHE=vouched$/m;
     assert.match(await Deno.readTextFile(`${bin}/manifold`), vouch);
     // The bundle's deno-dir made group-writable (by root, by mistake): the next run finds the

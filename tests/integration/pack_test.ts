@@ -256,12 +256,11 @@ Deno.test({
     });
     try {
       const packed = `${tree}/scripts/manifold`;
-      // This tree's own launcher, named: the default plugin is MANIFOLD_TEST_PLUGIN's tree when
-      // scripts/test.sh runs this suite again through a pack.
-      const sources = `${ROOT}/scripts/manifold`;
       const results: Record<string, unknown>[] = [];
       const counts: Record<string, number> = {};
-      for (const [label, plugin, dir] of [["source", sources, ROOT], ["pack", packed, tree]]) {
+      // This tree's own launcher, also when MANIFOLD_TEST_PLUGIN names another (scripts/test.sh).
+      const source = `${ROOT}/scripts/manifold`;
+      for (const [label, plugin, dir] of [["source", source, ROOT], ["pack", packed, tree]]) {
         const add = await w.call("ADD", { plugin, env: { DENO_LOG: "debug" } });
         assert.equal(add.code, 0, `${label} ADD: ${add.stdout} ${add.stderr.slice(-1500)}`);
         const files = fetchedFiles(add.stderr, dir!);
@@ -305,7 +304,7 @@ Deno.test({
       // Refused input: the same CNI error from both.
       const bad = { "k8s.v1.cni.cncf.io/networks": "[{" };
       const errors: string[] = [];
-      for (const plugin of [sources, packed]) {
+      for (const plugin of [source, packed]) {
         const r = await w.call("ADD", {
           plugin,
           config: {
