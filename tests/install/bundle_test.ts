@@ -379,6 +379,32 @@ Deno.test("source variant: the launcher vouches for its bundle's deno-dir only o
     }
     const vouch = /^MANIFOLD_CODE_CACHE=vouched$/m;
     assert.match(await Deno.readTextFile(`${bin}/manifold`), vouch);
+    // The launcher runs the bundle's scripts/manifold in its own shell (sourced): the programs
+    // executed are the launcher and deno, no second shell.
+    const trace = `${dir}/execve.trace`;
+    // The launcher names host paths; this one names the bundle where this test put it.
+    const launcher = `${dir}/launcher`;
+    await Deno.writeTextFile(
+      launcher,
+      renderLauncher(`${dir}/host${first.bundleHost}`, { codeCacheVouched: true }),
+      { mode: 0o755 },
+    );
+    const traced = await new Deno.Command("strace", {
+      args: ["-f", "-qq", "-e", "trace=execve", "-o", trace, launcher, "--version"],
+      clearEnv: true,
+      env: { PATH: "/usr/bin:/bin", MANIFOLD_ROOT: "/nonexistent" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output().catch(() => undefined);
+    if (traced) {
+      assert.equal(traced.code, 0, new TextDecoder().decode(traced.stderr));
+      assert.match(new TextDecoder().decode(traced.stdout), /^manifold /);
+      const programs = [...(await Deno.readTextFile(trace)).matchAll(/execve\("([^"]+)"/g)]
+        .map((m) => m[1].slice(m[1].lastIndexOf("/") + 1));
+      assert.deepEqual(programs, ["launcher", "deno"], programs.join(" "));
+    } else {
+      console.log("bundle_test: no strace; the launcher's exec chain is not checked");
+    }
     // The bundle's deno-dir made group-writable (by root, by mistake): the next run finds the
     // bundle present, and the launcher it writes leaves the check to scripts/manifold again.
     const denoDir = `${dir}/host${first.bundleHost}/deno-dir`;
@@ -387,7 +413,8 @@ Deno.test("source variant: the launcher vouches for its bundle's deno-dir only o
     assert.equal(second.bundle, "present");
     assert.equal(second.launcher, "installed");
     const text = await Deno.readTextFile(`${bin}/manifold`);
-    assert.doesNotMatch(text, /MANIFOLD_CODE_CACHE/);
+    assert.doesNotMatch(text, vouch);
+    assert.match(text, /^MANIFOLD_CODE_CACHE=1$/m, "the caller's value is not kept");
     assert.equal(launcherBundle(text), first.bundleHost);
     // Fixed: vouched again.
     await Deno.chmod(denoDir, 0o755);
@@ -431,7 +458,7 @@ Deno.test("source variant: a code cache file others can write, or a link, in a p
     ) {
       await make();
       assert.equal((await installSourceVariant(src, target)).bundle, "present", what);
-      assert.doesNotMatch(await Deno.readTextFile(`${bin}/manifold`), /MANIFOLD_CODE_CACHE/, what);
+      assert.doesNotMatch(await Deno.readTextFile(`${bin}/manifold`), vouch, what);
     }
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
