@@ -287,6 +287,30 @@ Deno.test({
   },
 });
 
+/** A scratch image tree installed once into `<dir>/host/opt/cni/bin` (host path /opt/cni/bin). */
+interface Installed {
+  dir: string;
+  bin: string;
+  target: { cniBinDir: string; cniBinDirHost: string; binaryName: string };
+  src: { root: string; deno: string };
+  first: Awaited<ReturnType<typeof installSourceVariant>>;
+}
+
+/** Runs `fn` with a fresh {@link Installed}, removed afterwards. */
+async function withSourceInstall(fn: (i: Installed) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
+  try {
+    const app = await imageTree(dir);
+    const bin = `${dir}/host/opt/cni/bin`;
+    const target = { cniBinDir: bin, cniBinDirHost: "/opt/cni/bin", binaryName: "manifold" };
+    const src = { root: app, deno: Deno.execPath() };
+    const first = await installSourceVariant(src, target);
+    await fn({ dir, bin, target, src, first });
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
 Deno.test("source variant: the launcher names the host path, not the installer's view", async () => {
   const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
   try {
@@ -321,13 +345,7 @@ Deno.test("source variant: the launcher names the host path, not the installer's
 });
 
 Deno.test("source variant: a present bundle a concurrent pruner takes before the launcher names it is copied again", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
-  try {
-    const app = await imageTree(dir);
-    const bin = `${dir}/host/opt/cni/bin`;
-    const target = { cniBinDir: bin, cniBinDirHost: "/opt/cni/bin", binaryName: "manifold" };
-    const src = { root: app, deno: Deno.execPath() };
-    const first = await installSourceVariant(src, target);
+  await withSourceInstall(async ({ dir, bin, target, src, first }) => {
     // A rollback: the launcher names another bundle, so this one is unnamed and unused, and
     // an old installer (still stopping) prunes it the moment the new one found it "present".
     await Deno.writeTextFile(
@@ -356,19 +374,11 @@ Deno.test("source variant: a present bundle a concurrent pruner takes before the
     assert.equal(launcherBundle(await Deno.readTextFile(`${bin}/manifold`)), r.bundleHost);
     // The launcher names the host path; below the fake root the bundle is complete.
     assert.ok((await Deno.stat(`${dir}/host${r.bundleHost}/scripts/manifold`)).isFile);
-  } finally {
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  }
+  });
 });
 
 Deno.test("source variant: the launcher vouches for its bundle's deno-dir only once the installer checked it", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
-  try {
-    const app = await imageTree(dir);
-    const bin = `${dir}/host/opt/cni/bin`;
-    const target = { cniBinDir: bin, cniBinDirHost: "/opt/cni/bin", binaryName: "manifold" };
-    const src = { root: app, deno: Deno.execPath() };
-    const first = await installSourceVariant(src, target);
+  await withSourceInstall(async ({ dir, bin, target, src, first }) => {
     // The bundle's deno, just written, is not left in the page cache (lib/install/page_cache.ts).
     const fincore = await new Deno.Command("/usr/bin/fincore", {
       args: ["-b", "-n", "-o", "RES,SIZE", `${dir}/host${first.bundleHost}/deno`],
@@ -420,20 +430,12 @@ Deno.test("source variant: the launcher vouches for its bundle's deno-dir only o
     await Deno.chmod(denoDir, 0o755);
     await installSourceVariant(src, target);
     assert.match(await Deno.readTextFile(`${bin}/manifold`), vouch);
-  } finally {
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  }
+  });
 });
 
 Deno.test("source variant: a code cache file others can write, or a link, in a present bundle is not vouched for", async () => {
   // scripts/manifold's own check refuses these; the vouching that replaces it must too.
-  const dir = await Deno.makeTempDir({ prefix: "mf-bundle-" });
-  try {
-    const app = await imageTree(dir);
-    const bin = `${dir}/host/opt/cni/bin`;
-    const target = { cniBinDir: bin, cniBinDirHost: "/opt/cni/bin", binaryName: "manifold" };
-    const src = { root: app, deno: Deno.execPath() };
-    const first = await installSourceVariant(src, target);
+  await withSourceInstall(async ({ dir, bin, target, src, first }) => {
     const vouch = /^MANIFOLD_CODE_CACHE=vouched$/m;
     const denoDir = `${dir}/host${first.bundleHost}/deno-dir`;
     // A cache file as a runtime's call leaves it (0644): still vouched for.
@@ -460,9 +462,7 @@ Deno.test("source variant: a code cache file others can write, or a link, in a p
       assert.equal((await installSourceVariant(src, target)).bundle, "present", what);
       assert.doesNotMatch(await Deno.readTextFile(`${bin}/manifold`), vouch, what);
     }
-  } finally {
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  }
+  });
 });
 
 Deno.test("source variant: bundle directories others can write, or links, are refused", async () => {
