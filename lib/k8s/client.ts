@@ -345,6 +345,17 @@ export class KubeClient {
     yield* watchLines(res, { path: full, aborted: () => this.#api.aborted(signal), onOpen });
   }
 
+  /**
+   * Opens the connection of the next request ahead of it (TCP, TLS, the CA pin check), when
+   * none is open: for a caller that knows a request will follow and has time now (a per-call
+   * ADD while its delegates run, when nothing was read from the API before: the status PATCH
+   * then finds it open). Nothing is sent.
+   * @returns resolves when done or given up (request timeout, failure); never rejects
+   */
+  preconnect(): Promise<void> {
+    return this.#api.preconnect();
+  }
+
   /** Cancels in-flight requests and closes pooled connections and open watches; idempotent. */
   close(): void {
     this.#api.close();

@@ -329,6 +329,19 @@ export class KubeRequester {
     throw httpStatusError(call, { status: res.status, body });
   }
 
+  /**
+   * Sets up a connection for the next request ({@link Transport.preconnect}) while the caller
+   * has other work, bounded by the request timeout; a failure is left to that request.
+   * @returns resolves when the connection is open or could not be; never rejects
+   */
+  async preconnect(): Promise<void> {
+    try {
+      const { transport } = await this.#prepare();
+      const signal = AbortSignal.any([...this.#signals(), AbortSignal.timeout(this.#timeoutMs)]);
+      await transport.preconnect?.(signal);
+    } catch { /* the next request sets up its own connection */ }
+  }
+
   /** Cancels in-flight requests and closes pooled connections; idempotent. */
   close(): void {
     if (this.#closer.signal.aborted) return;

@@ -51,6 +51,14 @@ export interface Transport {
    *   material is unusable.
    */
   send(req: TransportRequest): Promise<TransportResponse>;
+  /**
+   * Opens a connection for the next request when none is open or being opened, so that its
+   * set-up (TCP, TLS, the CA pin check) is not on that request's path; nothing is sent on it.
+   * Optional: a transport without it sets up connections as requests need them.
+   * @param signal ends the set-up (the connection is then not kept)
+   * @returns resolves when it is open (kept idle) or could not be; never rejects
+   */
+  preconnect?(signal: AbortSignal): Promise<void>;
   /** Closes pooled connections; idempotent. */
   close(): void;
 }

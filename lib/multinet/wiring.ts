@@ -140,7 +140,13 @@ export async function buildDeps(
   const { connect } = api;
   const ready = env.command === "ADD" ? api.checkConfig() : undefined;
   ready?.catch(() => {}); // awaited by ADD
-  if (ready) void delegateSpawned.then(() => connect()).catch(() => {});
+  // With nothing read from the API before the first delegate (the pod's annotations from the
+  // runtime, NADs from the mirror), the status PATCH would also set up the first connection
+  // (TCP, TLS, the pin check) after the last delegate: it is opened now instead (a no-op when a
+  // GET already opened one).
+  if (ready) {
+    void delegateSpawned.then(() => connect()).then((a) => a.preconnect?.()).catch(() => {});
+  }
   let queued = Promise.resolve();
   return {
     ...base,
@@ -214,6 +220,8 @@ export interface ApiDeps {
   status: StatusSink;
   /** Kubernetes Events. */
   events: EventSink;
+  /** Opens the API connection ahead of the next request (`KubeClient.preconnect`). */
+  preconnect?: () => Promise<void>;
 }
 
 /**
@@ -284,6 +292,7 @@ async function apiConnector(
         dra: apiDraSource(kube),
         status: new ApiStatusSink(kube),
         events: eventPolicy(conf.events, new KubeEventSink(kube, logger)),
+        preconnect: () => kube.preconnect(),
       };
     })();
   return { connect, checkConfig: () => config().then(() => {}) };

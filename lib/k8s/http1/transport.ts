@@ -89,6 +89,8 @@ export class Http1Transport implements Transport {
   #busy = new Set<Connection>();
   /** Connections being opened for a GET, and how many GETs wait to be pipelined on each. */
   #opening = new Set<{ conn: Promise<Connection>; joined: number }>();
+  /** A connection {@link preconnect} is opening, until a request claims it or it is pooled. */
+  #warming: Promise<Connection | undefined> | undefined;
   #closed = false;
 
   /**
@@ -130,6 +132,23 @@ export class Http1Transport implements Transport {
     }
   }
 
+  preconnect(signal: AbortSignal): Promise<void> {
+    if (
+      this.#closed || signal.aborted || this.#warming || this.#idle.length > 0 ||
+      this.#busy.size > 0 || this.#opening.size > 0
+    ) {
+      return Promise.resolve();
+    }
+    const warming = this.#open(signal).catch(() => undefined);
+    this.#warming = warming;
+    return warming.then((conn) => {
+      // Not claimed by a request meanwhile ({@link #connect}): kept idle for the next one.
+      if (this.#warming !== warming) return;
+      this.#warming = undefined;
+      if (conn) this.#release(conn);
+    });
+  }
+
   close(): void {
     this.#closed = true;
     for (const c of [...this.#idle, ...this.#busy]) c.close();
@@ -159,6 +178,21 @@ export class Http1Transport implements Transport {
     req: TransportRequest,
     retry: boolean,
   ): Promise<{ conn: Connection; shared: boolean }> {
+    const warming = retry ? undefined : this.#warming;
+    if (warming) {
+      // The connection {@link preconnect} is opening: this request's (any method). Its set-up
+      // failing, the request opens its own.
+      this.#warming = undefined;
+      const conn = await abortable(warming, req.signal, (late) => {
+        if (late) this.#release(late);
+      }).catch(() => undefined);
+      req.signal.throwIfAborted();
+      if (this.#closed) {
+        conn?.close();
+        throw new Error("Transport is closed");
+      }
+      if (conn && !conn.closing) return { conn, shared: false };
+    }
     const joinable = this.#joinable(req.method);
     if (joinable) {
       // Behind the GET that is opening a connection: its continuation runs first (it awaits
