@@ -186,7 +186,10 @@ export class Http1Transport implements Transport {
       const conn = await abortable(warming, req.signal, (late) => {
         if (late) this.#release(late);
       }).catch(() => undefined);
-      req.signal.throwIfAborted();
+      if (req.signal.aborted) {
+        if (conn) this.#release(conn); // nothing written on it: kept for the next request
+        throw req.signal.reason;
+      }
       if (this.#closed) {
         conn?.close();
         throw new Error("Transport is closed");

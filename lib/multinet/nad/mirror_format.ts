@@ -164,7 +164,8 @@ export async function parseMirrorState(text: string): Promise<NadMirrorState> {
     isPlainObject(raw) && typeof raw.resourceVersion === "string" &&
     isWrittenTime(raw.syncedAt) && isWrittenTime(raw.listedAt)
   ) {
-    return { resourceVersion: raw.resourceVersion, syncedAt: raw.syncedAt, listedAt: raw.listedAt };
+    // Every key kept, as zod's looseObject keeps them (a newer writer's fields included).
+    return { ...raw } as unknown as NadMirrorState;
   }
   const { z } = await lazyImport<typeof import("zod")>("zod");
   tuneZod(z);

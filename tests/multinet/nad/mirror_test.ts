@@ -497,4 +497,13 @@ Deno.test("parseMirrorState takes exactly the times zod's RFC 3339 check takes (
     const ours = await parseMirrorState(text).then(() => true, () => false);
     assert.equal(ours, time.safeParse(t).success, t);
   }
+  // The same value as zod's loose object, keys a newer writer adds included.
+  const state = {
+    resourceVersion: "7",
+    syncedAt: "2026-01-01T00:00:00.000Z",
+    listedAt: "2026-01-01T00:00:01.000Z",
+    future: { x: 1 },
+  };
+  const schema = z.looseObject({ resourceVersion: z.string(), syncedAt: time, listedAt: time });
+  assert.deepEqual(await parseMirrorState(JSON.stringify(state)), schema.parse(state));
 });
