@@ -14,6 +14,9 @@
 /** glibc's shared object name (`man 7 libc`). */
 export const LIBC_PATH = "libc.so.6";
 
+/** `open(2)` flags `O_RDONLY | O_CLOEXEC` (asm-generic/fcntl.h). */
+export const O_RDONLY_CLOEXEC = 0o2000000;
+
 /** The libc symbols Manifold calls, each with its C prototype. */
 export const LIBC_SYMBOLS = {
   /** `int setns(int fd, int nstype);` (sched.h, `man 2 setns`) */

@@ -12,9 +12,6 @@ export const PAGE_CACHE_LIBC_PATH = "libc.so.6";
 /** `POSIX_FADV_DONTNEED` (linux/fadvise.h): the pages of the range are not needed soon. */
 export const POSIX_FADV_DONTNEED = 4;
 
-/** `O_RDONLY | O_CLOEXEC` (asm-generic/fcntl.h). */
-export const O_RDONLY_CLOEXEC = 0o2000000;
-
 /** The libc symbols of the page-cache advice, each with its C prototype. */
 export const PAGE_CACHE_SYMBOLS = {
   /** `int open(const char *pathname, int flags, ...);` (fcntl.h) — called without `mode`. */

@@ -9,9 +9,8 @@
  * @module
  */
 
-import { openLibc, openLibcFiles } from "../../native/libc.ts";
+import { O_RDONLY_CLOEXEC, openLibc, openLibcFiles } from "../../native/libc.ts";
 
-const O_RDONLY_CLOEXEC = 0o2000000; // O_RDONLY | O_CLOEXEC (asm-generic/fcntl.h)
 /** `struct dirent` `d_name` offset in glibc on LP64 (x86_64, aarch64). */
 const D_NAME_OFFSET = 19;
 /** procfs text files read here (`stat`, `boot_id`) fit one page. */

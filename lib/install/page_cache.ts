@@ -15,11 +15,11 @@
  */
 
 import {
-  O_RDONLY_CLOEXEC,
   PAGE_CACHE_LIBC_PATH,
   PAGE_CACHE_SYMBOLS,
   POSIX_FADV_DONTNEED,
 } from "../../native/page_cache.ts";
+import { O_RDONLY_CLOEXEC } from "../../native/libc.ts";
 
 let lib: Deno.DynamicLibrary<typeof PAGE_CACHE_SYMBOLS> | undefined;
 

@@ -16,6 +16,7 @@ import {
   type Libmnl,
   LIBMNL_PATH,
   LIBMNL_PATH_ENV,
+  O_RDONLY_CLOEXEC,
   openLibc,
   openLibmnl,
   readErrno,
@@ -37,8 +38,6 @@ import { errorText } from "../util/text.ts";
 const SOCK_RAW = 3;
 /** `SOCK_CLOEXEC` (bits/socket_type.h). */
 const SOCK_CLOEXEC = 0o2000000;
-/** `O_RDONLY | O_CLOEXEC` (asm-generic/fcntl.h). */
-const O_RDONLY_CLOEXEC = 0o2000000;
 /** `CLONE_NEWNET` (linux/sched.h). */
 const CLONE_NEWNET = 0x40000000;
 /** `SOL_SOCKET`, `SO_RCVTIMEO` (asm-generic/socket.h, 64-bit `struct timeval`). */
