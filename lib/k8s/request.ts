@@ -336,7 +336,8 @@ export class KubeRequester {
    */
   async preconnect(): Promise<void> {
     try {
-      const { transport } = await this.#prepare();
+      // A transport made by an earlier request needs no credential now (no token file read).
+      const transport = this.#transport ?? (await this.#prepare()).transport;
       const signal = AbortSignal.any([...this.#signals(), AbortSignal.timeout(this.#timeoutMs)]);
       await transport.preconnect?.(signal);
     } catch { /* the next request sets up its own connection */ }

@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { Http1Transport } from "../../lib/k8s/http1/mod.ts";
 import { KubeClient } from "../../lib/k8s/client.ts";
+import type { Logger } from "../../lib/log/mod.ts";
 import { okResponse, type ScriptedConn, withScriptedServer } from "../support/scripted_http.ts";
 import { loopbackPort } from "../support/ports.ts";
 
@@ -114,6 +115,38 @@ Deno.test("KubeClient.preconnect: the status PATCH of a pod finds its connection
       assert.match(server.paths()[0][0], /^PATCH \/api\/v1\/namespaces\/ns\/pods\/p\/status/);
     } finally {
       kube.close();
+    }
+  });
+});
+
+Deno.test("KubeClient.preconnect after a request reads no credential (a no-op on the open connection)", async () => {
+  await withScriptedServer({ script: echo }, async (server) => {
+    const dir = await Deno.makeTempDir({ prefix: "mf-preconnect-" });
+    const warnings: string[] = [];
+    const log = () => {};
+    const logger: Logger = {
+      debug: log,
+      info: log,
+      warn: (msg: string) => warnings.push(msg),
+      error: log,
+      with: () => logger,
+    };
+    const kube = new KubeClient({
+      connection: { server: server.url, insecureSkipTlsVerify: false, tokenFile: `${dir}/token` },
+      retries: 0,
+      logger,
+    });
+    try {
+      await Deno.writeTextFile(`${dir}/token`, "t1");
+      await kube.send("GET", "/version").catch(() => {}); // the echo is no JSON: where it went
+      // The token file gone: a preconnect that read the credential would warn (last good token).
+      await Deno.remove(`${dir}/token`);
+      await kube.preconnect();
+      assert.deepEqual(warnings, []);
+      assert.equal(server.conns.length, 1);
+    } finally {
+      kube.close();
+      await Deno.remove(dir, { recursive: true });
     }
   });
 });
