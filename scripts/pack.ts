@@ -42,6 +42,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { BUNDLE_ENTRIES } from "../lib/install/bundle.ts";
 
 /** Root of the tree the pack is built from (this script's parent directory). */
 const ROOT = new URL("../", import.meta.url);
@@ -250,15 +251,10 @@ export async function buildPack(
   }
 }
 
-/** What a runnable tree holds besides its pack (the image's `/opt/manifold` without deno-dir). */
-const TREE_ENTRIES = ["main.ts", "deno.json", "deno.lock", "lib", "native"] as const;
-
-/** The launcher's files a runnable tree holds. */
-const TREE_SCRIPTS = ["manifold", "permissions", "runtime-flags"] as const;
-
 /**
  * Makes `dir` a runnable copy of this tree with a pack, as an image's `/opt/manifold` is: the
- * sources, the launcher (`scripts/manifold`, `permissions`, `runtime-flags`) and `pack/`. Deno's
+ * entries of a source bundle (`BUNDLE_ENTRIES`: the sources and the launcher's files) but the
+ * npm cache, and `pack/`. Deno's
  * caches stay the caller's (DENO_DIR). For the benchmarks and scripts/test.sh's pass through a
  * pack.
  *
@@ -268,17 +264,15 @@ const TREE_SCRIPTS = ["manifold", "permissions", "runtime-flags"] as const;
  */
 export async function buildPackedTree(dir: string): Promise<PackReport> {
   const root = dir.replace(/\/+$/, "");
-  await Deno.mkdir(`${root}/scripts`, { recursive: true });
+  await Deno.mkdir(root, { recursive: true });
+  // What a source bundle holds (lib/install/bundle.ts), but the npm cache: Deno's stays in use.
+  const entries = BUNDLE_ENTRIES.filter((e) => e !== "deno-dir/npm");
   const cp = await new Deno.Command("cp", {
-    args: ["-r", "--", ...TREE_ENTRIES, root],
+    args: ["-r", "--parents", "--", ...entries, root],
     cwd: ROOT.pathname,
     stderr: "piped",
   }).output();
   if (!cp.success) throw new Error(`copy into ${root}: ${new TextDecoder().decode(cp.stderr)}`);
-  for (const f of TREE_SCRIPTS) {
-    await Deno.copyFile(new URL(`scripts/${f}`, ROOT), `${root}/scripts/${f}`);
-  }
-  await Deno.chmod(`${root}/scripts/manifold`, 0o755);
   return await buildPack(`${root}/pack`);
 }
 
