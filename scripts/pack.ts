@@ -42,7 +42,6 @@
  */
 
 import { parseArgs } from "node:util";
-import { BUNDLE_ENTRIES } from "../lib/install/bundle.ts";
 
 /** Root of the tree the pack is built from (this script's parent directory). */
 const ROOT = new URL("../", import.meta.url);
@@ -266,6 +265,7 @@ export async function buildPackedTree(dir: string): Promise<PackReport> {
   const root = dir.replace(/\/+$/, "");
   await Deno.mkdir(root, { recursive: true });
   // What a source bundle holds (lib/install/bundle.ts), but the npm cache: Deno's stays in use.
+  const { BUNDLE_ENTRIES } = await import("../lib/install/bundle.ts");
   const entries = BUNDLE_ENTRIES.filter((e) => e !== "deno-dir/npm");
   const cp = await new Deno.Command("cp", {
     args: ["-r", "--parents", "--", ...entries, root],
