@@ -8,7 +8,7 @@
  *   results (valid, mutated, random; IPv4/IPv6 near misses): what the fast check accepts, zod
  *   accepts with a deep-equal value; a valid result whose addresses are plain (no embedded
  *   IPv4) is always accepted by the fast check;
- * - `selectionshape`: lib/multinet/plan/selection_parse.ts's `FAST_ELEMENT` against
+ * - `selectionshape`: lib/multinet/plan/selection_fast.ts's `FAST_ELEMENT` against
  *   selection_schema.ts's zod element schema, on every object element of the `selection`
  *   target's JSON annotations (valid, mutated, text-mutated, random), spec keys only as the
  *   parser passes them: what the fast check accepts, zod accepts with a deep-equal value;
@@ -39,7 +39,7 @@ import {
   parseNetworkAttachmentDefinition,
   parsePod,
 } from "../../lib/k8s/types.ts";
-import { FAST_ELEMENT } from "../../lib/multinet/plan/selection_parse.ts";
+import { FAST_ELEMENT } from "../../lib/multinet/plan/selection_fast.ts";
 import { selectionSchemas } from "../../lib/multinet/plan/selection_schema.ts";
 import { fastCheck } from "../../lib/util/shape.ts";
 import { type FuzzTarget, mutateJson, randomJson, renderJson, type Rng } from "../support/fuzz.ts";

@@ -8,8 +8,9 @@
  * with a {@link CniError} of code 7 ("the Network Attachment Selection Annotation shall
  * be invalid", §4.1.2.1.3–10).
  *
- * Without zod (issue 30): an element is checked by a fast check that accepts what the zod
- * schema (lib/multinet/plan/selection_schema.ts) accepts and returns the same value, or asks
+ * Without zod (issue 30): an element is checked by a fast check
+ * (lib/multinet/plan/selection_fast.ts) that accepts what the zod schema
+ * (lib/multinet/plan/selection_schema.ts) accepts and returns the same value, or asks
  * for the schema — which lib/multinet/plan/selection.ts (the door for everyone else) loads at
  * once, and the per-call path loads through {@link withSelectionSchema} only then. Without it,
  * such a call throws {@link SELECTION_SCHEMA_NEEDED}.
@@ -20,25 +21,9 @@
 import { lazyImport } from "../../util/lazy.ts";
 import { checkJsonDepth, MAX_JSON_DEPTH, zodDetails } from "../../cni/decode.ts";
 import { CniError, CniErrorCode } from "../../cni/errors.ts";
-import {
-  isDns1123Label,
-  isDns1123Subdomain,
-  isValidInterfaceName,
-  quote,
-  splitReference,
-} from "./network_reference.ts";
-import {
-  array,
-  fastCheck,
-  int,
-  ipAddress,
-  ipPrefix,
-  NOT_FAST,
-  record,
-  type Shape,
-  strict,
-  unknown,
-} from "../../util/shape.ts";
+import { quote, splitReference } from "./network_reference.ts";
+import { fastCheck } from "../../util/shape.ts";
+import { FAST_ELEMENT } from "./selection_fast.ts";
 import type { NetworkSelectionElement, PortMapping } from "../types.ts";
 
 export {
@@ -48,6 +33,7 @@ export {
   type NetworkReference,
   parseNetworkReference,
 } from "./network_reference.ts";
+export { FAST_ELEMENT, GUID_64, MAC_48 } from "./selection_fast.ts";
 import { errorText } from "../../util/text.ts";
 
 /** Largest accepted annotation value, in bytes of UTF-8 (256 KiB; Kubernetes allows 256 KiB for all annotations together). */
@@ -60,10 +46,6 @@ export const MAX_SELECTION_ELEMENTS = 32;
  */
 export const MAX_SELECTION_DEPTH: number = MAX_JSON_DEPTH;
 
-/** A 6-byte MAC address, `:`-separated hex (NPWG v1.3 §4.1.2.1.5). */
-export const MAC_48 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/;
-/** An 8-byte InfiniBand GUID, `:`-separated hex (NPWG v1.3 §4.1.2.1.10). */
-export const GUID_64 = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){7}$/;
 const ENCODER = new TextEncoder();
 
 /** zod's `safeParse` result for one element, as the parser reads it (success and value, or issues). */
@@ -112,73 +94,6 @@ export async function withSelectionSchema<T>(op: () => T): Promise<T> {
   );
   return op();
 }
-
-/** `z.int().min(lo).max(hi)`. */
-function intIn(lo: number, hi: number): Shape<number> {
-  const check = int(lo);
-  return (v) => check(v) <= hi ? v as number : fastCheckFails();
-}
-
-function fastCheckFails(): never {
-  throw NOT_FAST;
-}
-
-/** A string the predicate accepts. */
-function strWhere(ok: (s: string) => boolean): Shape<string> {
-  return (v) => typeof v === "string" && ok(v) ? v : fastCheckFails();
-}
-
-const PORT = intIn(1, 65535);
-const POSITIVE = int(1);
-const PORT_MAPPING = strict({
-  hostPort: PORT,
-  containerPort: PORT,
-  protocol: { optional: strWhere((p) => ["tcp", "udp", "sctp"].includes(p.toLowerCase())) },
-  hostIP: { optional: strWhere((ip) => ip === "" || fastCheck(ipAddress, ip) !== undefined) },
-});
-const BANDWIDTH_KEYS = strict({
-  ingressRate: { optional: POSITIVE },
-  ingressBurst: { optional: POSITIVE },
-  egressRate: { optional: POSITIVE },
-  egressBurst: { optional: POSITIVE },
-});
-const BANDWIDTH: Shape<Record<string, unknown>> = (v) => {
-  const b = BANDWIDTH_KEYS(v);
-  if (Object.keys(b).length === 0) fastCheckFails();
-  if (b.ingressBurst !== undefined && b.ingressRate === undefined) fastCheckFails();
-  if (b.egressBurst !== undefined && b.egressRate === undefined) fastCheckFails();
-  return b;
-};
-const nonEmpty = <T>(shape: Shape<T[]>): Shape<T[]> => (v) => {
-  const a = shape(v);
-  return a.length > 0 ? a : fastCheckFails();
-};
-const ELEMENT_KEYS = strict({
-  name: strWhere((n) => n !== "" && isDns1123Subdomain(n)),
-  namespace: { optional: strWhere((n) => n === "" || isDns1123Label(n)) },
-  ips: { optional: nonEmpty(array((v) => fastCheck(ipAddress, v) ?? ipPrefix(v))) },
-  mac: { optional: strWhere((m) => MAC_48.test(m)) },
-  interface: { optional: strWhere(isValidInterfaceName) },
-  "cni-args": { optional: record(unknown) },
-  portMappings: { optional: nonEmpty(array(PORT_MAPPING)) },
-  bandwidth: { optional: BANDWIDTH },
-  "default-route": { optional: array(ipAddress) },
-  "infiniband-guid": { optional: strWhere((g) => GUID_64.test(g)) },
-  "ipam-claim-reference": { optional: strWhere(isDns1123Subdomain) },
-});
-
-/**
- * The fast twin of selection_schema.ts's element schema (conservative: lib/util/shape.ts);
- * the fuzz target `selectionshape` asserts zod accepts, with a deep-equal value, what it
- * accepts.
- */
-export const FAST_ELEMENT: (value: unknown) => Record<string, unknown> = (
-  v,
-): Record<string, unknown> => {
-  const e = ELEMENT_KEYS(v);
-  if (e.ips !== undefined && e["ipam-claim-reference"] !== undefined) fastCheckFails();
-  return e;
-};
 
 /** One element's spec keys as the checks return them (zod's output). */
 interface ElementSpec {

@@ -18,7 +18,8 @@ import {
   NAME_RULE,
   NAMESPACE_RULE,
 } from "./network_reference.ts";
-import { GUID_64, MAC_48, registerSelectionReference } from "./selection_parse.ts";
+import { registerSelectionReference } from "./selection_parse.ts";
+import { GUID_64, MAC_48 } from "./selection_fast.ts";
 
 tuneZod(z);
 
