@@ -72,6 +72,24 @@ Deno.test("preconnect: a request sent while the connection is being opened takes
   });
 });
 
+Deno.test("preconnect: nothing more while a request opens its own connection (any method)", async () => {
+  await withScriptedServer({ script: echo }, async (server) => {
+    const t = new Http1Transport({ server: server.url, insecureSkipTlsVerify: false });
+    try {
+      // The PATCH's connection is being opened (not yet busy nor idle) when preconnect runs.
+      const sent = patch(t, `${server.url}/p/1`);
+      const warming = t.preconnect(new AbortController().signal);
+      assert.equal((await sent).body, "PATCH /p/1");
+      await warming;
+      // A connection preconnect opened anyway would be accepted by now or shortly after.
+      await accepted(server.conns, 2);
+      assert.deepEqual(server.paths(), [["PATCH /p/1"]], "preconnect opened a second connection");
+    } finally {
+      t.close();
+    }
+  });
+});
+
 Deno.test("preconnect: a server that cannot be reached, or an abort, leaves it to the request", async () => {
   const url = `http://127.0.0.1:${loopbackPort()}`;
   const t = new Http1Transport({ server: url, insecureSkipTlsVerify: false });

@@ -91,6 +91,11 @@ export class Http1Transport implements Transport {
   #opening = new Set<{ conn: Promise<Connection>; joined: number }>();
   /** A connection {@link preconnect} is opening, until a request claims it or it is pooled. */
   #warming: Promise<Connection | undefined> | undefined;
+  /**
+   * Requests waiting for a connection being opened (their own, a GET's they join, or the one
+   * {@link preconnect} opens): {@link preconnect} then opens none.
+   */
+  #connecting = 0;
   #closed = false;
 
   /**
@@ -135,7 +140,7 @@ export class Http1Transport implements Transport {
   preconnect(signal: AbortSignal): Promise<void> {
     if (
       this.#closed || signal.aborted || this.#warming || this.#idle.length > 0 ||
-      this.#busy.size > 0 || this.#opening.size > 0
+      this.#busy.size > 0 || this.#opening.size > 0 || this.#connecting > 0
     ) {
       return Promise.resolve();
     }
@@ -175,6 +180,19 @@ export class Http1Transport implements Transport {
    *   written then); the connect or TLS error, marked `connectFailed` for a first attempt
    */
   async #connect(
+    req: TransportRequest,
+    retry: boolean,
+  ): Promise<{ conn: Connection; shared: boolean }> {
+    this.#connecting++;
+    try {
+      return await this.#connectCounted(req, retry);
+    } finally {
+      this.#connecting--;
+    }
+  }
+
+  /** {@link #connect}'s work, while it is counted in {@link #connecting}. */
+  async #connectCounted(
     req: TransportRequest,
     retry: boolean,
   ): Promise<{ conn: Connection; shared: boolean }> {
