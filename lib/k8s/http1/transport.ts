@@ -29,9 +29,7 @@
  * behind it are sent again too. `manifold daemon` leaves it off: a GET there would wait behind a
  * slow LIST. `Content-Length` and `chunked` bodies, or read-to-close; no compression (none is
  * asked for); bodies capped at {@link MAX_RESPONSE_BYTES} ({@link ResponseTooLargeError}, final).
- * TLS: the kubeconfig CA pinned — `Deno.startTls` then `checkPinnedPeer` (tls_pin.ts), or, with a
- * client certificate (which `Deno.startTls` takes none of), `node:tls` whose `ca` replaces the
- * roots (pinned_tls.ts); without a CA the system roots; `TCP_NODELAY`. Not done (the `fetch`
+ * Connections are set up by open.ts (TCP, TLS with the kubeconfig CA pinned). Not done (the `fetch`
  * transport covers them, see `transport.ts`): proxies, HTTP/2.
  *
  * @module
@@ -39,10 +37,9 @@
 
 import { abortable } from "../../util/abortable.ts";
 import { IDEMPOTENT_METHODS } from "../http_semantics.ts";
-import { checkPinnedPeer } from "../tls_pin.ts";
 import type { KubeConnection } from "../connection.ts";
 import type { Transport, TransportRequest, TransportResponse } from "../transport_types.ts";
-import { connectPinnedTls } from "../pinned_tls.ts";
+import { openConnection } from "./open.ts";
 import {
   Connection,
   connectionBroken,
@@ -292,50 +289,8 @@ export class Http1Transport implements Transport {
     return undefined;
   }
 
-  async #open(signal: AbortSignal): Promise<Connection> {
-    const https = this.#base.protocol === "https:";
-    const hostname = this.#base.hostname.replace(/^\[(.*)\]$/, "$1");
-    const port = Number(this.#base.port || (https ? 443 : 80));
-    if (https && this.#conn.caCertPem && this.#conn.clientCertPem && this.#conn.clientKeyPem) {
-      // A client certificate (Deno.startTls takes none) with a pinned CA: node:tls, whose `ca`
-      // replaces the trusted roots (pinned_tls.ts).
-      return new Connection(
-        await connectPinnedTls({
-          hostname,
-          port,
-          caPem: this.#conn.caCertPem,
-          clientCertPem: this.#conn.clientCertPem,
-          clientKeyPem: this.#conn.clientKeyPem,
-          alpnProtocols: ["http/1.1"],
-          signal,
-        }),
-      );
-    }
-    const tcp = await abortable(Deno.connect({ hostname, port }), signal, (late) => late.close());
-    // TCP_NODELAY: the request must not wait behind the TLS Finished record for the server's
-    // delayed ACK (Nagle), which costs 40 ms per new connection (measured).
-    tcp.setNoDelay(true);
-    if (!https) return new Connection(tcp);
-    const caCerts = this.#conn.caCertPem ? [this.#conn.caCertPem] : undefined;
-    let tls: Deno.TlsConn | undefined;
-    try {
-      tls = await abortable(
-        Deno.startTls(tcp, { hostname, caCerts, alpnProtocols: ["http/1.1"] }),
-        signal,
-        (late) => late.close(),
-      );
-      const conn = tls;
-      await abortable(conn.handshake(), signal, () => conn.close());
-      // Trust pinned to the kubeconfig's CA, as client-go's RootCAs (tls_pin.ts): Deno also
-      // accepted its own roots (Mozilla's, DENO_CERT) in the handshake.
-      if (this.#conn.caCertPem) await checkPinnedPeer(conn, this.#conn.caCertPem);
-      return new Connection(conn);
-    } catch (err) {
-      try {
-        (tls ?? tcp).close();
-      } catch { /* already closed */ }
-      throw err;
-    }
+  #open(signal: AbortSignal): Promise<Connection> {
+    return openConnection(this.#conn, this.#base, signal);
   }
 
   /**
