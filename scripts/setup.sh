@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian machine: Deno (pinned, from the npm registry),
-# the CNI reference plugins (real delegates), iproute2, libmnl0, openssl, etcd (for the
+# the CNI reference plugins (real delegates), iproute2, libmnl0, openssl and libssl3, etcd (for the
 # tests against a real kube-apiserver), promtool (the alerting rules' tests), and the project's npm dependencies (cached from
 # deno.lock).
 set -euo pipefail
@@ -16,6 +16,8 @@ command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 ldconfig -p 2>/dev/null | grep -q 'libmnl.so.0' || need_apt+=(libmnl0)
 { command -v nft && ldconfig -p | grep -q 'libnftables.so.1'; } >/dev/null 2>&1 || need_apt+=(nftables) # nft + libnftables1 (MultiNetworkPolicy)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# The per-call plugin's TLS to the API (lib/k8s/http1/native_tls.ts) opens libssl.so.3.
+ldconfig -p 2>/dev/null | grep -q 'libssl.so.3' || need_apt+=(libssl3)
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 # The node tier (tests/node/): its own containerd (with ctr) and runc, images built with gcc -static.
 command -v containerd >/dev/null 2>&1 || need_apt+=(containerd)

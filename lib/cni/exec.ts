@@ -19,6 +19,7 @@ import {
 } from "./process_group.ts";
 import { readCapped, writeAll } from "./child_streams.ts";
 import { errorText } from "../util/text.ts";
+import { whenIdle } from "../util/idle.ts";
 import { sleep, startTimer, type Timer } from "../util/timer.ts";
 
 /** One plugin execution request. */
@@ -60,8 +61,16 @@ export interface ExecResponse {
  * delegate ADD otherwise paid between its spawn and the write of its config to its stdin, i.e.
  * with the delegate waiting. Called while the main thread would otherwise wait — the plan's API
  * round trips — so the first delegate's spawn does not pay it. Idempotent; free once loaded.
+ * @param opts `idle`: queue both halves for the main thread's next two waits for an API answer
+ *   (lib/util/idle.ts) instead of running them now — for an ADD whose pod GET is on the main
+ *   thread's path, which they would otherwise delay
  */
-export function prefetchSpawn(): void {
+export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
+  if (opts.idle) {
+    whenIdle(() => void Deno.Command);
+    whenIdle(prefetchGroupIdentity);
+    return;
+  }
   void Deno.Command;
   prefetchGroupIdentity();
 }

@@ -66,6 +66,7 @@ export class KubeRequester {
   #signal: AbortSignal | undefined;
   #onRequest: ((method: string, status: number) => void) | undefined;
   #pipelineGets: boolean;
+  #nativeTls: boolean;
   #closer = new AbortController();
   #requestCount = 0;
 
@@ -85,6 +86,7 @@ export class KubeRequester {
     this.#signal = opts.signal;
     this.#onRequest = opts.onRequest;
     this.#pipelineGets = opts.pipelineGets ?? false;
+    this.#nativeTls = opts.nativeTls ?? false;
     this.#credentials = new RequestCredentials(this.#conn, {
       logger: this.#logger,
       signal: this.#signal,
@@ -377,7 +379,10 @@ export class KubeRequester {
       this.#transport = this.#streams = undefined;
     }
     this.#transportCert = conn.clientCertPem;
-    this.#transport ??= createTransport(conn, undefined, { pipelineGets: this.#pipelineGets });
+    this.#transport ??= createTransport(conn, undefined, {
+      pipelineGets: this.#pipelineGets,
+      nativeTls: this.#nativeTls,
+    });
     return { headers, conn, transport: this.#transport, cred };
   }
 

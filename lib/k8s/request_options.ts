@@ -41,6 +41,13 @@ export interface KubeClientOptions {
    * for it. Only the HTTP/1.1 socket transport does it (not through a proxy).
    */
   pipelineGets?: boolean;
+  /**
+   * TLS through OpenSSL (`http1/native_tls.ts`) where the HTTP/1.1 socket transport pins a CA:
+   * a fresh process's first handshake then waits no ≈ 25 ms for Deno's crypto initialisation.
+   * For the per-call plugin; falls back to Deno's TLS when `libssl.so.3` cannot be opened.
+   * Default false.
+   */
+  nativeTls?: boolean;
   /** Cancels every request and backoff of this client (e.g. the CNI command's deadline). */
   signal?: AbortSignal;
   /**

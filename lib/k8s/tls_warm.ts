@@ -16,7 +16,20 @@
  * @module
  */
 
+import { nativeTlsAvailable } from "./http1/native_context.ts";
+
 let started: Promise<number | undefined> | undefined;
+
+/**
+ * Whether the per-call plugin asks its client for TLS through OpenSSL
+ * (`KubeClientOptions.nativeTls`): yes unless `MANIFOLD_NATIVE_TLS=0` (Deno's TLS, to measure
+ * or to step around OpenSSL).
+ * @param env the process environment
+ * @returns false only for `MANIFOLD_NATIVE_TLS=0`
+ */
+export function nativeTlsWanted(env: Record<string, string | undefined>): boolean {
+  return env.MANIFOLD_NATIVE_TLS !== "0";
+}
 
 /**
  * Starts {@link warmTls} when a plugin ADD with this (raw, not yet validated) config will talk
@@ -36,8 +49,11 @@ export function warmTlsForApi(config: unknown, env: Record<string, string | unde
   if (typeof c.nadDir === "string" && c.nadDir !== "") return false;
   const api = (typeof c.kubeconfig === "string" && c.kubeconfig !== "") ||
     !!env.KUBERNETES_SERVICE_HOST;
-  if (api) warmTls();
-  return api;
+  // The plugin's TLS through OpenSSL needs none of it (http1/native_tls.ts); opened here, ≈ 4
+  // ms, which its first connection would spend anyway.
+  if (!api || (nativeTlsWanted(env) && nativeTlsAvailable())) return false;
+  warmTls();
+  return true;
 }
 
 /**

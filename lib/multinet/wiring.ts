@@ -15,6 +15,7 @@ import type { CniEnv } from "../cni/env.ts";
 import { findPlugin, type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
 import type { KubeConnection } from "../k8s/connection.ts";
+import { nativeTlsWanted } from "../k8s/tls_warm.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache/cache.ts";
 import { delegateGroupTracker } from "./cache/delegate_groups.ts";
@@ -284,6 +285,9 @@ async function apiConnector(
         // A per-call process: its concurrent GETs (the NADs) share one connection instead of
         // each opening one. The daemon (its own client, many concurrent calls) does not.
         pipelineGets: true,
+        // A fresh process: OpenSSL's first handshake does not wait for Deno's crypto
+        // initialisation (lib/k8s/http1/native_tls.ts); MANIFOLD_NATIVE_TLS=0 keeps Deno's.
+        nativeTls: nativeTlsWanted(processEnv),
       });
       return {
         nads: apiNadSource(kube),

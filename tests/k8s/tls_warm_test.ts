@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { warmTls, warmTlsForApi } from "../../lib/k8s/tls_warm.ts";
+import { nativeTlsWanted, warmTls, warmTlsForApi } from "../../lib/k8s/tls_warm.ts";
+import { nativeTlsAvailable } from "../../lib/k8s/http1/native_context.ts";
 
 Deno.test("warmTls initialises crypto once per process", async () => {
   const first = warmTls();
@@ -32,18 +33,29 @@ Deno.test("warmTls needs no permission (the plugin may run without --allow-net)"
   }
 });
 
-Deno.test("warmTlsForApi warms only for an ADD that will talk to the API", () => {
+Deno.test("warmTlsForApi warms only for an ADD that will talk to the API through Deno's TLS", () => {
+  const deno = { MANIFOLD_NATIVE_TLS: "0" }; // the plugin's client keeps Deno's TLS
   const cases: [unknown, Record<string, string>, boolean][] = [
-    [{ kubeconfig: "/etc/cni/net.d/manifold.d/manifold.kubeconfig" }, {}, true],
-    [{}, { KUBERNETES_SERVICE_HOST: "10.96.0.1" }, true],
-    [{}, {}, false], // no API configured
-    [{ kubeconfig: "/k", nadDir: "/nads" }, {}, false], // standalone NADs: no API
-    [{ kubeconfig: "/k" }, { MANIFOLD_TLS_WARMUP: "0" }, false],
-    [{ kubeconfig: "" }, {}, false],
-    ["not an object", { KUBERNETES_SERVICE_HOST: "10.96.0.1" }, false],
-    [undefined, {}, false],
+    [{ kubeconfig: "/etc/cni/net.d/manifold.d/manifold.kubeconfig" }, deno, true],
+    [{}, { ...deno, KUBERNETES_SERVICE_HOST: "10.96.0.1" }, true],
+    [{}, deno, false], // no API configured
+    [{ kubeconfig: "/k", nadDir: "/nads" }, deno, false], // standalone NADs: no API
+    [{ kubeconfig: "/k" }, { ...deno, MANIFOLD_TLS_WARMUP: "0" }, false],
+    [{ kubeconfig: "" }, deno, false],
+    ["not an object", { ...deno, KUBERNETES_SERVICE_HOST: "10.96.0.1" }, false],
+    [undefined, deno, false],
   ];
   for (const [config, env, want] of cases) {
     assert.equal(warmTlsForApi(config, env), want, JSON.stringify({ config, env }));
   }
+});
+
+Deno.test("warmTlsForApi does not warm Deno's crypto when the client's TLS is OpenSSL's", () => {
+  // This machine has libssl.so.3 (the setup script installs it): the client connects through
+  // OpenSSL (lib/k8s/http1/native_tls.ts), which needs no AWS-LC initialisation.
+  assert.equal(nativeTlsAvailable(), true, "libssl.so.3 opens here");
+  assert.equal(nativeTlsWanted({}), true);
+  assert.equal(warmTlsForApi({ kubeconfig: "/k" }, {}), false);
+  assert.equal(warmTlsForApi({}, { KUBERNETES_SERVICE_HOST: "10.96.0.1" }), false);
+  assert.equal(nativeTlsWanted({ MANIFOLD_NATIVE_TLS: "0" }), false);
 });

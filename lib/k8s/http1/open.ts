@@ -3,7 +3,8 @@
  * with `TCP_NODELAY`; TLS with the kubeconfig CA pinned — `Deno.startTls` then
  * `checkPinnedPeer` (tls_pin.ts), or, with a client certificate (which `Deno.startTls` takes
  * none of), `node:tls` whose `ca` replaces the roots (pinned_tls.ts); without a CA the system
- * roots. Plain TCP for an `http:` server.
+ * roots; with `nativeTls` and a CA, OpenSSL (native_tls.ts: the CA alone trusted, a client
+ * certificate presented) when it can be opened. Plain TCP for an `http:` server.
  *
  * @module
  */
@@ -13,6 +14,7 @@ import { checkPinnedPeer } from "../tls_pin.ts";
 import type { KubeConnection } from "../connection.ts";
 import { connectPinnedTls } from "../pinned_tls.ts";
 import { Connection } from "./wire.ts";
+import { connectNativeTls, nativeTlsAvailable } from "./native_tls.ts";
 
 /**
  * Opens a connection to `base` (the server's URL) as `server` says (CA, client certificate).
@@ -20,6 +22,8 @@ import { Connection } from "./wire.ts";
  * @param server the server and TLS material (`caCertPem`, `clientCertPem`, `clientKeyPem`)
  * @param base the server's URL (`https:`, else plain TCP)
  * @param signal ends the set-up; a socket that arrives after it is closed
+ * @param opts `nativeTls`: OpenSSL rather than Deno's TLS where a CA is pinned (and
+ *   `libssl.so.3` opens)
  * @returns the connection, ready for requests
  * @throws the signal's reason when aborted; Deno's connect and TLS errors; the pin check's
  *   error when the server's chain does not lead to the kubeconfig's CA (tls_pin.ts)
@@ -28,10 +32,23 @@ export async function openConnection(
   server: KubeConnection,
   base: URL,
   signal: AbortSignal,
+  opts: { nativeTls?: boolean } = {},
 ): Promise<Connection> {
   const https = base.protocol === "https:";
   const hostname = base.hostname.replace(/^\[(.*)\]$/, "$1");
   const port = Number(base.port || (https ? 443 : 80));
+  if (https && server.caCertPem && opts.nativeTls && nativeTlsAvailable()) {
+    return new Connection(
+      await connectNativeTls({
+        hostname,
+        port,
+        caPem: server.caCertPem,
+        clientCertPem: server.clientCertPem,
+        clientKeyPem: server.clientKeyPem,
+        signal,
+      }),
+    );
+  }
   if (https && server.caCertPem && server.clientCertPem && server.clientKeyPem) {
     // A client certificate (Deno.startTls takes none) with a pinned CA: node:tls, whose `ca`
     // replaces the trusted roots (pinned_tls.ts).

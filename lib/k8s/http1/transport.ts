@@ -40,6 +40,7 @@ import { IDEMPOTENT_METHODS } from "../http_semantics.ts";
 import type { KubeConnection } from "../connection.ts";
 import type { Transport, TransportRequest, TransportResponse } from "../transport_types.ts";
 import { openConnection } from "./open.ts";
+import { idleNow } from "../../util/idle.ts";
 import {
   Connection,
   connectionBroken,
@@ -69,6 +70,12 @@ export interface Http1Options {
    * {@link Http1Options.pipelineGets}.
    */
   pipelineDepth?: number;
+  /**
+   * TLS through OpenSSL (native_tls.ts) for a server with a pinned CA, when `libssl.so.3` can
+   * be opened; else Deno's (open.ts). For a fresh process making a few requests (the per-call
+   * plugin, `KubeClientOptions.nativeTls`). Default false.
+   */
+  nativeTls?: boolean;
 }
 
 /** The most requests one connection may have outstanding, whatever {@link Http1Options} asks. */
@@ -82,6 +89,7 @@ export class Http1Transport implements Transport {
   #conn: KubeConnection;
   #base: URL;
   #depth: number;
+  #nativeTls: boolean;
   #idle: Connection[] = [];
   #busy = new Set<Connection>();
   /** Connections being opened for a GET, and how many GETs wait to be pipelined on each. */
@@ -105,6 +113,7 @@ export class Http1Transport implements Transport {
     this.#base = new URL(conn.server);
     const depth = opts.pipelineDepth ?? (opts.pipelineGets ? MAX_PIPELINE_DEPTH : 1);
     this.#depth = Math.max(1, Math.min(MAX_PIPELINE_DEPTH, Math.floor(depth)));
+    this.#nativeTls = opts.nativeTls ?? false;
   }
 
   async send(req: TransportRequest): Promise<TransportResponse> {
@@ -290,7 +299,7 @@ export class Http1Transport implements Transport {
   }
 
   #open(signal: AbortSignal): Promise<Connection> {
-    return openConnection(this.#conn, this.#base, signal);
+    return openConnection(this.#conn, this.#base, signal, { nativeTls: this.#nativeTls });
   }
 
   /**
@@ -320,6 +329,9 @@ export class Http1Transport implements Transport {
       // the answers before this one): no byte of this response came, as a close before it.
       const failed = await written;
       if (failed !== undefined) throw new ConnectionClosedError(true, failed);
+      // The main thread waits for the answer now: work queued for such a wait runs
+      // (lib/util/idle.ts; the per-call plugin's process API, at most one task a request).
+      idleNow();
       if (conn.closed) throw new ConnectionClosedError(true);
       req.signal.throwIfAborted();
       reading = true;
