@@ -11,7 +11,15 @@
  * @module
  */
 
-import { LIBSSL_COLD_SYMBOLS, LIBSSL_PATH, LIBSSL_SYMBOLS, SSL } from "../../../native/libssl.ts";
+import {
+  LIBSSL_COLD_SYMBOLS,
+  LIBSSL_PATH,
+  LIBSSL_PRELOAD_PATH,
+  LIBSSL_PRELOAD_SYMBOLS,
+  LIBSSL_SYMBOLS,
+  RTLD_NOW,
+  SSL,
+} from "../../../native/libssl.ts";
 
 /** The symbols of {@link LIBSSL_SYMBOLS}, bound. */
 export type NativeLib = Deno.DynamicLibrary<typeof LIBSSL_SYMBOLS>["symbols"];
@@ -234,4 +242,33 @@ export function drainErrors(): { text: string; eof: boolean }[] {
 export function sslError(what: string): Error {
   const why = drainErrors().map((x) => x.text).join("; ");
   return new Error(`TLS ${what} failed${why ? `: ${why}` : ""}`);
+}
+
+let preloaded: Promise<boolean> | undefined;
+
+/**
+ * {@link nativeTlsAvailable} in two steps, so that the main thread does not map the libraries:
+ * libc's `dlopen` maps `libssl.so.3` and `libcrypto.so.3` on a thread of Deno's blocking pool
+ * (≈ 1.5 ms), then the main thread binds the symbols (and starts the first `SSL_CTX`) when it
+ * next takes the promise's continuation. For main.ts, as soon as an ADD is known to talk to the
+ * API. The library stays loaded for the process.
+ * @returns resolves to {@link nativeTlsAvailable}'s answer (false when the library cannot be
+ *   loaded: the caller warms Deno's TLS instead); never rejects
+ */
+export function preloadNativeTls(): Promise<boolean> {
+  return preloaded ??= (async () => {
+    if (lib === undefined) {
+      try {
+        const libc = Deno.dlopen(LIBSSL_PRELOAD_PATH, LIBSSL_PRELOAD_SYMBOLS);
+        // Read on the other thread while the call is pending: a store of its own, never moved.
+        const name = new Uint8Array(new ArrayBuffer(LIBSSL_PATH.length + 1));
+        name.set(encoder.encode(LIBSSL_PATH));
+        const handle = await libc.symbols.dlopen(name, RTLD_NOW);
+        if (handle === null) lib = null;
+      } catch {
+        lib = null;
+      }
+    }
+    return nativeTlsAvailable();
+  })();
 }
