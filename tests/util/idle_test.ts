@@ -81,7 +81,6 @@ Deno.test("idle: the HTTP/1.1 transport runs one task per request while its answ
     try {
       for (let i = 0; i < 3; i++) {
         whenIdle(() => {
-          // The request is on the wire: the server has it (or will), no answer read yet.
           events.push(`task ${i}`);
         });
       }
