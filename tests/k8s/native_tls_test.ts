@@ -685,11 +685,12 @@ Deno.test({
     const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
     const held: Deno.Conn[] = [];
     let arrived!: () => void;
-    const accepted = new Promise<void>((r) => arrived = r);
+    const helloSent = new Promise<void>((r) => arrived = r);
     const serving = (async () => {
       for await (const c of listener) {
         held.push(c); // TCP accepted, not a byte of TLS back
-        arrived();
+        // The ClientHello came: the client waits for the server's answer in poll(2).
+        void c.read(new Uint8Array(4096)).then(arrived, arrived);
       }
     })();
     try {
@@ -701,7 +702,7 @@ Deno.test({
         caPem: certs.ca.certPem,
         signal: abort.signal,
       });
-      await accepted;
+      await helloSent;
       const reason = new DOMException("API call timed out", "TimeoutError");
       abort.abort(reason);
       await assert.rejects(within(3000, pending), (e) => e === reason);
