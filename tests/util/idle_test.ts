@@ -101,3 +101,14 @@ Deno.test("idle: the HTTP/1.1 transport runs one task per request while its answ
     }
   });
 });
+
+Deno.test("idle: prefetchSpawn({ idle }) queues its work once per process (a daemon's ADDs do not grow the queue)", async () => {
+  // `manifold daemon` runs cmdAdd in-process with its pods from the informer's store: each ADD
+  // asks for the idle prefetch, and its few API requests run fewer tasks than that queues.
+  const { prefetchSpawn } = await import("../../lib/cni/exec.ts");
+  drainIdle();
+  for (let i = 0; i < 100; i++) prefetchSpawn({ idle: true });
+  let ran = 0;
+  while (idleNow()) ran++;
+  assert.ok(ran <= 2, `${ran} tasks queued by 100 ADDs`);
+});
