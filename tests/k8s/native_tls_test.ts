@@ -423,6 +423,60 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "native TLS: a body larger than the socket buffers goes out whole (write retried), a large answer comes back whole",
+  ...ssl,
+  async fn() {
+    const certs = await defaultCertSet();
+    const big = "x".repeat(6 * 1024 * 1024);
+    const script = async (c: ScriptedConn) => {
+      for (let i = 0;; i++) {
+        const req = await c.request(i);
+        if (!req) return;
+        const body = req.raw.slice(req.raw.indexOf("\r\n\r\n") + 4);
+        if (req.method === "PATCH") {
+          // Answered with its length and digest, once all of it came.
+          const digest = await crypto.subtle.digest("SHA-256", enc.encode(body));
+          await c.send(
+            okResponse(`${body.length} ${btoa(String.fromCharCode(...new Uint8Array(digest)))}`),
+          );
+        } else await c.send(okResponse(big));
+      }
+    };
+    await withScriptedServer({ script, tls: certs.server }, async (server) => {
+      const t = new Http1Transport(
+        { server: server.url, caCertPem: certs.ca.certPem, insecureSkipTlsVerify: false },
+        { nativeTls: true },
+      );
+      try {
+        const before = await handshakes({ caPem: certs.ca.certPem });
+        const sent = Array.from({ length: 5 * 1024 * 1024 }, (_, i) => "abcdefghij"[i % 10]).join(
+          "",
+        );
+        const digest = await crypto.subtle.digest("SHA-256", enc.encode(sent));
+        const r = await t.send({
+          method: "PATCH",
+          url: `${server.url}/p`,
+          headers: { "content-type": "application/merge-patch+json" },
+          body: sent,
+          signal: new AbortController().signal,
+        });
+        assert.equal(
+          r.body,
+          `${sent.length} ${btoa(String.fromCharCode(...new Uint8Array(digest)))}`,
+        );
+        const g = await get(t, `${server.url}/big`);
+        assert.equal(g.body.length, big.length);
+        assert.ok(g.body === big);
+        assert.equal(await handshakes({ caPem: certs.ca.certPem }) - before, 1);
+      } finally {
+        t.close();
+      }
+    });
+  },
+});
+
 // ---- the host against the certificate ----
 
 Deno.test({
