@@ -909,6 +909,83 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "native TLS: an idle connection the server ended with close_notify — the next GET goes on a new one",
+  ...ssl,
+  async fn() {
+    const certs = await defaultCertSet();
+    const script = async (c: ScriptedConn) => {
+      const req = await c.request(0);
+      if (!req) return;
+      await c.send(okResponse(req.path));
+      // An idle timeout: close_notify, then the TCP end (as Go's tls.Conn.Close).
+      await (c.conn as Deno.TlsConn).closeWrite();
+      c.close();
+    };
+    await withScriptedServer({ script, tls: certs.server }, async (server) => {
+      const t = new Http1Transport(
+        { server: server.url, caCertPem: certs.ca.certPem, insecureSkipTlsVerify: false },
+        { nativeTls: true },
+      );
+      try {
+        const before = await handshakes({ caPem: certs.ca.certPem });
+        assert.equal((await get(t, `${server.url}/a`)).body, "/a");
+        while (!server.conns[0]?.ended) await new Promise((r) => setTimeout(r, 10));
+        assert.equal((await get(t, `${server.url}/b`)).body, "/b");
+        assert.equal(server.conns.length, 2);
+        assert.equal(await handshakes({ caPem: certs.ca.certPem }) - before, 2);
+      } finally {
+        t.close();
+      }
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "native TLS: a request's deadline ends a handshake the server never answers (KubeClient: code 11, Timeout)",
+  ...ssl,
+  async fn() {
+    const certs = await defaultCertSet();
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const held: Deno.Conn[] = [];
+    const serving = (async () => {
+      for await (const c of listener) held.push(c);
+    })();
+    const kube = new KubeClient({
+      connection: {
+        server: `https://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+        caCertPem: certs.ca.certPem,
+        token: "t",
+        insecureSkipTlsVerify: false,
+      },
+      nativeTls: true,
+      timeoutMs: 200,
+      retries: 1,
+      backoffMs: 10,
+    });
+    try {
+      const fds = socketFds();
+      const err = await within(5000, kube.getPod("default", "p").then(() => undefined, (e) => e));
+      assert.equal(kubeErrorCode(err), 11, String(err));
+      assert.equal(err.reason, "Timeout");
+      assert.equal(held.length, 2, "tried twice, each on its own connection");
+      for (const c of held) c.close();
+      assert.equal(socketFds(), fds, "no socket left behind");
+    } finally {
+      kube.close();
+      for (const c of held) {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      }
+      listener.close();
+      await serving.catch(() => {});
+    }
+  },
+});
+
 // ---- without FFI: Deno's TLS ----
 
 Deno.test({
