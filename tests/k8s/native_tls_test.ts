@@ -545,6 +545,36 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "native TLS: SNI names the host for a name, and is not sent for an IP literal (RFC 6066 §3)",
+  ...sServer,
+  async fn() {
+    const ca = await createCa("sni-ca");
+    // s_server presents cert2 only to a ClientHello whose SNI is -servername; else cert.
+    const fallback = await serverCert(ca, ["DNS:fallback.invalid"]);
+    for (const [sni, host] of [["localhost", "localhost"], ["127.0.0.1", "127.0.0.1"]]) {
+      const named = await serverCert(ca, [host === "localhost" ? "DNS:localhost" : "IP:127.0.0.1"]);
+      const files = {
+        "a.crt": fallback.certPem,
+        "a.key": fallback.keyPem,
+        "b.crt": named.certPem,
+        "b.key": named.keyPem,
+      };
+      const args = ["-cert", "a.crt", "-key", "a.key", "-servername", sni];
+      await withSServer(files, [...args, "-cert2", "b.crt", "-key2", "b.key"], async (port) => {
+        const connecting = connectNativeTls({ hostname: host, port, caPem: ca.certPem });
+        if (host === "localhost") {
+          (await connecting).close(); // the name went out: the server chose cert2
+        } else {
+          // No SNI: the server's default certificate, which does not name the address.
+          await assert.rejects(connecting, isInvalidPeer(/IP address mismatch/));
+        }
+      });
+    }
+  },
+});
+
+Deno.test({
   name: "native TLS: an IPv6 literal (::1) connects and is checked against the IPv6 SANs",
   ...ssl,
   async fn() {
