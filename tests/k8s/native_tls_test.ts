@@ -120,6 +120,52 @@ function issueIntermediate(root: KeyPair, cn: string): Promise<KeyPair> {
   });
 }
 
+/**
+ * A server certificate for 127.0.0.1 valid only from `start` to `end` (`YYYYMMDDHHMMSSZ`),
+ * signed by `ca` with `openssl ca` (the CLI's `x509 -days` cannot date one in the past).
+ */
+function datedServerCert(ca: KeyPair, start: string, end: string): Promise<KeyPair> {
+  return withDir(async (dir) => {
+    await Deno.writeTextFile(`${dir}/ca.crt`, ca.certPem);
+    await Deno.writeTextFile(`${dir}/ca.key`, ca.keyPem);
+    await Deno.writeTextFile(`${dir}/index.txt`, "");
+    await Deno.writeTextFile(`${dir}/serial`, "01\n");
+    await Deno.writeTextFile(
+      `${dir}/ca.cnf`,
+      "[ca]\ndefault_ca = c\n[c]\ndatabase = index.txt\nnew_certs_dir = .\nserial = serial\n" +
+        "default_md = sha256\npolicy = p\n[p]\ncommonName = supplied\n" +
+        "[ext]\nsubjectAltName = IP:127.0.0.1\nextendedKeyUsage = serverAuth\n",
+    );
+    const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    await openssl(dir, ["req", ...ec, "-keyout", "s.key", "-out", "s.csr", "-subj", "/CN=dated"]);
+    await openssl(dir, [
+      "ca",
+      "-batch",
+      "-config",
+      "ca.cnf",
+      "-cert",
+      "ca.crt",
+      "-keyfile",
+      "ca.key",
+      "-in",
+      "s.csr",
+      "-out",
+      "s.crt",
+      "-notext",
+      "-startdate",
+      start,
+      "-enddate",
+      end,
+      "-extensions",
+      "ext",
+    ]);
+    return {
+      certPem: await Deno.readTextFile(`${dir}/s.crt`),
+      keyPem: await Deno.readTextFile(`${dir}/s.key`),
+    };
+  });
+}
+
 const serverCert = (ca: KeyPair, sans: string[]) =>
   issueCert(ca, { cn: "kube-apiserver", usage: "serverAuth", sans });
 
@@ -474,6 +520,31 @@ Deno.test({
         t.close();
       }
     });
+  },
+});
+
+Deno.test({
+  name: "native TLS: an expired or not yet valid server certificate is refused",
+  ...ssl,
+  async fn() {
+    const ca = await createCa("dated-ca");
+    const cases = [
+      ["20200101000000Z", "20200102000000Z", /certificate has expired/],
+      ["20990101000000Z", "20990102000000Z", /certificate is not yet valid/],
+    ] as const;
+    for (const [start, end, why] of cases) {
+      const cert = await datedServerCert(ca, start, end);
+      await withScriptedServer({ script: echoPath, tls: cert }, async (server) => {
+        await assert.rejects(
+          connectNativeTls({
+            hostname: "127.0.0.1",
+            port: Number(new URL(server.url).port),
+            caPem: ca.certPem,
+          }),
+          isInvalidPeer(why),
+        );
+      });
+    }
   },
 });
 
