@@ -1090,7 +1090,8 @@ Deno.test({
 // ---- without FFI: Deno's TLS ----
 
 Deno.test({
-  name: "native TLS: a process without --allow-ffi connects through Deno's TLS",
+  name:
+    "native TLS: a process without --allow-ffi, or without libssl.so.3, connects through Deno's TLS",
   ...ssl,
   sanitizeOps: false,
   sanitizeResources: false,
@@ -1115,28 +1116,67 @@ Deno.test({
           // The request's timer (AbortSignal.timeout, lib/util/timer.ts) would hold the exit 5 s.
           `Deno.exit(0);\n`,
       );
-      for (const ffi of ["--deny-ffi", "--no-prompt"]) {
-        const out = await new Deno.Command(Deno.execPath(), {
-          args: [
-            "run",
-            "--quiet",
-            "--config",
-            new URL("../../deno.json", import.meta.url).pathname,
-            "--allow-read",
-            "--allow-net",
-            "--allow-env",
-            ffi,
-            script,
-            `${api.dir}/kubeconfig`,
+      const deno = (ffi: string) => [
+        Deno.execPath(),
+        "run",
+        "--quiet",
+        "--config",
+        new URL("../../deno.json", import.meta.url).pathname,
+        "--allow-read",
+        "--allow-net",
+        "--allow-env",
+        ffi,
+        script,
+        `${api.dir}/kubeconfig`,
+      ];
+      const libssl = Deno.realPathSync(
+        ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
+          .map((d) => `${d}/libssl.so.3`).find((f) => {
+            try {
+              return Deno.statSync(f).isFile;
+            } catch {
+              return false;
+            }
+          }) ?? "/nonexistent",
+      );
+      const variants: [string, string[], boolean][] = [
+        ["--allow-ffi", deno("--allow-ffi"), true],
+        ["--deny-ffi", deno("--deny-ffi"), false],
+        ["no --allow-ffi", deno("--no-prompt"), false],
+      ];
+      if (Deno.uid() === 0) {
+        // libssl.so.3 absent (an image without libssl3): /dev/null over it in a private mount
+        // namespace, gone with the process.
+        variants.push([
+          "no libssl.so.3",
+          [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount --bind /dev/null "$0" && exec "$@"',
+            libssl,
+            ...deno("--allow-ffi"),
           ],
-          stdout: "piped",
-          stderr: "piped",
-        }).output();
-        const stderr = dec.decode(out.stderr);
-        assert.equal(out.code, 0, `${ffi}: ${stderr}`);
-        assert.deepEqual(JSON.parse(dec.decode(out.stdout)), { available: false, name: "p" }, ffi);
+          false,
+        ]);
+      } else console.log("not root: the variant without libssl.so.3 is skipped");
+      for (const [what, [cmd, ...args], native] of variants) {
+        const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" })
+          .output();
+        assert.equal(out.code, 0, `${what}: ${dec.decode(out.stderr)}`);
+        assert.deepEqual(
+          JSON.parse(dec.decode(out.stdout)),
+          { available: native, name: "p" },
+          what,
+        );
       }
-      assert.deepEqual(api.requests.map((r) => r.user), [api.clientCertUser, api.clientCertUser]);
+      assert.deepEqual(
+        api.requests.map((r) => r.user),
+        variants.map(() => api.clientCertUser),
+      );
     } finally {
       await api.stop();
     }
