@@ -1087,6 +1087,62 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "native TLS: a context evicted by other trusts while a connection is being set up with it is not used once freed",
+  ...ssl,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    // native_context.ts keeps 4 contexts and frees the oldest when a fifth trust comes. A
+    // connection that got its context before and reaches SSL_new after (here: while its host
+    // name is looked up) must not use the freed one: in a child process, which a use after
+    // free crashes (SIGSEGV).
+    const certs = await defaultCertSet();
+    const others = await Promise.all([1, 2, 3, 4].map((i) => createCa(`other-${i}`)));
+    await withScriptedServer({ script: echoPath, tls: certs.server }, async (server) => {
+      await withDir(async (dir) => {
+        const lib = (p: string) => JSON.stringify(new URL(`../../lib/${p}`, import.meta.url).href);
+        await Deno.writeTextFile(
+          `${dir}/input.json`,
+          JSON.stringify({
+            caPem: certs.ca.certPem,
+            others: others.map((o) => o.certPem),
+            port: Number(new URL(server.url).port),
+          }),
+        );
+        await Deno.writeTextFile(
+          `${dir}/evict.ts`,
+          `import { connectNativeTls } from ${lib("k8s/http1/native_tls.ts")};\n` +
+            `import { tlsContext } from ${lib("k8s/http1/native_context.ts")};\n` +
+            `const { caPem, others, port } = JSON.parse(Deno.readTextFileSync(Deno.args[0]));\n` +
+            `await tlsContext({ caPem });\n` +
+            `const connecting = connectNativeTls({ hostname: "localhost", port, caPem });\n` +
+            `await Promise.all(others.map((o: string) => tlsContext({ caPem: o })));\n` +
+            `const conn = await connecting;\n` +
+            `await conn.write(new TextEncoder().encode("GET /evicted HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n"));\n` +
+            `const buf = new Uint8Array(4096);\n` +
+            `const n = await conn.read(buf);\n` +
+            `console.log(new TextDecoder().decode(buf.subarray(0, n ?? 0)));\n` +
+            `conn.close();\n` +
+            `Deno.exit(0);\n`,
+        );
+        const out = await new Deno.Command(Deno.execPath(), {
+          args: ["run", "--quiet", "-A", `${dir}/evict.ts`, `${dir}/input.json`],
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        assert.equal(
+          out.code,
+          0,
+          `child ended with ${out.signal ?? out.code}: ${dec.decode(out.stderr).slice(-2000)}`,
+        );
+        assert.match(dec.decode(out.stdout), /^HTTP\/1\.1 200 OK[\s\S]*\/evicted/);
+      });
+    });
+  },
+});
+
 // ---- without FFI: Deno's TLS ----
 
 Deno.test({
