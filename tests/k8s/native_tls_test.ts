@@ -977,6 +977,39 @@ Deno.test({
 
 Deno.test({
   name:
+    "native TLS: writing to a connection the server closed fails as a broken connection (no SIGPIPE)",
+  ...ssl,
+  async fn() {
+    const certs = await defaultCertSet();
+    const script = async (c: ScriptedConn) => {
+      await (c.conn as Deno.TlsConn).handshake();
+      c.close();
+    };
+    await withScriptedServer({ script, tls: certs.server, parse: false }, async (server) => {
+      const conn = await connectNativeTls({
+        hostname: "127.0.0.1",
+        port: Number(new URL(server.url).port),
+        caPem: certs.ca.certPem,
+      });
+      try {
+        while (server.conns.length === 0) await new Promise((r) => setTimeout(r, 10));
+        await new Promise((r) => setTimeout(r, 50)); // the server's close is on its way
+        const chunk = new Uint8Array(64 * 1024);
+        let err: unknown;
+        for (let i = 0; i < 200 && err === undefined; i++) {
+          await conn.write(chunk).catch((e) => err = e);
+        }
+        assert.ok(err instanceof Error, "a write fails");
+        assert.ok(connectionBroken(err), `connectionBroken recognises ${err}`);
+      } finally {
+        conn.close();
+      }
+    });
+  },
+});
+
+Deno.test({
+  name:
     "native TLS: a kept-alive connection dropped without close_notify — the GET is sent again on a new one",
   ...ssl,
   async fn() {
