@@ -833,6 +833,34 @@ Deno.test({
 
 Deno.test({
   name:
+    "native TLS: a server that does not speak TLS fails the handshake with OpenSSL's reason, no socket left",
+  ...ssl,
+  async fn() {
+    const certs = await defaultCertSet();
+    const script = async (c: ScriptedConn) => {
+      await c.send("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      c.close();
+    };
+    await withScriptedServer({ script, parse: false }, async (server) => {
+      const fds = socketFds();
+      await assert.rejects(
+        connectNativeTls({
+          hostname: "127.0.0.1",
+          port: Number(new URL(server.url).port),
+          caPem: certs.ca.certPem,
+        }),
+        (e: Error) =>
+          !(e instanceof Deno.errors.InvalidData) &&
+          /^TLS handshake failed: .*(wrong version number|packet length too long)/.test(e.message),
+      );
+      for (const c of server.conns) c.close();
+      assert.equal(socketFds(), fds, "no socket left behind");
+    });
+  },
+});
+
+Deno.test({
+  name:
     "native TLS: an abort while the server never answers the handshake rejects promptly with its reason, no socket left",
   ...ssl,
   async fn() {
