@@ -74,6 +74,10 @@ export interface ExecResponse {
  */
 export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
   if (opts.idle) {
+    // Once per process: `manifold daemon` runs many ADDs in-process, and its few API requests
+    // per ADD would not run two tasks for each (the queue would grow without end).
+    if (idleQueued) return;
+    idleQueued = true;
     whenIdle(() => void Deno.Command);
     whenIdle(prefetchGroupIdentity);
     return;
@@ -81,6 +85,9 @@ export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
   void Deno.Command;
   prefetchGroupIdentity();
 }
+
+/** {@link prefetchSpawn}'s idle tasks were queued (they need queueing once per process). */
+let idleQueued = false;
 
 /** Runs a plugin binary (libcni `invoke.Exec`). */
 export interface PluginExec {

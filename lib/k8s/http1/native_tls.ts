@@ -77,8 +77,8 @@ export async function connectNativeTls(opts: NativeTlsOptions): Promise<ByteConn
   const { signal } = opts;
   signal?.throwIfAborted();
   const ip = parseIp(opts.hostname);
-  const [ctx, addrs] = await Promise.all([
-    tlsContext(opts),
+  const [, addrs] = await Promise.all([
+    tlsContext(opts), // its errors (a key that does not match) before any connection
     ip ? [sockaddr(ip, opts.port)] : resolve(opts.hostname, opts.port, signal),
   ]);
   signal?.throwIfAborted();
@@ -103,6 +103,10 @@ export async function connectNativeTls(opts: NativeTlsOptions): Promise<ByteConn
         last = err;
         continue;
       }
+      // The context again, right before SSL_new takes its reference: the one awaited above may
+      // have been evicted by other trusts and freed meanwhile (native_context.ts keeps a few).
+      const ctx = await tlsContext(opts);
+      signal?.throwIfAborted();
       await conn.handshake(ctx, opts.hostname, ip !== undefined);
       return conn;
     } catch (err) {
