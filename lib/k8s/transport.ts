@@ -144,7 +144,8 @@ class LoadedTransport implements Transport {
 
   send(req: TransportRequest): Promise<TransportResponse> {
     if (this.#closed) return Promise.reject(new Error("Transport is closed"));
-    this.#impl ??= lazyImport<Streams>("./stream.ts", import.meta.url).then(this.#make);
+    this.#impl ??= lazyImport<typeof import("./stream.ts")>("./stream.ts", import.meta.url)
+      .then(this.#make);
     return this.#impl.then((t) => t.send(req));
   }
 
