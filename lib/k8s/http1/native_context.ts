@@ -112,8 +112,11 @@ export function tlsContext(opts: ContextOptions): Promise<Deno.PointerObject> {
 }
 
 async function makeContext(L: NativeLib, opts: ContextOptions): Promise<Deno.PointerObject> {
-  const ctx = await (spare ?? L.SSL_CTX_new(L.TLS_client_method()));
+  // The spare is taken before the first await: a second context asked for meanwhile makes its
+  // own (one SSL_CTX, one trust each; a shared one would hold both CAs and be freed twice).
+  const pending = spare ?? L.SSL_CTX_new(L.TLS_client_method());
   spare = undefined;
+  const ctx = await pending;
   if (ctx === null) throw sslError("SSL_CTX_new");
   try {
     L.SSL_CTX_set_verify(ctx, SSL.SSL_VERIFY_PEER, null);
