@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { createCa, issueCert, type KeyPair } from "../support/certs.ts";
-import { nativeTlsAvailable } from "../../lib/k8s/http1/native_tls.ts";
+import { connectNativeTls, nativeTlsAvailable } from "../../lib/k8s/http1/native_tls.ts";
 
 const FIXTURE = new URL("../fixtures/k8s/native_tls_fresh.ts", import.meta.url).pathname;
 
@@ -49,13 +49,63 @@ function serve(leaf: KeyPair): { port: number; [Symbol.asyncDispose](): Promise<
   };
 }
 
+/** Whether `unshare -m` can give a child its own /etc/hosts (root, util-linux). */
+async function canUnshare(): Promise<boolean> {
+  try {
+    const out = await new Deno.Command("unshare", { args: ["-m", "true"], stderr: "null" })
+      .output();
+    return out.success;
+  } catch {
+    return false;
+  }
+}
+const unshareOk = available && await canUnshare();
+if (available && !unshareOk) {
+  console.log("native_tls_review_test: host-name tests skipped, `unshare -m` unavailable");
+}
+
 /** Runs the fresh-process fixture; its JSON answer. */
 async function fresh(
-  input: { scenario: string; port: number; caPem: string; otherCaPems?: string[] },
-  env: Record<string, string> = {},
+  input: {
+    scenario: string;
+    port: number;
+    caPem: string;
+    otherCaPems?: string[];
+    hostname?: string;
+  },
+  opts: { env?: Record<string, string>; hosts?: string } = {},
 ): Promise<{ ok: boolean; error?: string }> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--no-prompt", FIXTURE],
+  const deno = [Deno.execPath(), "run", "-A", "--no-prompt", FIXTURE];
+  let hostsDir: string | undefined;
+  let cmd = deno;
+  if (opts.hosts !== undefined) {
+    // Its own mount namespace with its own /etc/hosts: a name for the server, nothing shared.
+    hostsDir = await Deno.makeTempDir({ prefix: "manifold-hosts-" });
+    await Deno.writeTextFile(`${hostsDir}/hosts`, opts.hosts);
+    cmd = [
+      "unshare",
+      "-m",
+      "sh",
+      "-c",
+      `mount --bind "$0" /etc/hosts && exec "$@"`,
+      `${hostsDir}/hosts`,
+      ...deno,
+    ];
+  }
+  try {
+    return await runFixture(cmd, input, opts.env ?? {});
+  } finally {
+    if (hostsDir) await Deno.remove(hostsDir, { recursive: true });
+  }
+}
+
+async function runFixture(
+  cmd: string[],
+  input: unknown,
+  env: Record<string, string>,
+): Promise<{ ok: boolean; error?: string }> {
+  const child = new Deno.Command(cmd[0], {
+    args: cmd.slice(1),
     env,
     stdin: "piped",
     stdout: "piped",
@@ -96,5 +146,92 @@ Deno.test({
     });
     assert.equal(res.ok, false, "a server issued by CA A is refused when only CA B is trusted");
     assert.match(res.error ?? "", /InvalidData: invalid peer certificate/);
+  },
+});
+
+/** Connects in this process to `127.0.0.1:port` trusting `ca`; the error's text or "ok". */
+async function tryConnect(hostname: string, port: number, ca: KeyPair): Promise<string> {
+  try {
+    const conn = await connectNativeTls({ hostname, port, caPem: ca.certPem });
+    conn.close();
+    return "ok";
+  } catch (err) {
+    return String(err);
+  }
+}
+
+Deno.test({
+  name: "a host name is matched against the DNS SANs only, never the subject CN (as Go)",
+  ignore,
+  async fn() {
+    // Go's crypto/x509 (since 1.17) ignores the CN; OpenSSL's X509_check_host falls back to it
+    // when the certificate has no DNS SAN — before, both certificates below were accepted.
+    const ca = await createCa("review-cn");
+    const cnOnly = await issueCert(ca, { cn: "localhost", usage: "serverAuth" });
+    const ipSanAndCn = await issueCert(ca, {
+      cn: "localhost",
+      usage: "serverAuth",
+      sans: ["IP:127.0.0.1"],
+    });
+    const dnsSan = await issueCert(ca, { cn: "x", usage: "serverAuth", sans: ["DNS:localhost"] });
+    for (const [leaf, want] of [[cnOnly, false], [ipSanAndCn, false], [dnsSan, true]] as const) {
+      await using server = serve(leaf);
+      const got = await tryConnect("localhost", server.port, ca);
+      if (want) assert.equal(got, "ok");
+      else assert.match(got, /InvalidData: invalid peer certificate: hostname mismatch/);
+    }
+  },
+});
+
+Deno.test({
+  name: "an IP literal is matched against the IP SANs only (SSL_set1_host of OpenSSL 3.0)",
+  ignore,
+  async fn() {
+    // Guard (passes before): OpenSSL 3.0's SSL_set1_host parses an IP literal as an address,
+    // as Go matches an IP host against IPAddresses alone; a DNS SAN or a CN spelling the
+    // address does not name it.
+    const ca = await createCa("review-ip");
+    const ipSan = await issueCert(ca, { cn: "x", usage: "serverAuth", sans: ["IP:127.0.0.1"] });
+    const dnsSpelling = await issueCert(ca, {
+      cn: "127.0.0.1",
+      usage: "serverAuth",
+      sans: ["DNS:127.0.0.1"],
+    });
+    {
+      await using server = serve(ipSan);
+      assert.equal(await tryConnect("127.0.0.1", server.port, ca), "ok");
+    }
+    {
+      await using server = serve(dnsSpelling);
+      assert.match(
+        await tryConnect("127.0.0.1", server.port, ca),
+        /InvalidData: invalid peer certificate: IP address mismatch/,
+      );
+    }
+  },
+});
+
+Deno.test({
+  name: "a wildcard matches only as a whole left-most label (no partial wildcard, as Go)",
+  ignore: ignore || !unshareOk,
+  async fn() {
+    // Go's matchHostnames takes `*` only as the whole first label; OpenSSL accepts `ap*.x.y`
+    // unless X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS — before, the first certificate passed.
+    const ca = await createCa("review-wild");
+    const hosts = "127.0.0.1 localhost\n127.0.0.1 api.review.test\n";
+    const cases: [string, boolean][] = [["DNS:ap*.review.test", false], [
+      "DNS:*.review.test",
+      true,
+    ]];
+    for (const [san, want] of cases) {
+      const leaf = await issueCert(ca, { cn: "x", usage: "serverAuth", sans: [san] });
+      await using server = serve(leaf);
+      const res = await fresh(
+        { scenario: "connect", port: server.port, caPem: ca.certPem, hostname: "api.review.test" },
+        { hosts },
+      );
+      assert.equal(res.ok, want, `${san}: ${res.error}`);
+      if (!want) assert.match(res.error ?? "", /hostname mismatch/);
+    }
   },
 });

@@ -10,7 +10,8 @@
  * system's roots, any of the CA's certificates an anchor, and the chain the server sends is
  * used, so a server certificate issued by an intermediate passes with the root alone in the
  * kubeconfig (which the Deno path's pin check cannot: tls_pin.ts). The host is checked against
- * the certificate (`SSL_set1_host`: a DNS name, or an IP literal against the IP SANs); SNI is
+ * the certificate as Go does (`SSL_set1_host`: a name against the DNS SANs only — never the
+ * subject CN, no partial wildcard —, an IP literal against the IP SANs only); SNI is
  * sent for names only (RFC 6066 §3); TLS 1.2 at least, as client-go. No ALPN: a server speaks
  * HTTP/1.1 on a TLS connection that offers none (RFC 7301 §3.2).
  *
@@ -150,6 +151,13 @@ class NativeTlsConn implements ByteConn {
     const ssl = this.#ssl = L.SSL_new(ctx);
     if (ssl === null) throw sslError("SSL_new");
     const host = encoder.encode(hostname + "\0");
+    // A name matches the DNS SANs alone, `*` only as a whole left-most label: Go's
+    // crypto/x509 (client-go), where OpenSSL would fall back to the subject CN when the
+    // certificate has no DNS SAN and accept `ap*.example.com`.
+    L.SSL_set_hostflags(
+      ssl,
+      SSL.X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | SSL.X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS,
+    );
     if (
       L.SSL_set_fd(ssl, this.#fd) !== 1 ||
       L.SSL_ctrl(ssl, SSL.SSL_CTRL_MODE, SSL.SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, null) === 0n ||
