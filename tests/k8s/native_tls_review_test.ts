@@ -235,3 +235,29 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "a context pushed out of the cache while a connection is being set up stays valid for it",
+  ignore,
+  async fn() {
+    // An exec-credential plugin rotating client certificates (or several CAs) makes a fifth
+    // context while a connection waits for its own: before, the evicted SSL_CTX was freed while
+    // that connection still had to call SSL_new with it (a use after free: glibc's
+    // MALLOC_PERTURB_ fills freed memory, the fixture crashed or trusted another CA).
+    const cas = await Promise.all(
+      ["a", "b", "c", "d", "e"].map((n) => createCa(`review-evict-${n}`)),
+    );
+    const leaf = await issueCert(cas[0], { cn: "x", usage: "serverAuth", sans: ["IP:127.0.0.1"] });
+    await using server = serve(leaf);
+    const res = await fresh(
+      {
+        scenario: "evict-while-connecting",
+        port: server.port,
+        caPem: cas[0].certPem,
+        otherCaPems: cas.slice(1).map((c) => c.certPem),
+      },
+      { env: { MALLOC_PERTURB_: "165" } },
+    );
+    assert.deepEqual(res, { ok: true });
+  },
+});

@@ -23,8 +23,15 @@ let lib: NativeLib | null | undefined;
 let coldLib: NativeColdLib | undefined;
 /** An `SSL_CTX` being made ahead of the first connection (no trust in it yet). */
 let spare: Promise<Deno.PointerValue> | undefined;
+/** A cached context and the connection set-ups holding it ({@link holdContext}). */
+interface Entry {
+  made: Promise<Deno.PointerObject>;
+  users: number;
+  /** Out of the cache: freed when the last holder releases it. */
+  evicted: boolean;
+}
 /** SSL_CTX per (CA, client certificate, key); a few at most (an exec plugin may rotate). */
-const contexts = new Map<string, Promise<Deno.PointerObject>>();
+const contexts = new Map<string, Entry>();
 const MAX_CONTEXTS = 4;
 const encoder = new TextEncoder();
 
@@ -89,26 +96,62 @@ export function nativeColdLib(): NativeColdLib {
  * The `SSL_CTX` for this CA and client certificate, made once per process (a few at most):
  * peer verification on, the CA's certificates the only anchors, any of them one
  * (`X509_V_FLAG_PARTIAL_CHAIN`, as Go accepts an intermediate in `RootCAs`), the client
- * certificate (chain) and key when given.
+ * certificate (chain) and key when given. A context pushed out of the cache is freed (live
+ * connections keep their own reference); one used after an `await` must be held with
+ * {@link holdContext}.
  * @param opts the trust and identity
- * @returns the context (connections take their own reference)
+ * @returns the context, valid until a fifth one pushes it out of the cache
  * @throws {Deno.errors.InvalidData} when `caPem` holds no certificate, the client certificate
  *   none, or the key does not match it; an `Error` naming OpenSSL's reason otherwise
  */
 export function tlsContext(opts: ContextOptions): Promise<Deno.PointerObject> {
+  return entryFor(opts).made;
+}
+
+/**
+ * {@link tlsContext}, held for one connection's set-up: not freed, even when pushed out of the
+ * cache meanwhile, until `release` (call it once `SSL_new` holds its own reference, or the
+ * set-up failed; further calls do nothing).
+ * @param opts the trust and identity
+ * @returns the context (rejects as {@link tlsContext}) and its release
+ */
+export function holdContext(
+  opts: ContextOptions,
+): { ctx: Promise<Deno.PointerObject>; release(): void } {
+  const entry = entryFor(opts);
+  entry.users++;
+  let held = true;
+  return {
+    ctx: entry.made,
+    release() {
+      if (!held) return;
+      held = false;
+      if (--entry.users === 0 && entry.evicted) freeWhenMade(entry);
+    },
+  };
+}
+
+function entryFor(opts: ContextOptions): Entry {
   const key = `${opts.caPem}\0${opts.clientCertPem ?? ""}\0${opts.clientKeyPem ?? ""}`;
   const had = contexts.get(key);
   if (had) return had;
-  const made = makeContext(nativeLib(), opts);
-  made.catch(() => contexts.delete(key));
+  const entry: Entry = { made: makeContext(nativeLib(), opts), users: 0, evicted: false };
+  entry.made.catch(() => {
+    if (contexts.get(key) === entry) contexts.delete(key);
+  });
   if (contexts.size >= MAX_CONTEXTS) {
     const [oldKey, old] = contexts.entries().next().value!;
     contexts.delete(oldKey);
-    // Connections still open keep their reference.
-    old.then((ctx) => nativeColdLib().SSL_CTX_free(ctx), () => {});
+    old.evicted = true;
+    // Connections open keep their reference (SSL_new); set-ups still waiting hold the entry.
+    if (old.users === 0) freeWhenMade(old);
   }
-  contexts.set(key, made);
-  return made;
+  contexts.set(key, entry);
+  return entry;
+}
+
+function freeWhenMade(entry: Entry): void {
+  entry.made.then((ctx) => nativeColdLib().SSL_CTX_free(ctx), () => {});
 }
 
 async function makeContext(L: NativeLib, opts: ContextOptions): Promise<Deno.PointerObject> {

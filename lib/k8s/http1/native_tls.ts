@@ -28,11 +28,11 @@ import type { ByteConn } from "../pinned_tls.ts";
 import { parseIp, resolve, sockaddr } from "./native_addr.ts";
 import {
   drainErrors,
+  holdContext,
   nativeColdLib,
   type NativeLib,
   nativeLib,
   sslError,
-  tlsContext,
 } from "./native_context.ts";
 
 export { nativeTlsAvailable } from "./native_context.ts";
@@ -78,10 +78,29 @@ export async function connectNativeTls(opts: NativeTlsOptions): Promise<ByteConn
   const { signal } = opts;
   signal?.throwIfAborted();
   const ip = parseIp(opts.hostname);
-  const [ctx, addrs] = await Promise.all([
-    tlsContext(opts),
-    ip ? [sockaddr(ip, opts.port)] : resolve(opts.hostname, opts.port, signal),
-  ]);
+  // Held until the set-up ends: a context pushed out of the cache meanwhile (an exec plugin's
+  // rotated client certificate) is freed only then; SSL_new takes its own reference.
+  const held = holdContext(opts);
+  try {
+    const [ctx, addrs] = await Promise.all([
+      held.ctx,
+      ip ? [sockaddr(ip, opts.port)] : resolve(opts.hostname, opts.port, signal),
+    ]);
+    return await connectAny(L, ctx, addrs, opts, ip !== undefined);
+  } finally {
+    held.release();
+  }
+}
+
+/** Tries `addrs` in order: the first that accepts TCP is the one the handshake runs on. */
+async function connectAny(
+  L: Lib,
+  ctx: Deno.PointerObject,
+  addrs: Uint8Array[],
+  opts: NativeTlsOptions,
+  ip: boolean,
+): Promise<ByteConn> {
+  const { signal } = opts;
   signal?.throwIfAborted();
   let last: unknown = new Deno.errors.NotFound(`no address found for ${opts.hostname}`);
   for (const sa of addrs) {
@@ -104,7 +123,7 @@ export async function connectNativeTls(opts: NativeTlsOptions): Promise<ByteConn
         last = err;
         continue;
       }
-      await conn.handshake(ctx, opts.hostname, ip !== undefined);
+      await conn.handshake(ctx, opts.hostname, ip);
       return conn;
     } catch (err) {
       conn.close();
