@@ -4,12 +4,15 @@
  * `RootCAs` the only trust, host names matched against SANs only), the OpenSSL 3.0 manual —
  * each finding held by a test against a real TLS server (`Deno.listenTls`) with certificates
  * made by the `openssl` CLI. What keeps per-process state (the spare `SSL_CTX`, the cache of
- * contexts) runs in a fresh process: tests/fixtures/k8s/native_tls_fresh.ts.
+ * contexts) runs in a fresh process: tests/fixtures/k8s/native_tls_fresh.ts. And what the
+ * same commit changed around it, through the plugin as a process (the pod's annotations read
+ * from the runtime or the API: lib/multinet/verbs/add.ts).
  */
 
 import assert from "node:assert/strict";
 import { createCa, issueCert, type KeyPair } from "../support/certs.ts";
 import { connectNativeTls, nativeTlsAvailable } from "../../lib/k8s/http1/native_tls.ts";
+import { done, world } from "../support/world.ts";
 
 const FIXTURE = new URL("../fixtures/k8s/native_tls_fresh.ts", import.meta.url).pathname;
 
@@ -259,5 +262,34 @@ Deno.test({
       { env: { MALLOC_PERTURB_: "165" } },
     );
     assert.deepEqual(res, { ok: true });
+  },
+});
+
+Deno.test({
+  name: "ADD with malformed runtime pod annotations fails with CNI code 6, no event, no crash",
+  ignore: Deno.uid() !== 0,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const w = await world();
+    try {
+      const conf = {
+        ...w.conf,
+        capabilities: { "io.kubernetes.cri.pod-annotations": true },
+        runtimeConfig: { "io.kubernetes.cri.pod-annotations": "not a map" },
+      };
+      // Before: podFromApi (c0bc9f2) threw synchronously in cmdAdd's try, whose catch sent a
+      // Warning event while the plan's rejection went unhandled: the process died with
+      // "Uncaught (in promise)" and an empty stdout (no CNI error for the runtime).
+      const add = await w.call("ADD", { config: conf });
+      assert.equal(add.code, 1);
+      const err = JSON.parse(add.stdout);
+      assert.equal(err.code, 6, add.stdout);
+      assert.match(err.msg, /is not a map/);
+      assert.doesNotMatch(add.stderr, /Uncaught/);
+      assert.deepEqual(w.api.events, [], "nothing to report on the pod: its input is unreadable");
+    } finally {
+      await done(w);
+    }
   },
 });
