@@ -53,6 +53,9 @@ export interface ExecResponse {
   truncated?: boolean;
 }
 
+/** {@link prefetchSpawn}'s idle tasks were queued (they load what a process needs once). */
+let idleQueued = false;
+
 /**
  * Loads Deno's process API now. Deno loads the implementation of `Deno.Command` (and the fetch
  * body code it uses) on first access: ≈ 6 ms of main-thread JavaScript in a plugin process
@@ -67,6 +70,10 @@ export interface ExecResponse {
  */
 export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
   if (opts.idle) {
+    // Once per process: the daemon runs an ADD per pod, and only an HTTP/1.1 request's wait
+    // runs a queued task (lib/util/idle.ts) — queued per ADD, they would pile up.
+    if (idleQueued) return;
+    idleQueued = true;
     whenIdle(() => void Deno.Command);
     whenIdle(prefetchGroupIdentity);
     return;

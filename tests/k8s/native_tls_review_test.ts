@@ -13,6 +13,8 @@ import assert from "node:assert/strict";
 import { createCa, issueCert, type KeyPair } from "../support/certs.ts";
 import { connectNativeTls, nativeTlsAvailable } from "../../lib/k8s/http1/native_tls.ts";
 import { done, world } from "../support/world.ts";
+import { prefetchSpawn } from "../../lib/cni/exec.ts";
+import { drainIdle, idleNow } from "../../lib/util/idle.ts";
 
 const FIXTURE = new URL("../fixtures/k8s/native_tls_fresh.ts", import.meta.url).pathname;
 
@@ -292,4 +294,15 @@ Deno.test({
       await done(w);
     }
   },
+});
+
+Deno.test("repeated idle prefetches (the daemon's ADDs) queue its two tasks once per process", () => {
+  // The daemon runs cmdAdd for every pod; before, each queued two closures that only an
+  // HTTP/1.1 request's wait ran (none through fetch, none when the pod came from the
+  // informer's store): a queue growing with every ADD for the daemon's lifetime.
+  drainIdle();
+  for (let i = 0; i < 1000; i++) prefetchSpawn({ idle: true });
+  let ran = 0;
+  while (idleNow()) ran++;
+  assert.ok(ran <= 2, `${ran} tasks were queued by 1000 prefetches`);
 });
