@@ -78,9 +78,9 @@ async function fresh(
     otherCaPems?: string[];
     hostname?: string;
   },
-  opts: { env?: Record<string, string>; hosts?: string } = {},
-): Promise<{ ok: boolean; error?: string }> {
-  const deno = [Deno.execPath(), "run", "-A", "--no-prompt", FIXTURE];
+  opts: { env?: Record<string, string>; hosts?: string; permissions?: string[] } = {},
+): Promise<{ ok: boolean; error?: string; [more: string]: unknown }> {
+  const deno = [Deno.execPath(), "run", ...(opts.permissions ?? ["-A"]), "--no-prompt", FIXTURE];
   let hostsDir: string | undefined;
   let cmd = deno;
   if (opts.hosts !== undefined) {
@@ -108,7 +108,7 @@ async function runFixture(
   cmd: string[],
   input: unknown,
   env: Record<string, string>,
-): Promise<{ ok: boolean; error?: string }> {
+): Promise<{ ok: boolean; error?: string; [more: string]: unknown }> {
   const child = new Deno.Command(cmd[0], {
     args: cmd.slice(1),
     env,
@@ -305,4 +305,31 @@ Deno.test("repeated idle prefetches (the daemon's ADDs) queue its two tasks once
   let ran = 0;
   while (idleNow()) ran++;
   assert.ok(ran <= 2, `${ran} tasks were queued by 1000 prefetches`);
+});
+
+Deno.test("without OpenSSL the plugin warms Deno's crypto and connects through Deno's TLS", async () => {
+  // Guard (passes before): a process that cannot open libssl.so.3 (here: no --allow-ffi; on a
+  // node: no libssl3) keeps the ≈ 25 ms AWS-LC warm-up (tls_warm.ts) and Deno's TLS with the
+  // CA pinned (open.ts), as before native TLS existed.
+  const ca = await createCa("review-fallback");
+  const leaf = await issueCert(ca, { cn: "x", usage: "serverAuth", sans: ["IP:127.0.0.1"] });
+  const ac = new AbortController();
+  const server = Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    cert: leaf.certPem,
+    key: leaf.keyPem,
+    signal: ac.signal,
+    onListen() {},
+  }, () => new Response("ok"));
+  try {
+    const res = await fresh(
+      { scenario: "fallback", port: server.addr.port, caPem: ca.certPem },
+      { permissions: ["--allow-net", "--allow-read", "--allow-env"] },
+    );
+    assert.deepEqual(res, { ok: true, warmed: true, native: false, status: "HTTP/1.1 200 OK" });
+  } finally {
+    ac.abort();
+    await server.finished;
+  }
 });
