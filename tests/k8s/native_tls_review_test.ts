@@ -333,3 +333,33 @@ Deno.test("without OpenSSL the plugin warms Deno's crypto and connects through D
     await server.finished;
   }
 });
+
+Deno.test({
+  name: "openssl.cnf (OPENSSL_CONF from the runtime's environment) is never read",
+  ignore,
+  async fn() {
+    // Guard (passes before): a CNI plugin's environment is the runtime's. OPENSSL_init_ssl with
+    // OPENSSL_INIT_NO_LOAD_CONFIG runs the config step once, empty, so the SSL_CTX_new calls
+    // after it (their own OPENSSL_init_ssl without the flag) load nothing either: this file
+    // would cap the protocol at TLS 1.1 and every handshake would fail.
+    const ca = await createCa("review-conf");
+    const leaf = await issueCert(ca, { cn: "x", usage: "serverAuth", sans: ["IP:127.0.0.1"] });
+    const dir = await Deno.makeTempDir({ prefix: "manifold-openssl-conf-" });
+    try {
+      const conf = `${dir}/openssl.cnf`;
+      await Deno.writeTextFile(
+        conf,
+        "openssl_conf = init\n[init]\nssl_conf = ssl\n[ssl]\nsystem_default = sys\n" +
+          "[sys]\nMaxProtocol = TLSv1.1\n",
+      );
+      await using server = serve(leaf);
+      const res = await fresh(
+        { scenario: "connect", port: server.port, caPem: ca.certPem },
+        { env: { OPENSSL_CONF: conf } },
+      );
+      assert.deepEqual(res, { ok: true });
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
