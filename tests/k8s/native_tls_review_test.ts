@@ -77,6 +77,8 @@ async function fresh(
     caPem: string;
     otherCaPems?: string[];
     hostname?: string;
+    serverCertPem?: string;
+    serverKeyPem?: string;
   },
   opts: { env?: Record<string, string>; hosts?: string; permissions?: string[] } = {},
 ): Promise<{ ok: boolean; error?: string; [more: string]: unknown }> {
@@ -361,5 +363,34 @@ Deno.test({
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
+  },
+});
+
+Deno.test({
+  name: "a signal that interrupts the TCP connect's poll does not end the wait early",
+  ignore: ignore || !unshareOk,
+  async fn() {
+    // poll(2) is never restarted after a handled signal (signal(7)): it returns EINTR with no
+    // revents. Before, connectTcp took that for "connected" and started the handshake on a
+    // socket still connecting; the connect's refusal then came out of SSL_connect and the
+    // name's next address was never tried.
+    const ca = await createCa("review-eintr");
+    const leaf = await issueCert(ca, {
+      cn: "x",
+      usage: "serverAuth",
+      sans: ["DNS:api.review.test"],
+    });
+    const res = await fresh(
+      {
+        scenario: "eintr-connect",
+        port: 0,
+        caPem: ca.certPem,
+        hostname: "api.review.test",
+        serverCertPem: leaf.certPem,
+        serverKeyPem: leaf.keyPem,
+      },
+      { hosts: "127.0.0.1 localhost\n127.0.0.1 api.review.test\n127.0.0.2 api.review.test\n" },
+    );
+    assert.deepEqual(res, { ok: true });
   },
 });

@@ -155,8 +155,13 @@ class NativeTlsConn implements ByteConn {
     if (L.connect(this.#fd, sa, sa.length) === 0) return;
     const err = errno(L);
     if (err !== SSL.EINPROGRESS) throw osError(err);
-    const revents = await this.#wait(SSL.POLLOUT);
-    if (this.#closed) throw closedError();
+    let revents = 0;
+    // No revents: poll returned EINTR (a handled signal landed on its thread; poll(2) is never
+    // restarted, signal(7)) — the socket is still connecting.
+    while (revents === 0) {
+      revents = await this.#wait(SSL.POLLOUT);
+      if (this.#closed) throw closedError();
+    }
     if (revents & (SSL.POLLERR | SSL.POLLHUP)) {
       const value = new Int32Array(new ArrayBuffer(4));
       const len = new Uint32Array([4]);
