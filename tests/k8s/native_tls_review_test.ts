@@ -394,3 +394,67 @@ Deno.test({
     assert.deepEqual(res, { ok: true });
   },
 });
+
+Deno.test({
+  name: "an error left on the thread's OpenSSL queue does not fail the next read",
+  ignore,
+  async fn() {
+    // SSL_get_error(3): "the current thread's error queue must be empty before the TLS/SSL
+    // I/O operation is attempted" — else a WANT_READ reads as SSL_ERROR_SSL. Before, nothing
+    // emptied it before SSL_read or SSL_write (drainErrors stops at 16 entries; any other
+    // libcrypto user on the main thread may leave one): the read failed on a stale error.
+    const ca = await createCa("review-queue");
+    const leaf = await issueCert(ca, { cn: "x", usage: "serverAuth", sans: ["IP:127.0.0.1"] });
+    const listener = Deno.listenTls({
+      hostname: "127.0.0.1",
+      port: 0,
+      cert: leaf.certPem,
+      key: leaf.keyPem,
+    });
+    const serving = (async () => {
+      const conn = await listener.accept();
+      try {
+        await conn.handshake();
+        await new Promise((r) => setTimeout(r, 200)); // the client's read waits (WANT_READ)
+        await conn.write(new TextEncoder().encode("hello"));
+      } finally {
+        conn.close();
+      }
+    })();
+    const ssl = Deno.dlopen("libssl.so.3", {
+      BIO_new_mem_buf: { parameters: ["buffer", "i32"], result: "pointer" },
+      BIO_free: { parameters: ["pointer"], result: "i32" },
+      PEM_read_bio_X509: {
+        parameters: ["pointer", "pointer", "pointer", "pointer"],
+        result: "pointer",
+      },
+      ERR_peek_error: { parameters: [], result: "u64" },
+      ERR_clear_error: { parameters: [], result: "void" },
+    });
+    try {
+      const conn = await connectNativeTls({
+        hostname: "127.0.0.1",
+        port: (listener.addr as Deno.NetAddr).port,
+        caPem: ca.certPem,
+      });
+      try {
+        const text = new Uint8Array(new ArrayBuffer(8));
+        text.set(new TextEncoder().encode("garbage\n"));
+        const bio = ssl.symbols.BIO_new_mem_buf(text, text.length);
+        assert.equal(ssl.symbols.PEM_read_bio_X509(bio, null, null, null), null);
+        ssl.symbols.BIO_free(bio);
+        assert.notEqual(ssl.symbols.ERR_peek_error(), 0n, "an error is queued");
+        const buf = new Uint8Array(16);
+        const n = await conn.read(buf);
+        assert.equal(new TextDecoder().decode(buf.subarray(0, n ?? 0)), "hello");
+      } finally {
+        conn.close();
+      }
+    } finally {
+      ssl.symbols.ERR_clear_error();
+      ssl.close();
+      listener.close();
+      await serving.catch(() => {});
+    }
+  },
+});

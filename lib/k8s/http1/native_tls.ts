@@ -192,6 +192,7 @@ class NativeTlsConn implements ByteConn {
       L.SSL_set1_host(ssl, host) !== 1
     ) throw sslError("TLS set-up");
     for (;;) {
+      L.ERR_clear_error(); // SSL_get_error(3): the queue empty before the I/O call
       const r = L.SSL_connect(ssl);
       if (r === 1) return;
       await this.#retry(L.SSL_get_error(ssl, r), "handshake");
@@ -202,6 +203,7 @@ class NativeTlsConn implements ByteConn {
     const L = this.#L;
     for (;;) {
       if (this.#closed || this.#ssl === null) throw closedError();
+      L.ERR_clear_error(); // SSL_get_error(3): the queue empty before the I/O call
       const n = L.SSL_read(this.#ssl, p, Math.min(p.length, 0x7fffffff));
       if (n > 0) return n;
       const e = L.SSL_get_error(this.#ssl, n);
@@ -215,6 +217,7 @@ class NativeTlsConn implements ByteConn {
     if (p.length === 0) return 0;
     for (;;) {
       if (this.#closed || this.#ssl === null) throw closedError();
+      L.ERR_clear_error(); // SSL_get_error(3): the queue empty before the I/O call
       const n = L.SSL_write(this.#ssl, p, Math.min(p.length, 0x7fffffff));
       if (n > 0) return n;
       await this.#retry(L.SSL_get_error(this.#ssl, n), "write");
