@@ -152,9 +152,13 @@ export const LIBSSL_COLD_SYMBOLS = {
   SSL_CTX_ctrl: { parameters: ["pointer", "i32", "i64", "pointer"], result: "i64" },
   /** `int SSL_CTX_use_certificate(SSL_CTX *ctx, X509 *x);` */
   SSL_CTX_use_certificate: { parameters: ["pointer", "pointer"], result: "i32" },
-  /** `EVP_PKEY *PEM_read_bio_PrivateKey(BIO *bp, EVP_PKEY **x, pem_password_cb *cb, void *u);` */
+  /**
+   * `EVP_PKEY *PEM_read_bio_PrivateKey(BIO *bp, EVP_PKEY **x, pem_password_cb *cb, void *u);`
+   * (no `cb`: `u` is the pass phrase, a C string; with `u` NULL too, OpenSSL would ask on the
+   * controlling terminal)
+   */
   PEM_read_bio_PrivateKey: {
-    parameters: ["pointer", "pointer", "pointer", "pointer"],
+    parameters: ["pointer", "pointer", "pointer", "buffer"],
     result: "pointer",
   },
   /** `int SSL_CTX_use_PrivateKey(SSL_CTX *ctx, EVP_PKEY *pkey);` */

@@ -79,8 +79,16 @@ async function fresh(
     hostname?: string;
     serverCertPem?: string;
     serverKeyPem?: string;
+    clientCertPem?: string;
+    clientKeyPem?: string;
   },
-  opts: { env?: Record<string, string>; hosts?: string; permissions?: string[] } = {},
+  opts: {
+    env?: Record<string, string>;
+    hosts?: string;
+    permissions?: string[];
+    /** Run under `script` (util-linux): a pseudo-terminal as the controlling terminal. */
+    tty?: boolean;
+  } = {},
 ): Promise<{ ok: boolean; error?: string; [more: string]: unknown }> {
   const deno = [Deno.execPath(), "run", ...(opts.permissions ?? ["-A"]), "--no-prompt", FIXTURE];
   let hostsDir: string | undefined;
@@ -99,8 +107,16 @@ async function fresh(
       ...deno,
     ];
   }
+  const env = { ...opts.env };
+  if (opts.tty) {
+    // Its stdin is the terminal's: the input goes in the environment. A wait on the terminal
+    // ends with `timeout` (the test then fails on the missing answer).
+    env.FIXTURE_INPUT = JSON.stringify(input);
+    const quoted = cmd.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ");
+    cmd = ["script", "-qec", `timeout -s KILL 20 ${quoted}`, "/dev/null"];
+  }
   try {
-    return await runFixture(cmd, input, opts.env ?? {});
+    return await runFixture(cmd, opts.tty ? undefined : input, env);
   } finally {
     if (hostsDir) await Deno.remove(hostsDir, { recursive: true });
   }
@@ -108,26 +124,29 @@ async function fresh(
 
 async function runFixture(
   cmd: string[],
-  input: unknown,
+  input: unknown | undefined,
   env: Record<string, string>,
 ): Promise<{ ok: boolean; error?: string; [more: string]: unknown }> {
   const child = new Deno.Command(cmd[0], {
     args: cmd.slice(1),
     env,
-    stdin: "piped",
+    stdin: input === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(JSON.stringify(input)));
-  await writer.close();
+  if (input !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(JSON.stringify(input)));
+    await writer.close();
+  }
   const out = await child.output();
-  const text = new TextDecoder().decode(out.stdout).trim();
+  // The last line (a terminal's output, under `script`, may hold other text before it).
+  const text = new TextDecoder().decode(out.stdout).trim().split(/\r?\n/).at(-1) ?? "";
   assert.ok(
-    out.success && text !== "",
+    out.success && text.startsWith("{"),
     `fixture exited with ${out.code} (signal ${out.signal}): ${
       new TextDecoder().decode(out.stderr)
-    }`,
+    } ${new TextDecoder().decode(out.stdout)}`,
   );
   return JSON.parse(text);
 }
@@ -456,5 +475,67 @@ Deno.test({
       listener.close();
       await serving.catch(() => {});
     }
+  },
+});
+
+/** Whether `script` (util-linux) can run a command under a pseudo-terminal here. */
+async function canScript(): Promise<boolean> {
+  try {
+    const out = await new Deno.Command("script", {
+      args: ["-qec", "true", "/dev/null"],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    return out.success;
+  } catch {
+    return false;
+  }
+}
+const scriptOk = available && await canScript();
+if (available && !scriptOk) {
+  console.log("native_tls_review_test: terminal test skipped, `script` unavailable");
+}
+
+Deno.test({
+  name: "an encrypted client key is refused, never a pass phrase asked on the terminal",
+  ignore: !scriptOk,
+  async fn() {
+    // Go's tls.X509KeyPair (client-go) refuses an encrypted PEM key. OpenSSL's
+    // PEM_read_bio_PrivateKey with no callback and no user data asks for the pass phrase on
+    // the controlling terminal: before, a plugin run from a shell (a debugging session,
+    // cnitool) printed "Enter PEM pass phrase:" and waited there for ever.
+    const ca = await createCa("review-enc");
+    const client = await issueCert(ca, { cn: "user", usage: "clientAuth" });
+    const enc = new Deno.Command("openssl", {
+      args: ["pkey", "-aes-128-cbc", "-passout", "pass:secret"],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    const w = enc.stdin.getWriter();
+    await w.write(new TextEncoder().encode(client.keyPem));
+    await w.close();
+    const encrypted = new TextDecoder().decode((await enc.output()).stdout);
+    assert.match(encrypted, /ENCRYPTED PRIVATE KEY/);
+    const res = await fresh(
+      {
+        scenario: "client-key",
+        port: 0,
+        caPem: ca.certPem,
+        clientCertPem: client.certPem,
+        clientKeyPem: encrypted,
+      },
+      { tty: true },
+    );
+    assert.equal(res.ok, false);
+    assert.match(res.error ?? "", /TLS client key failed/);
+    const plain = await fresh({
+      scenario: "client-key",
+      port: 0,
+      caPem: ca.certPem,
+      clientCertPem: client.certPem,
+      clientKeyPem: client.keyPem,
+    }, { tty: true });
+    assert.deepEqual(plain, { ok: true }, "the same key unencrypted is used");
   },
 });

@@ -34,6 +34,8 @@ interface Entry {
 const contexts = new Map<string, Entry>();
 const MAX_CONTEXTS = 4;
 const encoder = new TextEncoder();
+/** The empty C string: the pass phrase given for a PEM key (never one asked on a terminal). */
+const NO_PASSPHRASE = new Uint8Array(new ArrayBuffer(1));
 
 /** The trust and identity of a context (native_tls.ts `NativeTlsOptions`). */
 export interface ContextOptions {
@@ -235,7 +237,9 @@ function useClientCertificate(
   const { bio, bytes } = memBio(L, keyPem);
   let pkey: Deno.PointerValue;
   try {
-    pkey = C.PEM_read_bio_PrivateKey(bio, null, null, null);
+    // An empty pass phrase as the user data: an encrypted key fails to decode, as Go's
+    // tls.X509KeyPair refuses it, instead of OpenSSL asking for one on the terminal.
+    pkey = C.PEM_read_bio_PrivateKey(bio, null, null, NO_PASSPHRASE);
   } finally {
     L.BIO_free(bio);
   }
