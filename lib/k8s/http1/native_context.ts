@@ -6,7 +6,27 @@
  * The first `SSL_CTX_new` of a process also loads OpenSSL's default provider and its
  * algorithms (≈ 2.5 ms of CPU, measured in the plugin's timeline); it runs on a thread of
  * Deno's blocking pool (`nonblocking`), started when the library is opened — by main.ts for an
- * ADD that will talk to the API, well before the first connection needs it.
+ * ADD that will talk to the API, well before the first connection needs it. `SSL_CTX_new` is
+ * thread safe; the context is configured on the main thread once it returns. OpenSSL's error
+ * queue is per thread: the reasons of a failing `SSL_CTX_new` stay on its pool thread, so that
+ * error names none.
+ *
+ * What OpenSSL takes from the environment (a CNI plugin's is the container runtime's, never a
+ * request's): not openssl.cnf nor `OPENSSL_CONF` (`OPENSSL_INIT_NO_LOAD_CONFIG` runs the
+ * configuration step once, empty, and the later `SSL_CTX_new` calls' own initialisation finds it
+ * done), so no system-wide policy of the host (RHEL's crypto-policies) applies, as Go's
+ * defaults ignore it too; not `SSL_CERT_FILE` or `SSL_CERT_DIR` (no default verify paths); not
+ * `OPENSSL_MODULES` or `OPENSSL_ENGINES` (the built-in default provider only). Still read:
+ * `OPENSSL_ia32cap` (x86-64; `OPENSSL_armcap` on arm64), the CPU features libcrypto uses;
+ * and `LD_LIBRARY_PATH` chooses which `libssl.so.3` opens — the variables that already choose
+ * what deno itself links and runs.
+ *
+ * Contexts: four at most per process, one per CA, client certificate and key (an exec plugin
+ * rotating its client certificate makes one per certificate); one pushed out of the cache is
+ * freed once no connection set-up holds it ({@link holdContext}); open connections keep their
+ * own reference. The spare made when the library opens goes to the first context only. An
+ * encrypted client key is refused (an empty pass phrase, never one asked on a terminal), as
+ * Go's `tls.X509KeyPair` refuses it.
  *
  * @module
  */

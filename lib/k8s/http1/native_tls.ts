@@ -20,6 +20,46 @@
  * and {@link ByteConn.close} wake a wait with `shutdown(2)`. The socket is freed once no wait
  * uses it. `close` sends no `close_notify` (the server sees the TCP end).
  *
+ * Read against its references (client-go's `tls.Config`, the OpenSSL 3.0 manual, Deno's FFI;
+ * tests/k8s/native_tls_review_test.ts holds what a test can show):
+ * - Threads: OpenSSL's error queue is per thread; it is emptied before each `SSL_connect`,
+ *   `SSL_read` and `SSL_write` (`SSL_get_error(3)` reads it), and `errno` is read on the main
+ *   thread right after the call that failed.
+ * - A read and a write at once on one `SSL` (a pipelined GET's read waiting while the next
+ *   request is written): each retries its own call with the same arguments;
+ *   `SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER` as the bytes may move (a small typed array lives on
+ *   V8's heap). OpenSSL would refuse ("bad write retry") a read that must itself write while a
+ *   write is pending — a TLS 1.2 renegotiation, a TLS 1.3 KeyUpdate asking for an answer — and
+ *   a Go API server starts neither (crypto/tls never renegotiates as a server and only answers
+ *   a peer's KeyUpdate). Go's client refuses renegotiation where OpenSSL's accepts a secure one;
+ *   left so, as no Go server asks.
+ * - The buffers of `nonblocking` calls (`poll`'s `pollfd`; `getaddrinfo`'s strings, hints and
+ *   result) are `ArrayBuffer`s of their own (off V8's heap, never resized), and Deno keeps a
+ *   buffer argument's store alive until the call returns (denoland/deno#32775, Deno 2.9).
+ * - Descriptors: `close` (an abort during the connect or the handshake calls it) shuts the
+ *   socket down, which ends a `poll` at once, connecting or connected; the `SSL` and the
+ *   descriptor are freed when the last wait has returned. A `poll` ended by a handled signal
+ *   (EINTR, no `revents`; poll(2) is never restarted) waits again. `getaddrinfo` cannot be
+ *   interrupted: an abort during a lookup takes effect when it returns (bounded by
+ *   resolv.conf's `timeout` and `attempts`).
+ * - Errors keep the classes wire.ts's `connectionBroken` and the transport's retry of an
+ *   idempotent request expect: `errno` through `SSL_ERROR_SYSCALL` (EPIPE → `BrokenPipe`,
+ *   ECONNRESET → `ConnectionReset`), OpenSSL 3's "unexpected eof while reading" →
+ *   `UnexpectedEof`, a `close_notify` → end of stream. SIGPIPE: the socket BIO writes with
+ *   write(2), not `MSG_NOSIGNAL`, and the Deno runtime starts with SIGPIPE ignored (Rust's
+ *   runtime; `SigIgn` bit 13 in /proc/self/status), so a write to a closed peer is EPIPE.
+ * - Names: the kubeconfig's `tls-server-name` is ignored by the whole client
+ *   (kubeconfig/load.ts), so the server URL's host is both the name checked and the SNI. A name
+ *   resolves with `AI_ADDRCONFIG`, its addresses tried in the resolver's order; IPv6 literals
+ *   as a URL writes them.
+ * - Without OpenSSL (no `libssl.so.3` on the host — RHEL 8 has only libssl.so.1.1 — or no
+ *   `--allow-ffi`) open.ts takes Deno's TLS and tls_warm.ts warms AWS-LC as before. With it the
+ *   warm-up is skipped, so a plugin whose client still ends on Deno's or node's TLS pays the ≈ 25
+ *   ms at its first handshake: a kubeconfig without a CA (the system's roots),
+ *   `insecure-skip-tls-verify`, an `HTTPS_PROXY` of the runtime's environment covering the API
+ *   server. Accepted: rare for a CNI plugin's kubeconfig, and main.ts does not read the
+ *   kubeconfig before it decides.
+ *
  * @module
  */
 
