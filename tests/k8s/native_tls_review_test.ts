@@ -539,3 +539,44 @@ Deno.test({
     assert.deepEqual(plain, { ok: true }, "the same key unencrypted is used");
   },
 });
+
+/** Whether this machine can listen on ::1. */
+function hasIpv6Loopback(): boolean {
+  try {
+    Deno.listen({ hostname: "::1", port: 0 }).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test({
+  name: "an IPv6 literal connects (sockaddr_in6) and matches an IP SAN of ::1 only",
+  ignore: ignore || !hasIpv6Loopback(),
+  async fn() {
+    // Guard (passes before): the URL's host without brackets, parsed to 16 bytes, and
+    // SSL_set1_host's IP match for IPv6.
+    const ca = await createCa("review-v6");
+    const v6 = await issueCert(ca, { cn: "x", usage: "serverAuth", sans: ["IP:::1"] });
+    const v4 = await issueCert(ca, { cn: "x", usage: "serverAuth", sans: ["IP:127.0.0.1"] });
+    for (const [leaf, want] of [[v6, "ok"], [v4, "IP address mismatch"]] as const) {
+      const listener = Deno.listenTls({
+        hostname: "::1",
+        port: 0,
+        cert: leaf.certPem,
+        key: leaf.keyPem,
+      });
+      const accepting = listener.accept().then((c) =>
+        c.handshake().catch(() => {}).then(() => c.close())
+      )
+        .catch(() => {});
+      try {
+        const got = await tryConnect("::1", (listener.addr as Deno.NetAddr).port, ca);
+        assert.ok(got.includes(want), got);
+      } finally {
+        listener.close();
+        await accepting;
+      }
+    }
+  },
+});
