@@ -184,3 +184,18 @@ export const LIBSSL_COLD_SYMBOLS = {
   /** `void freeaddrinfo(struct addrinfo *res);` (libc) */
   freeaddrinfo: { parameters: ["pointer"], result: "void" },
 } as const satisfies Deno.ForeignLibraryInterface;
+
+/** Where {@link LIBSSL_PRELOAD_SYMBOLS} are (glibc's shared object name, `man 7 libc`). */
+export const LIBSSL_PRELOAD_PATH = "libc.so.6";
+
+/** `dlopen(3)` flag: resolve every symbol now (dlfcn.h). */
+export const RTLD_NOW = 2;
+
+/**
+ * libc's `dlopen`, to map OpenSSL on a thread of Deno's blocking pool before the main thread
+ * binds its symbols (mapping and relocating `libssl.so.3` and `libcrypto.so.3` is ≈ 1.5 ms).
+ */
+export const LIBSSL_PRELOAD_SYMBOLS = {
+  /** `void *dlopen(const char *filename, int flags);` (dlfcn.h; NULL when it cannot be loaded) */
+  dlopen: { parameters: ["buffer", "i32"], result: "pointer", nonblocking: true },
+} as const satisfies Deno.ForeignLibraryInterface;

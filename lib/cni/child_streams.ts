@@ -20,14 +20,21 @@ export interface PendingWrite {
  *
  * @param stream the child's stdin (`Deno.ChildProcess.stdin`)
  * @param data the bytes to write (the JSON config)
+ * @param gate nothing is written before it resolves; when it rejects, nothing is written at
+ *   all (the caller stops the child)
  * @returns the pending write: `done` when written and closed (or failed), `finish()` to abort
  *   a write still pending and wait for it; never rejects
  */
-export function writeAll(stream: WritableStream<Uint8Array>, data: Uint8Array): PendingWrite {
+export function writeAll(
+  stream: WritableStream<Uint8Array>,
+  data: Uint8Array,
+  gate?: Promise<void>,
+): PendingWrite {
   const w = stream.getWriter();
   let settled = false;
   const done = (async () => {
     try {
+      if (gate) await gate;
       await w.write(data);
       await w.close();
     } catch {

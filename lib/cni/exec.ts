@@ -35,6 +35,13 @@ export interface ExecRequest {
   env: Record<string, string>;
   /** Kill the child (its whole process group) with SIGKILL after this many milliseconds. */
   timeoutMs: number;
+  /**
+   * The child is spawned at once but `stdin` is written only once this resolves (a plugin does
+   * nothing before it has read its config): its start-up overlaps the caller's wait, e.g. the
+   * intent record becoming durable. When it rejects, nothing is written, the child's group is
+   * killed, and {@link PluginExec.exec} rejects with the gate's error.
+   */
+  stdinGate?: Promise<void>;
 }
 
 /** What a plugin execution produced. */
@@ -53,9 +60,6 @@ export interface ExecResponse {
   truncated?: boolean;
 }
 
-/** {@link prefetchSpawn}'s idle tasks were queued (they load what a process needs once). */
-let idleQueued = false;
-
 /**
  * Loads Deno's process API now. Deno loads the implementation of `Deno.Command` (and the fetch
  * body code it uses) on first access: ≈ 6 ms of main-thread JavaScript in a plugin process
@@ -70,8 +74,8 @@ let idleQueued = false;
  */
 export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
   if (opts.idle) {
-    // Once per process: the daemon runs an ADD per pod, and only an HTTP/1.1 request's wait
-    // runs a queued task (lib/util/idle.ts) — queued per ADD, they would pile up.
+    // Once per process: `manifold daemon` runs many ADDs in-process, and its few API requests
+    // per ADD would not run two tasks for each (the queue would grow without end).
     if (idleQueued) return;
     idleQueued = true;
     whenIdle(() => void Deno.Command);
@@ -81,6 +85,9 @@ export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
   void Deno.Command;
   prefetchGroupIdentity();
 }
+
+/** {@link prefetchSpawn}'s idle tasks were queued (they need queueing once per process). */
+let idleQueued = false;
 
 /** Runs a plugin binary (libcni `invoke.Exec`). */
 export interface PluginExec {
@@ -209,7 +216,8 @@ export class ProcessPluginExec implements PluginExec {
    * @throws {CniError} code 11 when the binary stays busy (ETXTBSY) after all retries;
    *   code 999 when it cannot be spawned otherwise (missing, not executable; details = the
    *   error, e.g. `failed to execute /opt/cni/bin/x: No such file or directory`; with a
-   *   `chrootDir`: chroot(8) could not enter the root or run the plugin, details = its stderr).
+   *   `chrootDir`: chroot(8) could not enter the root or run the plugin, details = its stderr);
+   *   the `stdinGate`'s own error when it rejects (the plugin never got its config).
    */
   async exec(req: ExecRequest): Promise<ExecResponse> {
     for (let attempt = 0;; attempt++) {
@@ -228,10 +236,30 @@ export class ProcessPluginExec implements PluginExec {
   /** Runs the plugin once; returns what it did and the wrappers it ran under. */
   async #run(req: ExecRequest): Promise<[ExecResponse, Wrapper[]]> {
     const { child, wrappers } = await this.#spawn(req);
-    // The config first: the plugin waits for it. No await until the group is noted.
-    const writing = writeAll(child.stdin, req.stdin);
     const tracker = this.#groups;
+    // With a stdin gate, the group is noted once the gate opens, just before the config is
+    // written: until then the plugin can do nothing, and dies with this process (end of its
+    // stdin) — a note written earlier would outlive a crash that left no record to find it by.
+    let exited = false;
+    let noted = false;
     let group: ProcessGroup | undefined;
+    const note = () => {
+      if (group && !exited) {
+        tracker!.started(req, group);
+        noted = true;
+      }
+    };
+    const opened = req.stdinGate?.then(note);
+    // The config first: the plugin waits for it. No await until the group is noted.
+    const writing = writeAll(child.stdin, req.stdin, opened);
+    // A gate that fails: the plugin never gets its config and is stopped (its group).
+    let gateFailed: { error: unknown } | undefined;
+    opened?.catch((error) => {
+      gateFailed = { error };
+      try {
+        if (!killGroup(child.pid, "SIGKILL")) child.kill("SIGKILL");
+      } catch { /* already exited */ }
+    });
     try {
       group = tracker?.tracks(req) ? processGroupOf(child.pid) : undefined;
     } catch (e) {
@@ -248,7 +276,7 @@ export class ProcessPluginExec implements PluginExec {
       ]);
       throw e;
     }
-    if (group) tracker!.started(req, group);
+    if (!opened) note();
     let timedOut = false;
     const timer = startTimer(req.timeoutMs, () => {
       timedOut = true;
@@ -265,8 +293,9 @@ export class ProcessPluginExec implements PluginExec {
       status = await child.status;
     } finally {
       timer.cancel();
+      exited = true;
     }
-    if (group) tracker!.ended(req, group);
+    if (group && noted) tracker!.ended(req, group);
     // A grandchild may keep the pipes open after the child exits: read what is
     // there within a grace period, then stop.
     let graceTimer: Timer | undefined;
@@ -276,6 +305,8 @@ export class ProcessPluginExec implements PluginExec {
     await Promise.race([Promise.all([out.done, err.done, writing.done]), grace]);
     graceTimer?.cancel();
     const [stdout, stderr] = await Promise.all([out.finish(), err.finish(), writing.finish()]);
+    if (req.stdinGate) await req.stdinGate.catch(() => {});
+    if (gateFailed) throw gateFailed.error;
     return [{
       code: status.code,
       signal: status.signal ?? null,

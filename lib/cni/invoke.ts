@@ -118,6 +118,8 @@ export interface InvokeOptions {
   baseEnv?: Record<string, string>;
   /** Kill the plugin after this many milliseconds. */
   timeoutMs: number;
+  /** Write the config to the plugin's stdin only once this resolves (`ExecRequest.stdinGate`). */
+  stdinGate?: Promise<void>;
 }
 
 /** Longest raw output copied into an error's `details`, in characters. */
@@ -163,7 +165,13 @@ export async function invokePlugin(
     CNI_PATH: opts.path.join(":"),
   };
   const stdin = new TextEncoder().encode(JSON.stringify(config));
-  const res = await exec.exec({ path: pluginPath, stdin, env, timeoutMs: opts.timeoutMs });
+  const res = await exec.exec({
+    path: pluginPath,
+    stdin,
+    env,
+    timeoutMs: opts.timeoutMs,
+    ...(opts.stdinGate ? { stdinGate: opts.stdinGate } : {}),
+  });
   const dec = new TextDecoder();
   const stdout = dec.decode(res.stdout).trim();
   const stderr = dec.decode(res.stderr).trim();

@@ -175,14 +175,16 @@ export class CniRuntime {
   async addNetworkList(
     list: NetworkConfigList,
     rt: RuntimeConf,
+    opts: { stdinGate?: Promise<void> } = {},
   ): Promise<DecodedResult> {
     validateContainerId(rt.containerId);
     validateNetworkName(list.name);
     validateInterfaceName(rt.ifName);
     let result: DecodedResult | undefined;
-    for (const plugin of list.plugins) {
+    for (const [i, plugin] of list.plugins.entries()) {
       const conf = this.buildPluginConfig(list, plugin, rt, result?.raw);
-      const out = await this.#run("ADD", list, plugin, conf, rt);
+      const gate = i === 0 ? opts.stdinGate : undefined;
+      const out = await this.#run("ADD", list, plugin, conf, rt, gate);
       if (out === undefined) {
         this.#logger.debug("plugin printed no result, keeping prevResult", {
           network: list.name,
@@ -328,6 +330,7 @@ export class CniRuntime {
     plugin: Record<string, unknown>,
     conf: Record<string, unknown>,
     rt?: RuntimeConf,
+    stdinGate?: Promise<void>,
   ): Promise<unknown | undefined> {
     const type = String(plugin.type);
     const log = this.#logger.with({ network: list.name, type, command });
@@ -357,8 +360,10 @@ export class CniRuntime {
         path: this.#binDirs,
         baseEnv: this.#baseEnv,
         timeoutMs: this.#timeoutMs,
+        ...(stdinGate ? { stdinGate } : {}),
       });
     } catch (err) {
+      if (stdinGate && err === await stdinGate.then(() => undefined, (e) => e)) throw err;
       const e = toCniError(err);
       log.error("plugin failed", { code: e.code, error: e.msg });
       throw e;

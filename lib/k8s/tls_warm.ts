@@ -16,7 +16,7 @@
  * @module
  */
 
-import { nativeTlsAvailable } from "./http1/native_context.ts";
+import { preloadNativeTls } from "./http1/native_context.ts";
 
 let started: Promise<number | undefined> | undefined;
 
@@ -39,7 +39,9 @@ export function nativeTlsWanted(env: Record<string, string | undefined>): boolea
  * the daemon never does (its connection is warm).
  * @param config the stdin config as parsed JSON (anything: checked loosely here)
  * @param env the process environment
- * @returns true when the warm-up runs (started now or before)
+ * @returns true when the warm-up runs (started now or before); false too when the client will
+ *   use OpenSSL (`nativeTlsWanted`): OpenSSL is then loaded ({@link preloadNativeTls}), and
+ *   Deno's TLS warmed only if `libssl.so.3` cannot be
  */
 export function warmTlsForApi(config: unknown, env: Record<string, string | undefined>): boolean {
   if (env.MANIFOLD_TLS_WARMUP === "0" || typeof config !== "object" || config === null) {
@@ -49,9 +51,15 @@ export function warmTlsForApi(config: unknown, env: Record<string, string | unde
   if (typeof c.nadDir === "string" && c.nadDir !== "") return false;
   const api = (typeof c.kubeconfig === "string" && c.kubeconfig !== "") ||
     !!env.KUBERNETES_SERVICE_HOST;
-  // The plugin's TLS through OpenSSL needs none of it (http1/native_tls.ts); opened here, ≈ 4
-  // ms, which its first connection would spend anyway.
-  if (!api || (nativeTlsWanted(env) && nativeTlsAvailable())) return false;
+  if (!api) return false;
+  if (nativeTlsWanted(env)) {
+    // The plugin's TLS through OpenSSL needs none of it (http1/native_tls.ts): OpenSSL is
+    // loaded now, off the main thread where it can be; only a node without libssl.so.3 warms.
+    preloadNativeTls().then((native) => {
+      if (!native) warmTls();
+    });
+    return false;
+  }
   warmTls();
   return true;
 }

@@ -16,13 +16,16 @@
  *   `--unsafely-ignore-certificate-errors` flag), whereas Deno's `node:https` honours
  *   `rejectUnauthorized` per request.
  *
+ * The last two live in `stream.ts` with their streaming forms, loaded on a first request that
+ * needs them: a per-call ADD over HTTP/1.1 never loads them.
+ *
  * @module
  */
 
 import type { KubeConnection } from "./connection.ts";
-import { KubeError } from "./errors.ts";
 import { type Http1Options, Http1Transport } from "./http1/transport.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
+import { lazyImport } from "../util/lazy.ts";
 
 export type {
   ResponseHeaderReader,
@@ -30,7 +33,6 @@ export type {
   TransportRequest,
   TransportResponse,
 } from "./transport_types.ts";
-import { errorText } from "../util/text.ts";
 
 /**
  * Creates the transport for a connection. Nothing is opened until the first request.
@@ -49,7 +51,7 @@ export function createTransport(
   http1: Http1Options = {},
 ): Transport {
   if (conn.insecureSkipTlsVerify && conn.server.startsWith("https:")) {
-    return new NodeInsecureTransport(conn);
+    return new LoadedTransport((m) => new m.NodeInsecureTransport(conn));
   }
   const proxied = proxyApplies(conn.server, env);
   if (!proxied && conn.caCertPem && conn.server.startsWith("https:")) {
@@ -59,7 +61,7 @@ export function createTransport(
   }
   if (proxied || (conn.clientCertPem && conn.clientKeyPem)) {
     if (proxied && conn.caCertPem) warnUnpinnedOnce(conn.server);
-    return new FetchTransport(conn);
+    return new LoadedTransport((m) => new m.FetchTransport(conn));
   }
   return new Http1Transport(conn, http1);
 }
@@ -128,224 +130,27 @@ export function proxyApplies(server: string, env: Record<string, string | undefi
   return true;
 }
 
-/**
- * `fetch` over the `Deno.HttpClient` of a connection (the kubeconfig CA, else the system
- * roots, and the client certificate), created on the first request. Shared by the request
- * transport here and the streaming one (`stream.ts`).
- */
-export class FetchClient {
-  #conn: KubeConnection;
-  #client: Deno.HttpClient | undefined;
+type Streams = typeof import("./stream.ts");
+
+/** A transport of `stream.ts`, loaded with that module on its first request. */
+class LoadedTransport implements Transport {
+  #make: (m: Streams) => Transport;
+  #impl: Promise<Transport> | undefined;
   #closed = false;
 
-  /**
-   * Creates it; nothing is opened until the first request.
-   * @param conn where and how to connect
-   */
-  constructor(conn: KubeConnection) {
-    this.#conn = conn;
+  constructor(make: (m: Streams) => Transport) {
+    this.#make = make;
   }
 
-  /**
-   * Sends `req`; the response body is left for the caller to read.
-   * @throws {KubeError} `"config"` when the certificate or key is unusable; Error when closed;
-   *   whatever `fetch` throws for connection, TLS and abort failures.
-   */
-  fetch(req: TransportRequest): Promise<Response> {
-    if (this.#closed) throw new Error("Transport is closed");
-    return fetch(req.url, {
-      method: req.method,
-      headers: req.headers,
-      body: req.body,
-      signal: req.signal,
-      client: this.#client ??= this.#create(),
-    });
+  send(req: TransportRequest): Promise<TransportResponse> {
+    if (this.#closed) return Promise.reject(new Error("Transport is closed"));
+    this.#impl ??= lazyImport<typeof import("./stream.ts")>("./stream.ts", import.meta.url)
+      .then(this.#make);
+    return this.#impl.then((t) => t.send(req));
   }
 
-  /** Closes the client and its pooled connections; idempotent. */
   close(): void {
     this.#closed = true;
-    this.#client?.close();
-    this.#client = undefined;
-  }
-
-  #create(): Deno.HttpClient {
-    const c = this.#conn;
-    const opts: Deno.CreateHttpClientOptions & Partial<Deno.TlsCertifiedKeyPem> = {};
-    if (c.caCertPem) opts.caCerts = [c.caCertPem];
-    if (c.clientCertPem && c.clientKeyPem) {
-      opts.cert = c.clientCertPem;
-      opts.key = c.clientKeyPem;
-    }
-    try {
-      return Deno.createHttpClient(opts as Deno.CreateHttpClientOptions);
-    } catch (err) {
-      throw tlsMaterialError(err);
-    }
-  }
-}
-
-function tlsMaterialError(err: unknown): KubeError {
-  return new KubeError(
-    "config",
-    "Unusable TLS certificate or key in the Kubernetes connection",
-    { details: errorText(err) },
-  );
-}
-
-class FetchTransport implements Transport {
-  #fetch: FetchClient;
-
-  constructor(conn: KubeConnection) {
-    this.#fetch = new FetchClient(conn);
-  }
-
-  async send(req: TransportRequest): Promise<TransportResponse> {
-    const res = await this.#fetch.fetch(req);
-    return { status: res.status, headers: res.headers, body: await res.text() };
-  }
-
-  close(): void {
-    this.#fetch.close();
-  }
-}
-
-type NodeHttps = typeof import("node:https");
-
-/** An answer of {@link NodeInsecureClient}, its body still arriving. */
-export interface InsecureResponse {
-  /** HTTP status. */
-  status: number;
-  /** Response headers. */
-  headers: Headers;
-  /**
-   * The body's bytes as they arrive; iterate once. Throws the request signal's reason when
-   * it aborts. Ending or breaking the iteration releases the response.
-   */
-  body: AsyncIterable<Uint8Array>;
-  /** Stops reading and releases the response (idempotent). */
-  cancel(): void;
-}
-
-/**
- * Requests over `node:https` without server verification (kubeconfig
- * `insecure-skip-tls-verify`; `Deno.createHttpClient` has no per-client switch for it), with
- * the connection's client certificate and a keep-alive agent; `node:https` is loaded on the
- * first request. Shared by the request transport here and the streaming one (`stream.ts`).
- */
-export class NodeInsecureClient {
-  #conn: KubeConnection;
-  #pinned: boolean;
-  #https: Promise<{ https: NodeHttps; agent: import("node:https").Agent }> | undefined;
-  #closed = false;
-
-  /**
-   * Creates it; nothing is opened until the first request.
-   * @param conn where and how to connect
-   */
-  constructor(conn: KubeConnection) {
-    this.#conn = conn;
-    // With a CA and no insecure-skip-tls-verify: verify against that CA alone (node's `ca`
-    // replaces the trusted roots; Deno's `caCerts` would add to them).
-    this.#pinned = !conn.insecureSkipTlsVerify && !!conn.caCertPem;
-  }
-
-  /**
-   * Sends `req` and resolves once the status and headers are in.
-   * @throws Error when closed; the signal's reason when it aborts; the connection's error.
-   */
-  async request(req: TransportRequest): Promise<InsecureResponse> {
-    if (this.#closed) throw new Error("Transport is closed");
-    const { https, agent } = await this.#load();
-    req.signal.throwIfAborted();
-    const url = new URL(req.url);
-    return await new Promise<InsecureResponse>((resolve, reject) => {
-      const onAbort = () => r.destroy(req.signal.reason);
-      const r = https.request({
-        hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
-        port: url.port || 443,
-        path: url.pathname + url.search,
-        method: req.method,
-        headers: req.headers,
-        agent,
-        rejectUnauthorized: this.#pinned,
-        ...(this.#pinned ? { ca: this.#conn.caCertPem } : {}),
-      }, (res) => {
-        const headers = new Headers();
-        for (const [k, v] of Object.entries(res.headers)) {
-          if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : String(v));
-        }
-        const cancel = () => {
-          req.signal.removeEventListener("abort", onAbort);
-          res.destroy();
-        };
-        const body: AsyncIterable<Uint8Array> = {
-          async *[Symbol.asyncIterator]() {
-            try {
-              for await (const chunk of res) yield chunk as Uint8Array;
-            } catch (err) {
-              throw req.signal.aborted ? req.signal.reason : err;
-            } finally {
-              cancel();
-            }
-          },
-        };
-        resolve({ status: res.statusCode ?? 0, headers, body, cancel });
-      });
-      r.on("error", (err: Error) => {
-        req.signal.removeEventListener("abort", onAbort);
-        reject(req.signal.aborted ? req.signal.reason : err);
-      });
-      req.signal.addEventListener("abort", onAbort, { once: true });
-      r.end(req.body);
-    });
-  }
-
-  /** Destroys the agent's connections; idempotent. */
-  close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#https?.then(({ agent }) => agent.destroy(), () => {});
-  }
-
-  #load() {
-    return this.#https ??= import("node:https").then((mod) => {
-      const https = (mod.default ?? mod) as NodeHttps;
-      const c = this.#conn;
-      const agent = new https.Agent({
-        keepAlive: true,
-        rejectUnauthorized: this.#pinned,
-        ...(this.#pinned ? { ca: c.caCertPem } : {}),
-        ...(c.clientCertPem && c.clientKeyPem
-          ? { cert: c.clientCertPem, key: c.clientKeyPem }
-          : {}),
-      });
-      return { https, agent };
-    });
-  }
-}
-
-class NodeInsecureTransport implements Transport {
-  #client: NodeInsecureClient;
-
-  constructor(conn: KubeConnection) {
-    this.#client = new NodeInsecureClient(conn);
-  }
-
-  async send(req: TransportRequest): Promise<TransportResponse> {
-    const res = await this.#client.request(req);
-    const chunks: Uint8Array[] = [];
-    for await (const chunk of res.body) chunks.push(chunk);
-    const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-    let off = 0;
-    for (const c of chunks) {
-      bytes.set(c, off);
-      off += c.length;
-    }
-    return { status: res.status, headers: res.headers, body: new TextDecoder().decode(bytes) };
-  }
-
-  close(): void {
-    this.#client.close();
+    this.#impl?.then((t) => t.close(), () => {});
   }
 }

@@ -150,8 +150,9 @@ export interface ManifoldDeps {
    */
   ready?: Promise<void>;
   /**
-   * Resolves once the first delegate process of this call has been spawned (ADD starts its
-   * NAD requests then, so they never delay that spawn); undefined: do not wait.
+   * Resolves once the first delegate process of this call has been spawned and given its
+   * config (ADD starts its NAD requests then, so they never delay that spawn); undefined: do
+   * not wait.
    */
   delegateSpawned?: Promise<void>;
 }

@@ -53,8 +53,9 @@ export async function buildDeps(
   logger: Logger,
   opts: WiringOptions,
 ): Promise<ManifoldDeps> {
-  // Tells ADD when its first delegate process exists, so that main-thread work (API requests,
-  // the TLS initialisation) starts while that process runs instead of delaying its spawn.
+  // Tells ADD when its first delegate process exists and has its config, so that main-thread
+  // work (API requests, netlink's loading) starts while that process runs instead of delaying
+  // its spawn or the write of its config.
   let spawned: () => void = () => {};
   const delegateSpawned = new Promise<void>((resolve) => spawned = resolve);
   // `chrootDir` (lib/multinet/chroot.ts) is evaluated only when configured.
@@ -73,7 +74,9 @@ export async function buildDeps(
     exec(req) {
       const started = performance.now();
       const running = processes.exec(req); // spawns synchronously, before its first await
-      spawned();
+      // …and has its config once its stdin gate opens (the intent record durable).
+      if (req.stdinGate) req.stdinGate.then(spawned, () => {});
+      else spawned();
       const { onDelegate } = opts;
       if (onDelegate) {
         const done = () =>

@@ -13,8 +13,6 @@ import assert from "node:assert/strict";
 import { createCa, issueCert, type KeyPair } from "../support/certs.ts";
 import { connectNativeTls, nativeTlsAvailable } from "../../lib/k8s/http1/native_tls.ts";
 import { done, world } from "../support/world.ts";
-import { prefetchSpawn } from "../../lib/cni/exec.ts";
-import { drainIdle, idleNow } from "../../lib/util/idle.ts";
 
 const FIXTURE = new URL("../fixtures/k8s/native_tls_fresh.ts", import.meta.url).pathname;
 
@@ -85,12 +83,11 @@ async function fresh(
   opts: {
     env?: Record<string, string>;
     hosts?: string;
-    permissions?: string[];
     /** Run under `script` (util-linux): a pseudo-terminal as the controlling terminal. */
     tty?: boolean;
   } = {},
 ): Promise<{ ok: boolean; error?: string; [more: string]: unknown }> {
-  const deno = [Deno.execPath(), "run", ...(opts.permissions ?? ["-A"]), "--no-prompt", FIXTURE];
+  const deno = [Deno.execPath(), "run", "-A", "--no-prompt", FIXTURE];
   let hostsDir: string | undefined;
   let cmd = deno;
   if (opts.hosts !== undefined) {
@@ -315,44 +312,6 @@ Deno.test({
       await done(w);
     }
   },
-});
-
-Deno.test("repeated idle prefetches (the daemon's ADDs) queue its two tasks once per process", () => {
-  // The daemon runs cmdAdd for every pod; before, each queued two closures that only an
-  // HTTP/1.1 request's wait ran (none through fetch, none when the pod came from the
-  // informer's store): a queue growing with every ADD for the daemon's lifetime.
-  drainIdle();
-  for (let i = 0; i < 1000; i++) prefetchSpawn({ idle: true });
-  let ran = 0;
-  while (idleNow()) ran++;
-  assert.ok(ran <= 2, `${ran} tasks were queued by 1000 prefetches`);
-});
-
-Deno.test("without OpenSSL the plugin warms Deno's crypto and connects through Deno's TLS", async () => {
-  // Guard (passes before): a process that cannot open libssl.so.3 (here: no --allow-ffi; on a
-  // node: no libssl3) keeps the ≈ 25 ms AWS-LC warm-up (tls_warm.ts) and Deno's TLS with the
-  // CA pinned (open.ts), as before native TLS existed.
-  const ca = await createCa("review-fallback");
-  const leaf = await issueCert(ca, { cn: "x", usage: "serverAuth", sans: ["IP:127.0.0.1"] });
-  const ac = new AbortController();
-  const server = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    cert: leaf.certPem,
-    key: leaf.keyPem,
-    signal: ac.signal,
-    onListen() {},
-  }, () => new Response("ok"));
-  try {
-    const res = await fresh(
-      { scenario: "fallback", port: server.addr.port, caPem: ca.certPem },
-      { permissions: ["--allow-net", "--allow-read", "--allow-env"] },
-    );
-    assert.deepEqual(res, { ok: true, warmed: true, native: false, status: "HTTP/1.1 200 OK" });
-  } finally {
-    ac.abort();
-    await server.finished;
-  }
 });
 
 Deno.test({

@@ -23,15 +23,23 @@
  *
  * Contexts: four at most per process, one per CA, client certificate and key (an exec plugin
  * rotating its client certificate makes one per certificate); one pushed out of the cache is
- * freed once no connection set-up holds it ({@link holdContext}); open connections keep their
- * own reference. The spare made when the library opens goes to the first context only. An
+ * freed at once, so a connection takes its context again right before `SSL_new` (native_tls.ts);
+ * open connections keep their own reference. The spare made when the library opens goes to the first context only. An
  * encrypted client key is refused (an empty pass phrase, never one asked on a terminal), as
  * Go's `tls.X509KeyPair` refuses it.
  *
  * @module
  */
 
-import { LIBSSL_COLD_SYMBOLS, LIBSSL_PATH, LIBSSL_SYMBOLS, SSL } from "../../../native/libssl.ts";
+import {
+  LIBSSL_COLD_SYMBOLS,
+  LIBSSL_PATH,
+  LIBSSL_PRELOAD_PATH,
+  LIBSSL_PRELOAD_SYMBOLS,
+  LIBSSL_SYMBOLS,
+  RTLD_NOW,
+  SSL,
+} from "../../../native/libssl.ts";
 
 /** The symbols of {@link LIBSSL_SYMBOLS}, bound. */
 export type NativeLib = Deno.DynamicLibrary<typeof LIBSSL_SYMBOLS>["symbols"];
@@ -43,15 +51,8 @@ let lib: NativeLib | null | undefined;
 let coldLib: NativeColdLib | undefined;
 /** An `SSL_CTX` being made ahead of the first connection (no trust in it yet). */
 let spare: Promise<Deno.PointerValue> | undefined;
-/** A cached context and the connection set-ups holding it ({@link holdContext}). */
-interface Entry {
-  made: Promise<Deno.PointerObject>;
-  users: number;
-  /** Out of the cache: freed when the last holder releases it. */
-  evicted: boolean;
-}
 /** SSL_CTX per (CA, client certificate, key); a few at most (an exec plugin may rotate). */
-const contexts = new Map<string, Entry>();
+const contexts = new Map<string, Promise<Deno.PointerObject>>();
 const MAX_CONTEXTS = 4;
 const encoder = new TextEncoder();
 /** The empty C string: the pass phrase given for a PEM key (never one asked on a terminal). */
@@ -118,62 +119,29 @@ export function nativeColdLib(): NativeColdLib {
  * The `SSL_CTX` for this CA and client certificate, made once per process (a few at most):
  * peer verification on, the CA's certificates the only anchors, any of them one
  * (`X509_V_FLAG_PARTIAL_CHAIN`, as Go accepts an intermediate in `RootCAs`), the client
- * certificate (chain) and key when given. A context pushed out of the cache is freed (live
- * connections keep their own reference); one used after an `await` must be held with
- * {@link holdContext}.
+ * certificate (chain) and key when given. A context pushed out of the cache is freed (open
+ * connections keep their own reference): take it again right before `SSL_new` after any wait.
  * @param opts the trust and identity
  * @returns the context, valid until a fifth one pushes it out of the cache
  * @throws {Deno.errors.InvalidData} when `caPem` holds no certificate, the client certificate
  *   none, or the key does not match it; an `Error` naming OpenSSL's reason otherwise
  */
 export function tlsContext(opts: ContextOptions): Promise<Deno.PointerObject> {
-  return entryFor(opts).made;
-}
-
-/**
- * {@link tlsContext}, held for one connection's set-up: not freed, even when pushed out of the
- * cache meanwhile, until `release` (call it once `SSL_new` holds its own reference, or the
- * set-up failed; further calls do nothing).
- * @param opts the trust and identity
- * @returns the context (rejects as {@link tlsContext}) and its release
- */
-export function holdContext(
-  opts: ContextOptions,
-): { ctx: Promise<Deno.PointerObject>; release(): void } {
-  const entry = entryFor(opts);
-  entry.users++;
-  let held = true;
-  return {
-    ctx: entry.made,
-    release() {
-      if (!held) return;
-      held = false;
-      if (--entry.users === 0 && entry.evicted) freeWhenMade(entry);
-    },
-  };
-}
-
-function entryFor(opts: ContextOptions): Entry {
   const key = `${opts.caPem}\0${opts.clientCertPem ?? ""}\0${opts.clientKeyPem ?? ""}`;
   const had = contexts.get(key);
   if (had) return had;
-  const entry: Entry = { made: makeContext(nativeLib(), opts), users: 0, evicted: false };
-  entry.made.catch(() => {
-    if (contexts.get(key) === entry) contexts.delete(key);
+  const made = makeContext(nativeLib(), opts);
+  made.catch(() => {
+    if (contexts.get(key) === made) contexts.delete(key);
   });
   if (contexts.size >= MAX_CONTEXTS) {
     const [oldKey, old] = contexts.entries().next().value!;
     contexts.delete(oldKey);
-    old.evicted = true;
-    // Connections open keep their reference (SSL_new); set-ups still waiting hold the entry.
-    if (old.users === 0) freeWhenMade(old);
+    // Connections still open keep their reference.
+    old.then((ctx) => nativeColdLib().SSL_CTX_free(ctx), () => {});
   }
-  contexts.set(key, entry);
-  return entry;
-}
-
-function freeWhenMade(entry: Entry): void {
-  entry.made.then((ctx) => nativeColdLib().SSL_CTX_free(ctx), () => {});
+  contexts.set(key, made);
+  return made;
 }
 
 async function makeContext(L: NativeLib, opts: ContextOptions): Promise<Deno.PointerObject> {
@@ -304,4 +272,33 @@ export function drainErrors(): { text: string; eof: boolean }[] {
 export function sslError(what: string): Error {
   const why = drainErrors().map((x) => x.text).join("; ");
   return new Error(`TLS ${what} failed${why ? `: ${why}` : ""}`);
+}
+
+let preloaded: Promise<boolean> | undefined;
+
+/**
+ * {@link nativeTlsAvailable} in two steps, so that the main thread does not map the libraries:
+ * libc's `dlopen` maps `libssl.so.3` and `libcrypto.so.3` on a thread of Deno's blocking pool
+ * (≈ 1.5 ms), then the main thread binds the symbols (and starts the first `SSL_CTX`) when it
+ * next takes the promise's continuation. For main.ts, as soon as an ADD is known to talk to the
+ * API. The library stays loaded for the process.
+ * @returns resolves to {@link nativeTlsAvailable}'s answer (false when the library cannot be
+ *   loaded: the caller warms Deno's TLS instead); never rejects
+ */
+export function preloadNativeTls(): Promise<boolean> {
+  return preloaded ??= (async () => {
+    if (lib === undefined) {
+      try {
+        const libc = Deno.dlopen(LIBSSL_PRELOAD_PATH, LIBSSL_PRELOAD_SYMBOLS);
+        // Read on the other thread while the call is pending: a store of its own, never moved.
+        const name = new Uint8Array(new ArrayBuffer(LIBSSL_PATH.length + 1));
+        name.set(encoder.encode(LIBSSL_PATH));
+        const handle = await libc.symbols.dlopen(name, RTLD_NOW);
+        if (handle === null) lib = null;
+      } catch {
+        lib = null;
+      }
+    }
+    return nativeTlsAvailable();
+  })();
 }

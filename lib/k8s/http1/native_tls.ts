@@ -68,11 +68,11 @@ import type { ByteConn } from "../pinned_tls.ts";
 import { parseIp, resolve, sockaddr } from "./native_addr.ts";
 import {
   drainErrors,
-  holdContext,
   nativeColdLib,
   type NativeLib,
   nativeLib,
   sslError,
+  tlsContext,
 } from "./native_context.ts";
 
 export { nativeTlsAvailable } from "./native_context.ts";
@@ -118,29 +118,10 @@ export async function connectNativeTls(opts: NativeTlsOptions): Promise<ByteConn
   const { signal } = opts;
   signal?.throwIfAborted();
   const ip = parseIp(opts.hostname);
-  // Held until the set-up ends: a context pushed out of the cache meanwhile (an exec plugin's
-  // rotated client certificate) is freed only then; SSL_new takes its own reference.
-  const held = holdContext(opts);
-  try {
-    const [ctx, addrs] = await Promise.all([
-      held.ctx,
-      ip ? [sockaddr(ip, opts.port)] : resolve(opts.hostname, opts.port, signal),
-    ]);
-    return await connectAny(L, ctx, addrs, opts, ip !== undefined);
-  } finally {
-    held.release();
-  }
-}
-
-/** Tries `addrs` in order: the first that accepts TCP is the one the handshake runs on. */
-async function connectAny(
-  L: Lib,
-  ctx: Deno.PointerObject,
-  addrs: Uint8Array[],
-  opts: NativeTlsOptions,
-  ip: boolean,
-): Promise<ByteConn> {
-  const { signal } = opts;
+  const [, addrs] = await Promise.all([
+    tlsContext(opts), // its errors (a key that does not match) before any connection
+    ip ? [sockaddr(ip, opts.port)] : resolve(opts.hostname, opts.port, signal),
+  ]);
   signal?.throwIfAborted();
   let last: unknown = new Deno.errors.NotFound(`no address found for ${opts.hostname}`);
   for (const sa of addrs) {
@@ -163,7 +144,11 @@ async function connectAny(
         last = err;
         continue;
       }
-      await conn.handshake(ctx, opts.hostname, ip);
+      // The context again, right before SSL_new takes its reference: the one awaited above may
+      // have been evicted by other trusts and freed meanwhile (native_context.ts keeps a few).
+      const ctx = await tlsContext(opts);
+      signal?.throwIfAborted();
+      await conn.handshake(ctx, opts.hostname, ip !== undefined);
       return conn;
     } catch (err) {
       conn.close();

@@ -10,9 +10,8 @@
  */
 
 import { abortable } from "../../util/abortable.ts";
-import { checkPinnedPeer } from "../tls_pin.ts";
+import { lazyImport } from "../../util/lazy.ts";
 import type { KubeConnection } from "../connection.ts";
-import { connectPinnedTls } from "../pinned_tls.ts";
 import { Connection } from "./wire.ts";
 import { connectNativeTls, nativeTlsAvailable } from "./native_tls.ts";
 
@@ -52,6 +51,10 @@ export async function openConnection(
   if (https && server.caCertPem && server.clientCertPem && server.clientKeyPem) {
     // A client certificate (Deno.startTls takes none) with a pinned CA: node:tls, whose `ca`
     // replaces the trusted roots (pinned_tls.ts).
+    const { connectPinnedTls } = await lazyImport<typeof import("../pinned_tls.ts")>(
+      "../pinned_tls.ts",
+      import.meta.url,
+    );
     return new Connection(
       await connectPinnedTls({
         hostname,
@@ -81,7 +84,13 @@ export async function openConnection(
     await abortable(conn.handshake(), signal, () => conn.close());
     // Trust pinned to the kubeconfig's CA, as client-go's RootCAs (tls_pin.ts): Deno also
     // accepted its own roots (Mozilla's, DENO_CERT) in the handshake.
-    if (server.caCertPem) await checkPinnedPeer(conn, server.caCertPem);
+    if (server.caCertPem) {
+      const { checkPinnedPeer } = await lazyImport<typeof import("../tls_pin.ts")>(
+        "../tls_pin.ts",
+        import.meta.url,
+      );
+      await checkPinnedPeer(conn, server.caCertPem);
+    }
     return new Connection(conn);
   } catch (err) {
     try {
