@@ -37,6 +37,10 @@ export const SSL = {
   /** `SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER`: a retried write may come from another address. */
   SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER: 0x2n,
   X509_V_FLAG_PARTIAL_CHAIN: 0x80000n,
+  /** x509v3.h `X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS`: `*` only as a whole left-most label. */
+  X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS: 0x4,
+  /** x509v3.h `X509_CHECK_FLAG_NEVER_CHECK_SUBJECT`: a host name never matches the subject CN. */
+  X509_CHECK_FLAG_NEVER_CHECK_SUBJECT: 0x20,
   SSL_ERROR_SSL: 1,
   SSL_ERROR_WANT_READ: 2,
   SSL_ERROR_WANT_WRITE: 3,
@@ -86,6 +90,8 @@ export const LIBSSL_SYMBOLS = {
   SSL_ctrl: { parameters: ["pointer", "i32", "i64", "buffer"], result: "i64" },
   /** `int SSL_set1_host(SSL *s, const char *hostname);` (3.0: an IP literal is matched as an IP) */
   SSL_set1_host: { parameters: ["pointer", "buffer"], result: "i32" },
+  /** `void SSL_set_hostflags(SSL *s, unsigned int flags);` (how {@link LIBSSL_SYMBOLS.SSL_set1_host} matches) */
+  SSL_set_hostflags: { parameters: ["pointer", "u32"], result: "void" },
   /** `int SSL_connect(SSL *ssl);` */
   SSL_connect: { parameters: ["pointer"], result: "i32" },
   /** `int SSL_read(SSL *ssl, void *buf, int num);` */
@@ -146,9 +152,13 @@ export const LIBSSL_COLD_SYMBOLS = {
   SSL_CTX_ctrl: { parameters: ["pointer", "i32", "i64", "pointer"], result: "i64" },
   /** `int SSL_CTX_use_certificate(SSL_CTX *ctx, X509 *x);` */
   SSL_CTX_use_certificate: { parameters: ["pointer", "pointer"], result: "i32" },
-  /** `EVP_PKEY *PEM_read_bio_PrivateKey(BIO *bp, EVP_PKEY **x, pem_password_cb *cb, void *u);` */
+  /**
+   * `EVP_PKEY *PEM_read_bio_PrivateKey(BIO *bp, EVP_PKEY **x, pem_password_cb *cb, void *u);`
+   * (no `cb`: `u` is the pass phrase, a C string; with `u` NULL too, OpenSSL would ask on the
+   * controlling terminal)
+   */
   PEM_read_bio_PrivateKey: {
-    parameters: ["pointer", "pointer", "pointer", "pointer"],
+    parameters: ["pointer", "pointer", "pointer", "buffer"],
     result: "pointer",
   },
   /** `int SSL_CTX_use_PrivateKey(SSL_CTX *ctx, EVP_PKEY *pkey);` */

@@ -50,10 +50,18 @@ Deno.test("warmTlsForApi warms only for an ADD that will talk to the API through
   }
 });
 
-Deno.test("warmTlsForApi does not warm Deno's crypto when the client's TLS is OpenSSL's", () => {
-  // This machine has libssl.so.3 (the setup script installs it): the client connects through
-  // OpenSSL (lib/k8s/http1/native_tls.ts), which needs no AWS-LC initialisation.
-  assert.equal(nativeTlsAvailable(), true, "libssl.so.3 opens here");
+let opensslOpens = false;
+try {
+  opensslOpens = nativeTlsAvailable();
+} catch { /* no --allow-ffi */ }
+if (!opensslOpens) console.log("tls_warm_test: OpenSSL case skipped, libssl.so.3 cannot be opened");
+
+Deno.test({
+  name: "warmTlsForApi does not warm Deno's crypto when the client's TLS is OpenSSL's",
+  ignore: !opensslOpens, // without it: tests/k8s/native_tls_review_test.ts "without OpenSSL"
+}, () => {
+  // With libssl.so.3 (the setup script installs it) the client connects through OpenSSL
+  // (lib/k8s/http1/native_tls.ts), which needs no AWS-LC initialisation.
   assert.equal(nativeTlsWanted({}), true);
   assert.equal(warmTlsForApi({ kubeconfig: "/k" }, {}), false);
   assert.equal(warmTlsForApi({}, { KUBERNETES_SERVICE_HOST: "10.96.0.1" }), false);

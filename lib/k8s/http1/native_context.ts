@@ -6,7 +6,27 @@
  * The first `SSL_CTX_new` of a process also loads OpenSSL's default provider and its
  * algorithms (≈ 2.5 ms of CPU, measured in the plugin's timeline); it runs on a thread of
  * Deno's blocking pool (`nonblocking`), started when the library is opened — by main.ts for an
- * ADD that will talk to the API, well before the first connection needs it.
+ * ADD that will talk to the API, well before the first connection needs it. `SSL_CTX_new` is
+ * thread safe; the context is configured on the main thread once it returns. OpenSSL's error
+ * queue is per thread: the reasons of a failing `SSL_CTX_new` stay on its pool thread, so that
+ * error names none.
+ *
+ * What OpenSSL takes from the environment (a CNI plugin's is the container runtime's, never a
+ * request's): not openssl.cnf nor `OPENSSL_CONF` (`OPENSSL_INIT_NO_LOAD_CONFIG` runs the
+ * configuration step once, empty, and the later `SSL_CTX_new` calls' own initialisation finds it
+ * done), so no system-wide policy of the host (RHEL's crypto-policies) applies, as Go's
+ * defaults ignore it too; not `SSL_CERT_FILE` or `SSL_CERT_DIR` (no default verify paths); not
+ * `OPENSSL_MODULES` or `OPENSSL_ENGINES` (the built-in default provider only). Still read:
+ * `OPENSSL_ia32cap` (x86-64; `OPENSSL_armcap` on arm64), the CPU features libcrypto uses;
+ * and `LD_LIBRARY_PATH` chooses which `libssl.so.3` opens — the variables that already choose
+ * what deno itself links and runs.
+ *
+ * Contexts: four at most per process, one per CA, client certificate and key (an exec plugin
+ * rotating its client certificate makes one per certificate); one pushed out of the cache is
+ * freed at once, so a connection takes its context again right before `SSL_new` (native_tls.ts);
+ * open connections keep their own reference. The spare made when the library opens goes to the first context only. An
+ * encrypted client key is refused (an empty pass phrase, never one asked on a terminal), as
+ * Go's `tls.X509KeyPair` refuses it.
  *
  * @module
  */
@@ -35,6 +55,8 @@ let spare: Promise<Deno.PointerValue> | undefined;
 const contexts = new Map<string, Promise<Deno.PointerObject>>();
 const MAX_CONTEXTS = 4;
 const encoder = new TextEncoder();
+/** The empty C string: the pass phrase given for a PEM key (never one asked on a terminal). */
+const NO_PASSPHRASE = new Uint8Array(new ArrayBuffer(1));
 
 /** The trust and identity of a context (native_tls.ts `NativeTlsOptions`). */
 export interface ContextOptions {
@@ -97,9 +119,10 @@ export function nativeColdLib(): NativeColdLib {
  * The `SSL_CTX` for this CA and client certificate, made once per process (a few at most):
  * peer verification on, the CA's certificates the only anchors, any of them one
  * (`X509_V_FLAG_PARTIAL_CHAIN`, as Go accepts an intermediate in `RootCAs`), the client
- * certificate (chain) and key when given.
+ * certificate (chain) and key when given. A context pushed out of the cache is freed (open
+ * connections keep their own reference): take it again right before `SSL_new` after any wait.
  * @param opts the trust and identity
- * @returns the context (connections take their own reference)
+ * @returns the context, valid until a fifth one pushes it out of the cache
  * @throws {Deno.errors.InvalidData} when `caPem` holds no certificate, the client certificate
  *   none, or the key does not match it; an `Error` naming OpenSSL's reason otherwise
  */
@@ -108,7 +131,9 @@ export function tlsContext(opts: ContextOptions): Promise<Deno.PointerObject> {
   const had = contexts.get(key);
   if (had) return had;
   const made = makeContext(nativeLib(), opts);
-  made.catch(() => contexts.delete(key));
+  made.catch(() => {
+    if (contexts.get(key) === made) contexts.delete(key);
+  });
   if (contexts.size >= MAX_CONTEXTS) {
     const [oldKey, old] = contexts.entries().next().value!;
     contexts.delete(oldKey);
@@ -120,8 +145,11 @@ export function tlsContext(opts: ContextOptions): Promise<Deno.PointerObject> {
 }
 
 async function makeContext(L: NativeLib, opts: ContextOptions): Promise<Deno.PointerObject> {
-  const ctx = await (spare ?? L.SSL_CTX_new(L.TLS_client_method()));
+  // The spare is taken before the first await: a second context asked for meanwhile makes its
+  // own (one SSL_CTX, one trust each; a shared one would hold both CAs and be freed twice).
+  const pending = spare ?? L.SSL_CTX_new(L.TLS_client_method());
   spare = undefined;
+  const ctx = await pending;
   if (ctx === null) throw sslError("SSL_CTX_new");
   try {
     L.SSL_CTX_set_verify(ctx, SSL.SSL_VERIFY_PEER, null);
@@ -197,7 +225,9 @@ function useClientCertificate(
   const { bio, bytes } = memBio(L, keyPem);
   let pkey: Deno.PointerValue;
   try {
-    pkey = C.PEM_read_bio_PrivateKey(bio, null, null, null);
+    // An empty pass phrase as the user data: an encrypted key fails to decode, as Go's
+    // tls.X509KeyPair refuses it, instead of OpenSSL asking for one on the terminal.
+    pkey = C.PEM_read_bio_PrivateKey(bio, null, null, NO_PASSPHRASE);
   } finally {
     L.BIO_free(bio);
   }

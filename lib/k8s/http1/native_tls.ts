@@ -10,7 +10,8 @@
  * system's roots, any of the CA's certificates an anchor, and the chain the server sends is
  * used, so a server certificate issued by an intermediate passes with the root alone in the
  * kubeconfig (which the Deno path's pin check cannot: tls_pin.ts). The host is checked against
- * the certificate (`SSL_set1_host`: a DNS name, or an IP literal against the IP SANs); SNI is
+ * the certificate as Go does (`SSL_set1_host`: a name against the DNS SANs only — never the
+ * subject CN, no partial wildcard —, an IP literal against the IP SANs only); SNI is
  * sent for names only (RFC 6066 §3); TLS 1.2 at least, as client-go. No ALPN: a server speaks
  * HTTP/1.1 on a TLS connection that offers none (RFC 7301 §3.2).
  *
@@ -18,6 +19,46 @@
  * `getaddrinfo(3)` for a name) waits on a thread of Deno's blocking pool, so the abort signal
  * and {@link ByteConn.close} wake a wait with `shutdown(2)`. The socket is freed once no wait
  * uses it. `close` sends no `close_notify` (the server sees the TCP end).
+ *
+ * Read against its references (client-go's `tls.Config`, the OpenSSL 3.0 manual, Deno's FFI;
+ * tests/k8s/native_tls_review_test.ts holds what a test can show):
+ * - Threads: OpenSSL's error queue is per thread; it is emptied before each `SSL_connect`,
+ *   `SSL_read` and `SSL_write` (`SSL_get_error(3)` reads it), and `errno` is read on the main
+ *   thread right after the call that failed.
+ * - A read and a write at once on one `SSL` (a pipelined GET's read waiting while the next
+ *   request is written): each retries its own call with the same arguments;
+ *   `SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER` as the bytes may move (a small typed array lives on
+ *   V8's heap). OpenSSL would refuse ("bad write retry") a read that must itself write while a
+ *   write is pending — a TLS 1.2 renegotiation, a TLS 1.3 KeyUpdate asking for an answer — and
+ *   a Go API server starts neither (crypto/tls never renegotiates as a server and only answers
+ *   a peer's KeyUpdate). Go's client refuses renegotiation where OpenSSL's accepts a secure one;
+ *   left so, as no Go server asks.
+ * - The buffers of `nonblocking` calls (`poll`'s `pollfd`; `getaddrinfo`'s strings, hints and
+ *   result) are `ArrayBuffer`s of their own (off V8's heap, never resized), and Deno keeps a
+ *   buffer argument's store alive until the call returns (denoland/deno#32775, Deno 2.9).
+ * - Descriptors: `close` (an abort during the connect or the handshake calls it) shuts the
+ *   socket down, which ends a `poll` at once, connecting or connected; the `SSL` and the
+ *   descriptor are freed when the last wait has returned. A `poll` ended by a handled signal
+ *   (EINTR, no `revents`; poll(2) is never restarted) waits again. `getaddrinfo` cannot be
+ *   interrupted: an abort during a lookup takes effect when it returns (bounded by
+ *   resolv.conf's `timeout` and `attempts`).
+ * - Errors keep the classes wire.ts's `connectionBroken` and the transport's retry of an
+ *   idempotent request expect: `errno` through `SSL_ERROR_SYSCALL` (EPIPE → `BrokenPipe`,
+ *   ECONNRESET → `ConnectionReset`), OpenSSL 3's "unexpected eof while reading" →
+ *   `UnexpectedEof`, a `close_notify` → end of stream. SIGPIPE: the socket BIO writes with
+ *   write(2), not `MSG_NOSIGNAL`, and the Deno runtime starts with SIGPIPE ignored (Rust's
+ *   runtime; `SigIgn` bit 13 in /proc/self/status), so a write to a closed peer is EPIPE.
+ * - Names: the kubeconfig's `tls-server-name` is ignored by the whole client
+ *   (kubeconfig/load.ts), so the server URL's host is both the name checked and the SNI. A name
+ *   resolves with `AI_ADDRCONFIG`, its addresses tried in the resolver's order; IPv6 literals
+ *   as a URL writes them.
+ * - Without OpenSSL (no `libssl.so.3` on the host — RHEL 8 has only libssl.so.1.1 — or no
+ *   `--allow-ffi`) open.ts takes Deno's TLS and tls_warm.ts warms AWS-LC as before. With it the
+ *   warm-up is skipped, so a plugin whose client still ends on Deno's or node's TLS pays the ≈ 25
+ *   ms at its first handshake: a kubeconfig without a CA (the system's roots),
+ *   `insecure-skip-tls-verify`, an `HTTPS_PROXY` of the runtime's environment covering the API
+ *   server. Accepted: rare for a CNI plugin's kubeconfig, and main.ts does not read the
+ *   kubeconfig before it decides.
  *
  * @module
  */
@@ -139,8 +180,13 @@ class NativeTlsConn implements ByteConn {
     if (L.connect(this.#fd, sa, sa.length) === 0) return;
     const err = errno(L);
     if (err !== SSL.EINPROGRESS) throw osError(err);
-    const revents = await this.#wait(SSL.POLLOUT);
-    if (this.#closed) throw closedError();
+    let revents = 0;
+    // No revents: poll returned EINTR (a handled signal landed on its thread; poll(2) is never
+    // restarted, signal(7)) — the socket is still connecting.
+    while (revents === 0) {
+      revents = await this.#wait(SSL.POLLOUT);
+      if (this.#closed) throw closedError();
+    }
     if (revents & (SSL.POLLERR | SSL.POLLHUP)) {
       const value = new Int32Array(new ArrayBuffer(4));
       const len = new Uint32Array([4]);
@@ -154,6 +200,13 @@ class NativeTlsConn implements ByteConn {
     const ssl = this.#ssl = L.SSL_new(ctx);
     if (ssl === null) throw sslError("SSL_new");
     const host = encoder.encode(hostname + "\0");
+    // A name matches the DNS SANs alone, `*` only as a whole left-most label: Go's
+    // crypto/x509 (client-go), where OpenSSL would fall back to the subject CN when the
+    // certificate has no DNS SAN and accept `ap*.example.com`.
+    L.SSL_set_hostflags(
+      ssl,
+      SSL.X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | SSL.X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS,
+    );
     if (
       L.SSL_set_fd(ssl, this.#fd) !== 1 ||
       L.SSL_ctrl(ssl, SSL.SSL_CTRL_MODE, SSL.SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, null) === 0n ||
@@ -164,6 +217,7 @@ class NativeTlsConn implements ByteConn {
       L.SSL_set1_host(ssl, host) !== 1
     ) throw sslError("TLS set-up");
     for (;;) {
+      L.ERR_clear_error(); // SSL_get_error(3): the queue empty before the I/O call
       const r = L.SSL_connect(ssl);
       if (r === 1) return;
       await this.#retry(L.SSL_get_error(ssl, r), "handshake");
@@ -174,6 +228,7 @@ class NativeTlsConn implements ByteConn {
     const L = this.#L;
     for (;;) {
       if (this.#closed || this.#ssl === null) throw closedError();
+      L.ERR_clear_error(); // SSL_get_error(3): the queue empty before the I/O call
       const n = L.SSL_read(this.#ssl, p, Math.min(p.length, 0x7fffffff));
       if (n > 0) return n;
       const e = L.SSL_get_error(this.#ssl, n);
@@ -187,6 +242,7 @@ class NativeTlsConn implements ByteConn {
     if (p.length === 0) return 0;
     for (;;) {
       if (this.#closed || this.#ssl === null) throw closedError();
+      L.ERR_clear_error(); // SSL_get_error(3): the queue empty before the I/O call
       const n = L.SSL_write(this.#ssl, p, Math.min(p.length, 0x7fffffff));
       if (n > 0) return n;
       await this.#retry(L.SSL_get_error(this.#ssl, n), "write");

@@ -151,10 +151,19 @@ export async function cmdAdd(deps: ManifoldDeps): Promise<DecodedResult> {
   return run.results[0]!;
 }
 
-/** Whether {@link readPodAnnotations} reads the pod from the API (no runtime annotations). */
+/**
+ * Whether {@link readPodAnnotations} reads the pod from the API (no runtime annotations).
+ * Never throws: malformed runtime annotations are {@link readPodAnnotations}' error to report
+ * (it marks the pod unreadable); thrown here, in cmdAdd's `try`, the error would skip that mark
+ * and leave the plan's rejection unhandled (the process died without a CNI error).
+ */
 function podFromApi(deps: ManifoldDeps, pod: PodRef | undefined): boolean {
-  return !!pod && !!deps.pods &&
-    !runtimePodAnnotations(deps.conf.capabilities, deps.conf.runtimeConfig);
+  if (!pod || !deps.pods) return false;
+  try {
+    return !runtimePodAnnotations(deps.conf.capabilities, deps.conf.runtimeConfig);
+  } catch {
+    return false;
+  }
 }
 
 /**
