@@ -15,7 +15,6 @@ import type { CniEnv } from "../cni/env.ts";
 import { findPlugin, type PluginExec, ProcessPluginExec } from "../cni/invoke.ts";
 import { CniRuntime } from "../cni/runtime.ts";
 import type { KubeConnection } from "../k8s/connection.ts";
-import { nativeTlsWanted } from "../k8s/tls_warm.ts";
 import type { Logger } from "../log/mod.ts";
 import { AttachmentCache } from "./cache/cache.ts";
 import { delegateGroupTracker } from "./cache/delegate_groups.ts";
@@ -275,10 +274,12 @@ async function apiConnector(
         connection,
         { KubeClient },
         { apiDraSource, apiNadSource, apiPodSource, apiPodNetworkSource },
+        { nativeTlsWanted }, // loaded by main.ts for an ADD; a DEL (no API) never loads it
       ] = await Promise.all([
         config(),
         lazyImport<typeof import("../k8s/client.ts")>("../k8s/client.ts", import.meta.url),
         lazyImport<typeof import("./nad/api_sources.ts")>("./nad/api_sources.ts", import.meta.url),
+        lazyImport<typeof import("../k8s/tls_warm.ts")>("../k8s/tls_warm.ts", import.meta.url),
       ]);
       const kube = new KubeClient({
         connection,
