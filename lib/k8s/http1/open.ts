@@ -36,36 +36,28 @@ export async function openConnection(
   const https = base.protocol === "https:";
   const hostname = base.hostname.replace(/^\[(.*)\]$/, "$1");
   const port = Number(base.port || (https ? 443 : 80));
-  if (https && server.caCertPem && opts.nativeTls && nativeTlsAvailable()) {
-    return new Connection(
-      await connectNativeTls({
-        hostname,
-        port,
-        caPem: server.caCertPem,
-        clientCertPem: server.clientCertPem,
-        clientKeyPem: server.clientKeyPem,
-        signal,
-      }),
-    );
+  // The CA alone trusted, the client certificate presented: the two set-ups that take both.
+  const pinned = https && server.caCertPem
+    ? {
+      hostname,
+      port,
+      caPem: server.caCertPem,
+      clientCertPem: server.clientCertPem,
+      clientKeyPem: server.clientKeyPem,
+      signal,
+    }
+    : undefined;
+  if (pinned && opts.nativeTls && nativeTlsAvailable()) {
+    return new Connection(await connectNativeTls(pinned));
   }
-  if (https && server.caCertPem && server.clientCertPem && server.clientKeyPem) {
+  if (pinned && server.clientCertPem && server.clientKeyPem) {
     // A client certificate (Deno.startTls takes none) with a pinned CA: node:tls, whose `ca`
     // replaces the trusted roots (pinned_tls.ts).
     const { connectPinnedTls } = await lazyImport<typeof import("../pinned_tls.ts")>(
       "../pinned_tls.ts",
       import.meta.url,
     );
-    return new Connection(
-      await connectPinnedTls({
-        hostname,
-        port,
-        caPem: server.caCertPem,
-        clientCertPem: server.clientCertPem,
-        clientKeyPem: server.clientKeyPem,
-        alpnProtocols: ["http/1.1"],
-        signal,
-      }),
-    );
+    return new Connection(await connectPinnedTls({ ...pinned, alpnProtocols: ["http/1.1"] }));
   }
   const tcp = await abortable(Deno.connect({ hostname, port }), signal, (late) => late.close());
   // TCP_NODELAY: the request must not wait behind the TLS Finished record for the server's
