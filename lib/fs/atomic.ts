@@ -91,8 +91,10 @@ export async function writeFileAtomic(
   options: AtomicWriteOptions = {},
 ): Promise<void> {
   const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-  await replaceWith(path, options, async (file) => {
-    for (let off = 0; off < bytes.length;) off += await file.write(bytes.subarray(off));
+  await replaceWith(path, options, (file) => {
+    // Synchronous: a small file's write is microseconds, an event-loop round trip is not.
+    for (let off = 0; off < bytes.length;) off += file.writeSync(bytes.subarray(off));
+    return Promise.resolve();
   });
 }
 
@@ -210,17 +212,20 @@ async function replaceWith(
   const rnd = crypto.getRandomValues(new Uint32Array(1))[0].toString(36);
   const tmp = `${dir}/${tempName(name, `${Deno.pid}-${rnd}`)}`;
   let renamed = false;
+  // The steps that do not wait for the disk are synchronous (open, chmod, rename: each an
+  // event-loop round trip less, ≈ 0.1–0.3 ms of a per-call ADD's final record, whose write the
+  // caller awaits); the two fsyncs run on the blocking pool.
   try {
-    const file = await Deno.open(tmp, { write: true, createNew: true, mode });
+    const file = Deno.openSync(tmp, { write: true, createNew: true, mode });
     try {
       await fill(file);
       await file.sync();
     } finally {
       file.close();
     }
-    await Deno.chmod(tmp, mode);
+    Deno.chmodSync(tmp, mode);
     options.beforeRename?.();
-    await Deno.rename(tmp, path);
+    Deno.renameSync(tmp, path);
     renamed = true;
     await syncDir(dir);
   } finally {
@@ -237,7 +242,7 @@ async function replaceWith(
 export async function syncDir(dir: string): Promise<void> {
   let f: Deno.FsFile | undefined;
   try {
-    f = await Deno.open(dir, { read: true });
+    f = Deno.openSync(dir, { read: true });
     await f.sync();
   } catch {
     // Best effort: some file systems refuse fsync on a directory.

@@ -180,7 +180,7 @@ export class AttachmentCache {
     const path = this.path(record.containerId, record.ifName);
     await checkRecord(record);
     try {
-      await Deno.mkdir(this.#dir, { recursive: true, mode: 0o700 });
+      Deno.mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
     } catch (err) {
       throw ioError("cannot create cache directory", this.#dir, err);
     }
