@@ -48,6 +48,14 @@ export const CLIENT_RETRIES = 3;
  */
 export const MAX_ATTEMPTS_PER_CALL = CLIENT_RETRIES + 2;
 
+/**
+ * Most times one GET may reach the server: each attempt ({@link MAX_ATTEMPTS_PER_CALL}) may be
+ * sent once more by the per-call plugin's HTTP/1.1 transport when the connection it was
+ * pipelined on ends before its answer — a slow GET ahead of it timing out closes that
+ * connection (`lib/k8s/http1/transport.ts`: an idempotent request is sent again once).
+ */
+export const MAX_GET_SENDS_PER_CALL = 2 * MAX_ATTEMPTS_PER_CALL;
+
 /** A world for the matrix, with a private device-info dir and a scratch dir for wrapper state. */
 export interface FaultWorld extends World {
   /** cniVersion of Manifold's config (delegates get 1.0.0 when it is 1.1.0). */
