@@ -39,6 +39,7 @@ import {
   ResponseTooLargeError,
 } from "./http_semantics.ts";
 import { createTransport } from "./transport.ts";
+import type { Http1Options } from "./http1/transport.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";
@@ -65,8 +66,8 @@ export class KubeRequester {
   #userAgent: string;
   #signal: AbortSignal | undefined;
   #onRequest: ((method: string, status: number) => void) | undefined;
-  #pipelineGets: boolean;
-  #nativeTls: boolean;
+  /** The HTTP/1.1 transport's options (pipelining, OpenSSL), as the caller asked. */
+  #http1: Http1Options;
   #closer = new AbortController();
   #requestCount = 0;
 
@@ -85,8 +86,7 @@ export class KubeRequester {
     this.#userAgent = opts.userAgent ?? "manifold";
     this.#signal = opts.signal;
     this.#onRequest = opts.onRequest;
-    this.#pipelineGets = opts.pipelineGets ?? false;
-    this.#nativeTls = opts.nativeTls ?? false;
+    this.#http1 = { pipelineGets: opts.pipelineGets, nativeTls: opts.nativeTls };
     this.#credentials = new RequestCredentials(this.#conn, {
       logger: this.#logger,
       signal: this.#signal,
@@ -379,10 +379,7 @@ export class KubeRequester {
       this.#transport = this.#streams = undefined;
     }
     this.#transportCert = conn.clientCertPem;
-    this.#transport ??= createTransport(conn, undefined, {
-      pipelineGets: this.#pipelineGets,
-      nativeTls: this.#nativeTls,
-    });
+    this.#transport ??= createTransport(conn, undefined, this.#http1);
     return { headers, conn, transport: this.#transport, cred };
   }
 
