@@ -21,44 +21,9 @@ import { readCapped, writeAll } from "./child_streams.ts";
 import { errorText } from "../util/text.ts";
 import { whenIdle } from "../util/idle.ts";
 import { sleep, startTimer, type Timer } from "../util/timer.ts";
+import type { ExecRequest, ExecResponse, GroupTracker, PluginExec } from "./exec_types.ts";
 
-/** One plugin execution request. */
-export interface ExecRequest {
-  /** Absolute path of the plugin binary. */
-  path: string;
-  /** Bytes written to the child's stdin (the JSON config). */
-  stdin: Uint8Array;
-  /**
-   * The child's complete environment (nothing is inherited). {@link ProcessPluginExec}
-   * adds only the delegation marker `MANIFOLD_DELEGATION_DEPTH` (lib/cni/recursion.ts).
-   */
-  env: Record<string, string>;
-  /** Kill the child (its whole process group) with SIGKILL after this many milliseconds. */
-  timeoutMs: number;
-  /**
-   * The child is spawned at once but `stdin` is written only once this resolves (a plugin does
-   * nothing before it has read its config): its start-up overlaps the caller's wait, e.g. the
-   * intent record becoming durable. When it rejects, nothing is written, the child's group is
-   * killed, and {@link PluginExec.exec} rejects with the gate's error.
-   */
-  stdinGate?: Promise<void>;
-}
-
-/** What a plugin execution produced. */
-export interface ExecResponse {
-  /** Exit code (128 + signal number when killed by a signal). */
-  code: number;
-  /** Terminating signal name, e.g. "SIGKILL", or null. */
-  signal: string | null;
-  /** Captured stdout, at most the exec's output cap. */
-  stdout: Uint8Array;
-  /** Captured stderr, at most the exec's output cap. */
-  stderr: Uint8Array;
-  /** True when the child was killed because `timeoutMs` elapsed. */
-  timedOut: boolean;
-  /** True when stdout or stderr was cut at the output cap (optional, Manifold extension). */
-  truncated?: boolean;
-}
+export type { ExecRequest, ExecResponse, GroupTracker, PluginExec } from "./exec_types.ts";
 
 /**
  * Loads Deno's process API now. Deno loads the implementation of `Deno.Command` (and the fetch
@@ -90,34 +55,6 @@ export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
 
 /** {@link prefetchSpawn}'s idle task was queued (it needs queueing once per process). */
 let idleQueued = false;
-
-/** Runs a plugin binary (libcni `invoke.Exec`). */
-export interface PluginExec {
-  /**
-   * Runs one plugin to completion.
-   * @throws {CniError} when the binary cannot be started at all.
-   */
-  exec(req: ExecRequest): Promise<ExecResponse>;
-}
-
-/**
- * Told when a plugin's process group starts and when its leader exited, so that the group can
- * be noted where a later process finds it (lib/multinet/cache/delegate_groups.ts notes ADDs).
- * Neither call may throw; both are synchronous. `started` runs right after the spawn (the
- * plugin already runs): this process can be killed at any await, and a note written later than
- * the first one would leave the plugin unnoted meanwhile.
- */
-export interface GroupTracker {
-  /**
-   * Whether this execution's group is wanted; only then is it identified (a procfs read
-   * through libc, loaded on first use: ≈ 3–13 ms once per process).
-   */
-  tracks(req: ExecRequest): boolean;
-  /** The plugin runs as leader of `group`. */
-  started(req: ExecRequest, group: ProcessGroup): void;
-  /** The plugin (the leader of `group`) exited, was killed, or timed out. */
-  ended(req: ExecRequest, group: ProcessGroup): void;
-}
 
 /** Options of {@link ProcessPluginExec}. */
 export interface ProcessPluginExecOptions {
