@@ -38,8 +38,7 @@ import {
   neverSent,
   ResponseTooLargeError,
 } from "./http_semantics.ts";
-import { createTransport } from "./transport.ts";
-import type { Http1Options } from "./http1/transport.ts";
+import { createTransport, type Http1Options } from "./transport.ts";
 import type { Transport, TransportResponse } from "./transport_types.ts";
 import { startTimer } from "../util/timer.ts";
 import { errorText } from "../util/text.ts";

@@ -27,6 +27,7 @@ import { type Http1Options, Http1Transport } from "./http1/transport.ts";
 import type { Transport, TransportRequest, TransportResponse } from "./transport_types.ts";
 import { lazyImport } from "../util/lazy.ts";
 
+export type { Http1Options } from "./http1/transport.ts";
 export type {
   ResponseHeaderReader,
   Transport,
