@@ -6,13 +6,9 @@
  * @module
  */
 
-/** A write to a child's stdin in progress ({@link writeAll}). */
-export interface PendingWrite {
-  /** Resolves when all bytes were written and stdin closed (or writing failed). */
-  done: Promise<void>;
-  /** Aborts a write still pending (nobody reads stdin) and waits for it to settle. */
-  finish(): Promise<void>;
-}
+import type { CappedRead, PendingWrite, SpawnedChild } from "./exec_types.ts";
+
+export type { CappedRead, PendingWrite } from "./exec_types.ts";
 
 /**
  * Writes `data` to a child's stdin and closes it, in the background. A child that exits without
@@ -54,14 +50,6 @@ export function writeAll(
       await done;
     },
   };
-}
-
-/** A read of a child's output stream in progress ({@link readCapped}). */
-export interface CappedRead {
-  /** Resolves when the stream ended. */
-  done: Promise<void>;
-  /** Stops reading (if still going) and returns what was kept. */
-  finish(): Promise<{ bytes: Uint8Array; truncated: boolean }>;
 }
 
 /**
@@ -125,5 +113,23 @@ export function readCapped(stream: ReadableStream<Uint8Array>, cap: number): Cap
       }
       return { bytes, truncated };
     },
+  };
+}
+
+/**
+ * A `Deno.Command` child as exec.ts drives it ({@link SpawnedChild}): its stdin through
+ * {@link writeAll}, its outputs through {@link readCapped}.
+ * @param child the spawned child, its three pipes `"piped"`
+ * @returns the same child behind the {@link SpawnedChild} calls
+ */
+export function denoChild(child: Deno.ChildProcess): SpawnedChild {
+  return {
+    pid: child.pid,
+    status: child.status,
+    kill: (signal) => child.kill(signal),
+    feed: (data, gate) => writeAll(child.stdin, data, gate),
+    capture: (stream, cap) => readCapped(child[stream], cap),
+    dropOutput: () =>
+      Promise.all([child.stdout.cancel(), child.stderr.cancel()]).then(() => {}, () => {}),
   };
 }

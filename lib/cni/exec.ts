@@ -17,13 +17,26 @@ import {
   type ProcessGroup,
   processGroupOf,
 } from "./process_group.ts";
-import { readCapped, writeAll } from "./child_streams.ts";
+import { denoChild } from "./child_streams.ts";
+import { prefetchNativeSpawn, SpawnError, spawnNative } from "./spawn_native.ts";
 import { errorText } from "../util/text.ts";
 import { whenIdle } from "../util/idle.ts";
 import { sleep, startTimer, type Timer } from "../util/timer.ts";
-import type { ExecRequest, ExecResponse, GroupTracker, PluginExec } from "./exec_types.ts";
+import type {
+  ExecRequest,
+  ExecResponse,
+  GroupTracker,
+  PluginExec,
+  SpawnedChild,
+} from "./exec_types.ts";
 
-export type { ExecRequest, ExecResponse, GroupTracker, PluginExec } from "./exec_types.ts";
+export type {
+  ExecRequest,
+  ExecResponse,
+  GroupTracker,
+  PluginExec,
+  SpawnedChild,
+} from "./exec_types.ts";
 
 /**
  * Loads Deno's process API now. Deno loads the implementation of `Deno.Command` (and the fetch
@@ -41,17 +54,26 @@ export type { ExecRequest, ExecResponse, GroupTracker, PluginExec } from "./exec
  *   reading it in the NAD GETs' wait, which its ≈ 1.5 ms outlasted
  */
 export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
+  const load = () => {
+    if (!nativePreferred || !prefetchNativeSpawn()) void Deno.Command;
+  };
   if (opts.idle) {
     // Once per process: `manifold daemon` runs many ADDs in-process, and its few API requests
     // per ADD would not run a task for each (the queue would grow without end).
     if (idleQueued) return;
     idleQueued = true;
-    whenIdle(() => void Deno.Command);
+    whenIdle(load);
     return;
   }
-  void Deno.Command;
+  load();
   prefetchGroupIdentity();
 }
+
+/**
+ * A {@link ProcessPluginExec} with `nativeSpawn` exists in this process: {@link prefetchSpawn}
+ * binds posix_spawn (spawn_native.ts) rather than loading `Deno.Command`.
+ */
+let nativePreferred = false;
 
 /** {@link prefetchSpawn}'s idle task was queued (it needs queueing once per process). */
 let idleQueued = false;
@@ -84,6 +106,13 @@ export interface ProcessPluginExecOptions {
   setsidBinary?: string;
   /** Told of each plugin's process group (default: nobody). */
   groups?: GroupTracker;
+  /**
+   * Start plugins with posix_spawn through FFI (spawn_native.ts: the session made in the child
+   * before its exec, a `CLONE_VFORK` clone, no setsid(1) exec, Deno's process API never loaded)
+   * where this process can (glibc ≥ 2.26, `--allow-ffi`); else as without it. For the per-call
+   * plugin, whose few delegates each pay these costs on the pod's path. Default false.
+   */
+  nativeSpawn?: boolean;
 }
 
 /** GNU coreutils' chroot(8): `chroot DIR COMMAND` chroots, changes to `/` and execs COMMAND. */
@@ -97,6 +126,9 @@ export const CHROOT_BINARY = "/usr/sbin/chroot";
  * when COMMAND cannot be executed.
  */
 export const SETSID_BINARY = "/usr/bin/setsid";
+
+/** errno ETXTBSY (asm-generic/errno-base.h): the binary is open for writing. */
+const ETXTBSY = 26;
 
 /** setsid(1) binaries found absent in this process: plugins are then spawned `detached`. */
 const absentSetsid = new Set<string>();
@@ -130,6 +162,7 @@ export class ProcessPluginExec implements PluginExec {
   #chroot: { dir: string; binary: string } | undefined;
   #setsid: string;
   #groups: GroupTracker | undefined;
+  #nativeSpawn: boolean;
 
   /**
    * An executor with the given limits.
@@ -146,6 +179,8 @@ export class ProcessPluginExec implements PluginExec {
       : undefined;
     this.#setsid = opts.setsidBinary ?? SETSID_BINARY;
     this.#groups = opts.groups;
+    this.#nativeSpawn = opts.nativeSpawn ?? false;
+    if (this.#nativeSpawn) nativePreferred = true;
   }
 
   /**
@@ -190,7 +225,7 @@ export class ProcessPluginExec implements PluginExec {
     };
     const opened = req.stdinGate?.then(note);
     // The config first: the plugin waits for it. No await until the group is noted.
-    const writing = writeAll(child.stdin, req.stdin, opened);
+    const writing = child.feed(req.stdin, opened);
     // A gate that fails: the plugin never gets its config and is stopped (its group).
     let gateFailed: { error: unknown } | undefined;
     opened?.catch((error) => {
@@ -210,8 +245,7 @@ export class ProcessPluginExec implements PluginExec {
       await Promise.allSettled([
         child.status,
         writing.finish(),
-        child.stdout.cancel(),
-        child.stderr.cancel(),
+        child.dropOutput(),
       ]);
       throw e;
     }
@@ -225,8 +259,8 @@ export class ProcessPluginExec implements PluginExec {
       } catch { /* already exited */ }
     });
 
-    const out = readCapped(child.stdout, this.#maxOutputBytes);
-    const err = readCapped(child.stderr, this.#maxOutputBytes);
+    const out = child.capture("stdout", this.#maxOutputBytes);
+    const err = child.capture("stderr", this.#maxOutputBytes);
     let status: Deno.CommandStatus;
     try {
       status = await child.status;
@@ -260,8 +294,29 @@ export class ProcessPluginExec implements PluginExec {
    * Spawns `setsid [chroot DIR] PATH` (synchronously: before the first await), or with
    * `detached` when setsid(1) is absent; retries ETXTBSY of a direct spawn.
    */
-  async #spawn(req: ExecRequest): Promise<{ child: Deno.ChildProcess; wrappers: Wrapper[] }> {
+  async #spawn(req: ExecRequest): Promise<{ child: SpawnedChild; wrappers: Wrapper[] }> {
     for (let attempt = 0;; attempt++) {
+      if (this.#nativeSpawn) {
+        // posix_spawn: the plugin (or chroot(8)) exec'd in a session of its own, no setsid(1).
+        const argv = this.#chroot ? [this.#chroot.binary, this.#chroot.dir, req.path] : [req.path];
+        let child: SpawnedChild | undefined;
+        try {
+          child = spawnNative(argv, delegateEnv(req.env));
+        } catch (err) {
+          if (!(err instanceof SpawnError)) throw err;
+          const busy = err.errno === ETXTBSY;
+          if (busy && attempt < this.#spawnRetries) {
+            await sleep(this.#retryDelayMs * 2 ** attempt);
+            continue;
+          }
+          throw spawnError(req.path, err.message, busy, attempt);
+        }
+        if (child) {
+          const wrappers = this.#chroot ? [{ binary: this.#chroot.binary, label: "chroot: " }] : [];
+          return { child, wrappers };
+        }
+        // Not this way in this process (no FFI, glibc < 2.26): Deno.Command, below.
+      }
       const setsid = absentSetsid.has(this.#setsid) ? undefined : this.#setsid;
       const wrappers: Wrapper[] = [];
       let argv = [req.path];
@@ -283,7 +338,7 @@ export class ProcessPluginExec implements PluginExec {
           stderr: "piped",
           detached: setsid === undefined,
         }).spawn();
-        return { child, wrappers };
+        return { child: denoChild(child), wrappers };
       } catch (err) {
         if (setsid && err instanceof Deno.errors.NotFound) {
           absentSetsid.add(setsid); // this host has no setsid(1): Deno's `detached` from now on

@@ -76,3 +76,39 @@ export interface GroupTracker {
   /** The plugin (the leader of `group`) exited, was killed, or timed out. */
   ended(req: ExecRequest, group: ProcessGroup): void;
 }
+
+/** A write to a child's stdin in progress (child_streams.ts `writeAll`). */
+export interface PendingWrite {
+  /** Resolves when all bytes were written and stdin closed (or writing failed). */
+  done: Promise<void>;
+  /** Aborts a write still pending (nobody reads stdin) and waits for it to settle. */
+  finish(): Promise<void>;
+}
+
+/** A read of a child's output stream in progress (child_streams.ts `readCapped`). */
+export interface CappedRead {
+  /** Resolves when the stream ended. */
+  done: Promise<void>;
+  /** Stops reading (if still going) and returns what was kept. */
+  finish(): Promise<{ bytes: Uint8Array; truncated: boolean }>;
+}
+
+/**
+ * A running plugin as exec.ts drives it, whichever way it was started (`Deno.Command`, or
+ * posix_spawn in spawn_native.ts): its PID, its end, and its pipes as child_streams.ts's
+ * pending write and capped reads.
+ */
+export interface SpawnedChild {
+  /** The child's PID (its process group's and session's id too). */
+  readonly pid: number;
+  /** Resolves once it exited and was reaped. */
+  readonly status: Promise<Deno.CommandStatus>;
+  /** Sends it a signal. @throws once it was reaped (its PID may name another process) */
+  kill(signal: Deno.Signal): void;
+  /** Writes `data` to its stdin once `gate` resolves, then closes stdin (as `writeAll`). */
+  feed(data: Uint8Array, gate?: Promise<void>): PendingWrite;
+  /** Reads its stdout or stderr, keeping at most `cap` bytes (as `readCapped`); once each. */
+  capture(stream: "stdout" | "stderr", cap: number): CappedRead;
+  /** Stops reading both outputs when neither was captured (a child given up before its run). */
+  dropOutput(): Promise<void>;
+}

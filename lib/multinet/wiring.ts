@@ -65,9 +65,13 @@ export async function buildDeps(
   const cache = new AttachmentCache(conf.cniDir);
   // Each delegate ADD's process group is noted while it runs: a DEL after this process was
   // killed stops it (cache/delegate_groups.ts).
+  // posix_spawn through FFI in the per-call plugin (cni/spawn_native.ts: no setsid(1) exec a
+  // delegate, Deno's process API never loaded); the daemon, which spawns from a long-lived
+  // process and does not pay those costs per pod, keeps Deno.Command.
   const processes = new ProcessPluginExec({
     ...(root ? { chrootDir: root } : {}),
     groups: delegateGroupTracker(cache.delegates, logger),
+    nativeSpawn: !opts.api,
   });
   const exec: PluginExec = {
     exec(req) {

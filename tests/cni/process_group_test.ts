@@ -1,7 +1,8 @@
 /**
  * Tests of lib/cni/process_group.ts and the process groups of {@link ProcessPluginExec}
  * (issue 20 item 7): every plugin leads a process group of its own with its own PID (setsid(1)
- * exec'd in place, or Deno's `detached` when setsid is absent), a timeout kills the whole
+ * exec'd in place, Deno's `detached` when setsid is absent, or posix_spawn's `POSIX_SPAWN_SETSID`
+ * with `nativeSpawn`), a timeout kills the whole
  * group, and {@link stopProcessGroup} stops a noted group — only when the note still names it.
  * Real processes; no root needed.
  */
@@ -17,6 +18,13 @@ import {
 import { readProcFile } from "../../lib/fs/procfs.ts";
 
 const ENV = { CNI_COMMAND: "ADD", CNI_CONTAINERID: "c1", CNI_IFNAME: "eth0" };
+
+/** How a plugin is started: setsid(1), Deno's `detached` (no setsid(1)), posix_spawn. */
+const VARIANTS = (dir: string): [string | undefined, boolean][] => [
+  [undefined, false],
+  [`${dir}/no-setsid`, false],
+  [undefined, true],
+];
 
 /** The `/proc/<pid>/stat` fields of a running process, or undefined when it is gone. */
 function stat(pid: number) {
@@ -68,13 +76,14 @@ Deno.test("ProcessPluginExec: the plugin keeps its PID and leads its own process
       "who",
       `read -r s </proc/$$/stat; set -- \${s##*) }; echo "{\\"pid\\":$$,\\"pgrp\\":$3,\\"sid\\":$4}"`,
     );
-    for (const setsidBinary of [undefined, `${dir}/no-setsid`]) {
+    for (const [setsidBinary, nativeSpawn] of VARIANTS(dir)) {
       const { seen, tracker } = recorder();
-      const exec = new ProcessPluginExec({ groups: tracker, setsidBinary });
+      const exec = new ProcessPluginExec({ groups: tracker, setsidBinary, nativeSpawn });
       const res = await exec.exec({ path, stdin: new Uint8Array(), env: ENV, timeoutMs: 10_000 });
       assert.equal(res.code, 0, new TextDecoder().decode(res.stderr));
       const me = JSON.parse(new TextDecoder().decode(res.stdout));
-      assert.equal(me.pgrp, me.pid, `its own group (setsid ${setsidBinary ?? "default"})`);
+      const how = nativeSpawn ? "posix_spawn" : `setsid ${setsidBinary ?? "default"}`;
+      assert.equal(me.pgrp, me.pid, `its own group (${how})`);
       assert.equal(me.sid, me.pid, "its own session");
       assert.deepEqual(seen.map((s) => s.event), ["started", "ended"]);
       assert.equal(seen[0].group.pgid, me.pid, "the tracker is told the plugin's PID");
@@ -84,8 +93,8 @@ Deno.test("ProcessPluginExec: the plugin keeps its PID and leads its own process
     }
     // The plugin's exit status is its own, through setsid and without it.
     const fail = await script(dir, "fail", "echo oops >&2; exit 126");
-    for (const setsidBinary of [undefined, `${dir}/no-setsid`]) {
-      const res = await new ProcessPluginExec({ setsidBinary }).exec({
+    for (const [setsidBinary, nativeSpawn] of VARIANTS(dir)) {
+      const res = await new ProcessPluginExec({ setsidBinary, nativeSpawn }).exec({
         path: fail,
         stdin: new Uint8Array(),
         env: ENV,
@@ -107,18 +116,22 @@ Deno.test("ProcessPluginExec: a timeout kills the plugin's whole group, its chil
       "spawner",
       `sleep 30 </dev/null >/dev/null 2>&1 &\necho $! >${dir}/child\nsleep 30`,
     );
-    const res = await new ProcessPluginExec({ drainGraceMs: 50 }).exec({
-      path,
-      stdin: new Uint8Array(),
-      env: ENV,
-      timeoutMs: 500,
-    });
-    assert.equal(res.timedOut, true);
-    const child = Number(await Deno.readTextFile(`${dir}/child`));
-    assert.ok(child > 0);
-    const deadline = performance.now() + 2000;
-    while (runs(child) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    assert.equal(runs(child), false, "the plugin's child was killed with it");
+    for (const nativeSpawn of [false, true]) {
+      const res = await new ProcessPluginExec({ drainGraceMs: 50, nativeSpawn }).exec({
+        path,
+        stdin: new Uint8Array(),
+        env: ENV,
+        timeoutMs: 500,
+      });
+      assert.equal(res.timedOut, true);
+      const child = Number(await Deno.readTextFile(`${dir}/child`));
+      assert.ok(child > 0);
+      const deadline = performance.now() + 2000;
+      while (runs(child) && performance.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(runs(child), false, `the plugin's child was killed with it (${nativeSpawn})`);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -170,21 +183,27 @@ Deno.test("stopProcessGroup: a note that no longer names the group signals nothi
   }
 });
 
-Deno.test("exec: a delegate whose group cannot be identified (no FFI) is killed, never left running its config unnoted", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "manifold-pg-noffi-" });
-  try {
-    // The delegate records the config it was given, if any reached it.
-    await Deno.writeTextFile(
-      `${dir}/delegate`,
-      `#!/bin/sh\nc=$(cat)\n[ -n "$c" ] && printf '%s' "$c" > ${dir}/got-config\nexit 0\n`,
-      { mode: 0o755 },
-    );
-    const execUrl = new URL("../../lib/cni/exec.ts", import.meta.url).href;
-    await Deno.writeTextFile(
-      `${dir}/run.ts`,
-      `import { ProcessPluginExec } from ${JSON.stringify(execUrl)};
+for (const nativeSpawn of [false, true]) {
+  Deno.test(
+    `exec: a delegate whose group cannot be identified (no FFI) is killed, never left running its config unnoted${
+      nativeSpawn ? " (nativeSpawn: falls back to Deno.Command)" : ""
+    }`,
+    async () => {
+      const dir = await Deno.makeTempDir({ prefix: "manifold-pg-noffi-" });
+      try {
+        // The delegate records the config it was given, if any reached it.
+        await Deno.writeTextFile(
+          `${dir}/delegate`,
+          `#!/bin/sh\nc=$(cat)\n[ -n "$c" ] && printf '%s' "$c" > ${dir}/got-config\nexit 0\n`,
+          { mode: 0o755 },
+        );
+        const execUrl = new URL("../../lib/cni/exec.ts", import.meta.url).href;
+        await Deno.writeTextFile(
+          `${dir}/run.ts`,
+          `import { ProcessPluginExec } from ${JSON.stringify(execUrl)};
 const exec = new ProcessPluginExec({
   groups: { tracks: () => true, started() {}, ended() {} },
+  nativeSpawn: ${nativeSpawn},
 });
 const err = await exec.exec({
   path: ${JSON.stringify(`${dir}/delegate`)},
@@ -195,32 +214,34 @@ const err = await exec.exec({
 console.log(err);
 await new Promise((r) => setTimeout(r, 300));
 `,
-    );
-    // Without --allow-ffi: identifying the group (procfs through libc) throws after the spawn.
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--quiet",
-        "--no-check",
-        "--allow-read",
-        "--allow-run",
-        "--allow-env",
-        `${dir}/run.ts`,
-      ],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const said = new TextDecoder().decode(out.stdout).trim();
-    assert.equal(said, "NotCapable", new TextDecoder().decode(out.stderr));
-    // Its process is gone and the delegate's pipe closed: give a delegate that got its config
-    // time to record it.
-    let got = false;
-    for (let ms = 0; !got && ms < 1500; ms += 50) {
-      await new Promise((r) => setTimeout(r, 50));
-      got = await Deno.stat(`${dir}/got-config`).then(() => true, () => false);
-    }
-    assert.ok(!got, "the delegate ran with its config although its group was never noted");
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+        );
+        // Without --allow-ffi: identifying the group (procfs through libc) throws after the spawn.
+        const out = await new Deno.Command(Deno.execPath(), {
+          args: [
+            "run",
+            "--quiet",
+            "--no-check",
+            "--allow-read",
+            "--allow-run",
+            "--allow-env",
+            `${dir}/run.ts`,
+          ],
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        const said = new TextDecoder().decode(out.stdout).trim();
+        assert.equal(said, "NotCapable", new TextDecoder().decode(out.stderr));
+        // Its process is gone and the delegate's pipe closed: give a delegate that got its config
+        // time to record it.
+        let got = false;
+        for (let ms = 0; !got && ms < 1500; ms += 50) {
+          await new Promise((r) => setTimeout(r, 50));
+          got = await Deno.stat(`${dir}/got-config`).then(() => true, () => false);
+        }
+        assert.ok(!got, "the delegate ran with its config although its group was never noted");
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    },
+  );
+}
