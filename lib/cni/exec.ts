@@ -18,7 +18,7 @@ import {
   processGroupOf,
 } from "./process_group.ts";
 import { denoChild } from "./child_streams.ts";
-import { prefetchNativeSpawn, SpawnError, spawnNative } from "./spawn_native.ts";
+import { prefetchNativeSpawn, spawnNative } from "./spawn_native.ts";
 import { errorText } from "../util/text.ts";
 import { whenIdle } from "../util/idle.ts";
 import { sleep, startTimer, type Timer } from "../util/timer.ts";
@@ -39,19 +39,15 @@ export type {
 } from "./exec_types.ts";
 
 /**
- * Loads Deno's process API now. Deno loads the implementation of `Deno.Command` (and the fetch
- * body code it uses) on first access: ≈ 6 ms of main-thread JavaScript in a plugin process
- * (V8 profile of an ADD). Also loads libc and reads what noting a delegate's process group
- * needs ({@link prefetchGroupIdentity}: ≈ 2.2 ms, most of it the FFI `dlopen`), which the first
- * delegate ADD otherwise paid between its spawn and the write of its config to its stdin, i.e.
- * with the delegate waiting. Called while the main thread would otherwise wait — the plan's API
- * round trips — so the first delegate's spawn does not pay it. Idempotent; free once loaded.
- * @param opts `idle`: queue the process API's loading for the main thread's next wait for an
- *   API answer (lib/util/idle.ts) instead of running it now — for an ADD whose pod GET is on the
- *   main thread's path, which it would otherwise delay. The group identity is then read at the
- *   first spawn, while the intent record's fsyncs run (the delegate gets its config only after
- *   them: ExecRequest.stdinGate) — A/B, 30 pairs twice: `attached1` −1.0 and −2.2 ms against
- *   reading it in the NAD GETs' wait, which its ≈ 1.5 ms outlasted
+ * Loads what the first spawn needs, now: the posix_spawn symbols where a `nativeSpawn` executor
+ * exists (spawn_native.ts, ≈ 1 ms), else Deno's process API (loaded on first access: ≈ 2 ms of
+ * main-thread JavaScript); and the group identity a delegate's note needs
+ * ({@link prefetchGroupIdentity}). Called while the main thread would otherwise wait, so the first
+ * delegate's spawn does not pay it. Idempotent.
+ * @param opts `idle`: queue the loading for the main thread's next wait for an API answer
+ *   (lib/util/idle.ts) instead — for an ADD whose pod GET is on the main thread's path; the group
+ *   identity is then read at the first spawn, while the intent record's fsyncs run (A/B, 30 pairs
+ *   twice: `attached1` −1.0 and −2.2 ms against reading it in the NAD GETs' wait)
  */
 export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
   const load = () => {
@@ -127,9 +123,6 @@ export const CHROOT_BINARY = "/usr/sbin/chroot";
  */
 export const SETSID_BINARY = "/usr/bin/setsid";
 
-/** errno ETXTBSY (asm-generic/errno-base.h): the binary is open for writing. */
-const ETXTBSY = 26;
-
 /** setsid(1) binaries found absent in this process: plugins are then spawned `detached`. */
 const absentSetsid = new Set<string>();
 
@@ -137,7 +130,8 @@ const absentSetsid = new Set<string>();
 export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
 
 /**
- * Runs plugins as child processes with `Deno.Command`: a cleared environment plus
+ * Runs plugins as child processes, with `Deno.Command` or (`nativeSpawn`) posix_spawn through
+ * FFI (spawn_native.ts, `POSIX_SPAWN_SETSID` instead of setsid(1)): a cleared environment plus
  * exactly `req.env` and the delegation marker `MANIFOLD_DELEGATION_DEPTH` (its depth + 1:
  * a Manifold started as a delegate refuses to work, see lib/cni/recursion.ts), no
  * arguments, config on stdin. Each plugin leads a process group of its own (through
@@ -296,43 +290,23 @@ export class ProcessPluginExec implements PluginExec {
    */
   async #spawn(req: ExecRequest): Promise<{ child: SpawnedChild; wrappers: Wrapper[] }> {
     for (let attempt = 0;; attempt++) {
-      if (this.#nativeSpawn) {
-        // posix_spawn: the plugin (or chroot(8)) exec'd in a session of its own, no setsid(1).
-        const argv = this.#chroot ? [this.#chroot.binary, this.#chroot.dir, req.path] : [req.path];
-        let child: SpawnedChild | undefined;
-        try {
-          child = spawnNative(argv, delegateEnv(req.env));
-        } catch (err) {
-          if (!(err instanceof SpawnError)) throw err;
-          const busy = err.errno === ETXTBSY;
-          if (busy && attempt < this.#spawnRetries) {
-            await sleep(this.#retryDelayMs * 2 ** attempt);
-            continue;
-          }
-          throw spawnError(req.path, err.message, busy, attempt);
-        }
-        if (child) {
-          const wrappers = this.#chroot ? [{ binary: this.#chroot.binary, label: "chroot: " }] : [];
-          return { child, wrappers };
-        }
-        // Not this way in this process (no FFI, glibc < 2.26): Deno.Command, below.
-      }
-      const setsid = absentSetsid.has(this.#setsid) ? undefined : this.#setsid;
-      const wrappers: Wrapper[] = [];
-      let argv = [req.path];
-      if (this.#chroot) {
-        argv = [this.#chroot.binary, this.#chroot.dir, ...argv];
-        wrappers.push({ binary: this.#chroot.binary, label: "chroot: " });
-      }
-      if (setsid) {
-        argv = [setsid, ...argv];
-        wrappers.push({ binary: setsid, label: "" });
-      }
+      const chroot = this.#chroot ? [this.#chroot.binary, this.#chroot.dir] : [];
+      const wrappers: Wrapper[] = this.#chroot
+        ? [{ binary: this.#chroot.binary, label: "chroot: " }]
+        : [];
+      const env = delegateEnv(req.env);
+      // posix_spawn makes the session itself; else setsid(1) in front, or Deno's `detached`.
+      const setsid = this.#nativeSpawn || absentSetsid.has(this.#setsid) ? undefined : this.#setsid;
       try {
+        // Undefined where this process cannot spawn that way (no FFI, glibc < 2.26).
+        const native = this.#nativeSpawn ? spawnNative([...chroot, req.path], env) : undefined;
+        if (native) return { child: native, wrappers };
+        const argv = setsid ? [setsid, ...chroot, req.path] : [...chroot, req.path];
+        if (setsid) wrappers.push({ binary: setsid, label: "" });
         const child = new Deno.Command(argv[0], {
           args: argv.slice(1),
           clearEnv: true,
-          env: delegateEnv(req.env),
+          env,
           stdin: "piped",
           stdout: "piped",
           stderr: "piped",
@@ -345,6 +319,7 @@ export class ProcessPluginExec implements PluginExec {
           attempt--;
           continue;
         }
+        // spawn_native.ts words its failure as setsid(1) does: `failed to execute …: <strerror>`.
         const message = errorText(err);
         const busy = /text file busy|os error 26/i.test(message);
         if (busy && attempt < this.#spawnRetries) {
