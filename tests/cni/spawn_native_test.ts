@@ -235,3 +235,18 @@ Deno.test("spawnNative: a NUL byte in the environment is refused before anything
   assert.throws(() => spawnNative(["/bin/true"], { A: "x\0y" }), TypeError);
   assert.throws(() => spawnNative(["/bin/true"], { "A=B": "x" }), TypeError);
 });
+
+Deno.test("spawnNative: a NUL byte in the environment is CNI code 999 from exec, as with Deno.Command", async () => {
+  for (const nativeSpawn of [false, true]) {
+    const err = await new ProcessPluginExec({ nativeSpawn }).exec({
+      path: "/bin/true",
+      stdin: new Uint8Array(),
+      env: { ...ENV, CNI_ARGS: "K8S_POD_NAME=a\0b" },
+      timeoutMs: 5000,
+    }).then(() => undefined, (e) => e);
+    assert.ok(err instanceof CniError, `nativeSpawn ${nativeSpawn}: ${err}`);
+    assert.equal(err.code, 999);
+    assert.equal(err.msg, "failed to execute plugin true");
+    assert.match(err.details!, /nul byte|NUL byte/, `nativeSpawn ${nativeSpawn}`);
+  }
+});
