@@ -250,3 +250,49 @@ Deno.test("spawnNative: a NUL byte in the environment is CNI code 999 from exec,
     assert.match(err.details!, /nul byte|NUL byte/, `nativeSpawn ${nativeSpawn}`);
   }
 });
+
+Deno.test("spawnNative: a signal blocked in this thread is not blocked in the child (as Go's os/exec gives; Deno.Command passes it on)", async () => {
+  // posix_spawn without POSIX_SPAWN_SETSIGMASK gives the child the calling thread's mask.
+  const libc = Deno.dlopen("libc.so.6", {
+    pthread_sigmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  });
+  const SIG_BLOCK = 0, SIG_SETMASK = 2;
+  const old = new Uint8Array(128);
+  const usr2 = new Uint8Array(128);
+  usr2[(12 - 1) >> 3] |= 1 << ((12 - 1) & 7); // SIGUSR2
+  assert.equal(libc.symbols.pthread_sigmask(SIG_BLOCK, usr2, old), 0);
+  try {
+    await withDir(async (dir) => {
+      const sigs = `${dir}/sigs`;
+      await Deno.writeTextFile(
+        sigs,
+        `#!/usr/bin/awk -f\nBEGIN { while ((getline l < "/proc/self/status") > 0) if (l ~ /^SigBlk/) print l }\n`,
+        { mode: 0o755 },
+      );
+      const { deno, native } = await bothWays(sigs, new Uint8Array());
+      assert.match(text(native.stdout), /SigBlk:\s*0+$/m, text(native.stdout));
+      // Deno.Command (Rust's std) passes this thread's mask on: it is blocked there.
+      assert.match(text(deno.stdout), /SigBlk:\s*0+800$/m, text(deno.stdout));
+    });
+  } finally {
+    libc.symbols.pthread_sigmask(SIG_SETMASK, old, null);
+    libc.close();
+  }
+});
+
+Deno.test("spawnNative: a plugin that exits without reading a config larger than a pipe ends the write at once (EPIPE, no SIGPIPE)", async () => {
+  await withDir(async (dir) => {
+    const path = await script(dir, "deaf", "echo '{}'");
+    const big = new Uint8Array(1 << 20).fill(32); // 1 MiB: the write waits for room, then EPIPE
+    // The grace is long: a write that did not end on EPIPE would hold the call for all of it.
+    const t0 = performance.now();
+    const { native } = await bothWays(path, big, { drainGraceMs: 30_000 });
+    const ms = performance.now() - t0;
+    assert.equal(native.code, 0);
+    assert.equal(text(native.stdout), "{}\n");
+    assert.ok(
+      ms < 20_000,
+      `the write ended with the plugin, not with the grace (${ms.toFixed(0)} ms)`,
+    );
+  });
+});
