@@ -82,6 +82,7 @@ export const SPAWN_ERRNO_TEXT: Record<number, string> = {
   2: "No such file or directory",
   7: "Argument list too long",
   8: "Exec format error",
+  10: "No child processes",
   11: "Resource temporarily unavailable",
   12: "Cannot allocate memory",
   13: "Permission denied",
@@ -132,12 +133,21 @@ export const SPAWN_SYMBOLS = {
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   /** `int poll(struct pollfd *fds, nfds_t nfds, int timeout);` — on a blocking-pool thread. */
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
-  /** `pid_t waitpid(pid_t pid, int *wstatus, int options);` — on a blocking-pool thread. */
+  /**
+   * `pid_t waitpid(pid_t pid, int *wstatus, int options);` — on a blocking-pool thread, for the
+   * whole of the child's life: only where `pidfd_open` is missing or refused.
+   */
   waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32", nonblocking: true },
   /** `waitpid` again, on the calling thread (with `WNOHANG`: `errno` readable there). */
   waitpidNow: { name: "waitpid", parameters: ["i32", "buffer", "i32"], result: "i32" },
   /** `int *__errno_location(void);` (glibc's `errno` of the calling thread) */
   __errno_location: { parameters: [], result: "pointer" },
+  /**
+   * `int pidfd_open(pid_t pid, unsigned int flags);` (sys/pidfd.h, glibc ≥ 2.36; Linux ≥ 5.3) —
+   * a close-on-exec descriptor that polls readable once the process exited; null where glibc
+   * lacks it.
+   */
+  pidfd_open: { parameters: ["i32", "u32"], result: "i32", optional: true },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** libc opened with {@link SPAWN_SYMBOLS}. */

@@ -374,6 +374,7 @@ class NativeChild implements SpawnedChild {
     const S = this.#S;
     const status = new Int32Array(1);
     try {
+      if (await this.#reapByPidfd(status)) return decodeWaitStatus(status[0]);
       for (;;) {
         if (await S.waitpid(this.pid, new Uint8Array(status.buffer), 0) === this.pid) break;
         // -1: EINTR on the waiting thread (its errno is not readable here), or no such child
@@ -387,5 +388,37 @@ class NativeChild implements SpawnedChild {
       this.#reaped = true;
     }
     return decodeWaitStatus(status[0]);
+  }
+
+  /**
+   * Waits for the child's end by polling a pidfd in slices of {@link POLL_SLICE_MS}, then reaps
+   * it on this thread (`WNOHANG`). A blocking `waitpid` would hold a thread of Deno's blocking
+   * pool (32 threads) for the child's whole life: 32 children at once, and no pipe's `poll`
+   * could run any more. The child is unreaped, so its PID cannot name another process here.
+   * @returns true once reaped into `status`; false to wait with a blocking `waitpid` instead
+   *   (no `pidfd_open`: glibc < 2.36, Linux < 5.3, or refused; or a readable pidfd of a child
+   *   not yet reapable, as Linux < 5.7 signals a leader whose other threads still run)
+   * @throws {Error} when the child cannot be waited for (ECHILD: reaped elsewhere)
+   */
+  async #reapByPidfd(status: Int32Array): Promise<boolean> {
+    const S = this.#S;
+    const pidfd = S.pidfd_open === null ? -1 : S.pidfd_open(this.pid, 0);
+    if (pidfd < 0) return false;
+    const pfd = new DataView(new ArrayBuffer(8));
+    pfd.setInt32(0, pidfd, true);
+    pfd.setInt16(4, SPAWN.POLLIN, true);
+    try {
+      for (;;) {
+        const ready = await S.poll(new Uint8Array(pfd.buffer), 1n, POLL_SLICE_MS);
+        if (ready === 0) continue;
+        // Readable (or the poll was interrupted): asked on this thread, where errno is.
+        const now = S.waitpidNow(this.pid, new Uint8Array(status.buffer), SPAWN.WNOHANG);
+        if (now === this.pid) return true;
+        if (now < 0) throw new Error(`waitpid(${this.pid}): ${errnoText(errno(S))}`);
+        if (ready > 0) return false;
+      }
+    } finally {
+      openLibcFiles().symbols.close(pidfd);
+    }
   }
 }

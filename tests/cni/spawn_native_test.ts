@@ -296,3 +296,22 @@ Deno.test("spawnNative: a plugin that exits without reading a config larger than
     );
   });
 });
+
+Deno.test("spawnNative: 40 plugins at once all run to their end (a waiting child holds no thread of Deno's blocking pool)", async () => {
+  // Deno's blocking pool has 32 threads: a blocking waitpid per child took one for the child's
+  // whole life, and from 32 children on no pipe's poll could run — every plugin stalled, its
+  // output pipe full, until its timeout.
+  await withDir(async (dir) => {
+    const path = await script(dir, "slow", "sleep 0.5\nhead -c 200000 /dev/zero");
+    const exec = new ProcessPluginExec({ nativeSpawn: true });
+    const results = await Promise.all(
+      Array.from(
+        { length: 40 },
+        () => exec.exec({ path, stdin: new Uint8Array(), env: ENV, timeoutMs: 30_000 }),
+      ),
+    );
+    for (const res of results) {
+      assert.deepEqual([res.timedOut, res.code, res.stdout.length], [false, 0, 200000]);
+    }
+  });
+});
