@@ -6,8 +6,9 @@
  * spawn in a plugin process, measured). Declarations only; the caller opens libc on first use,
  * so importing this module needs no `--allow-ffi`.
  *
- * Every call but `poll` and `waitpid` runs on the calling (main) thread, so `errno` is read
- * there; those two wait on a thread of Deno's blocking pool (`nonblocking`). Types follow
+ * Every call but `poll` and `waitid` runs on the calling (main) thread, so `errno` is read
+ * there; those two wait on a thread of Deno's blocking pool (`nonblocking`), and neither
+ * reaps a child. Types follow
  * glibc on LP64 Linux (x86-64, arm64): `pid_t` and `int` i32, `short` i16, `size_t` u64.
  *
  * @module
@@ -36,6 +37,14 @@ export const SPAWN = {
   POLLIN: 0x1,
   POLLOUT: 0x4,
   WNOHANG: 1,
+  /** sys/wait.h: `waitid`'s `idtype` for one PID. */
+  P_PID: 1,
+  /** sys/wait.h: wait for children that exited. */
+  WEXITED: 4,
+  /** sys/wait.h: leave the child waitable (not reaped). */
+  WNOWAIT: 0x01000000,
+  /** `sizeof(siginfo_t)` on Linux. */
+  SIGINFO_BYTES: 128,
   EINTR: 4,
   EAGAIN: 11,
   EINVAL: 22,
@@ -134,11 +143,12 @@ export const SPAWN_SYMBOLS = {
   /** `int poll(struct pollfd *fds, nfds_t nfds, int timeout);` — on a blocking-pool thread. */
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   /**
-   * `pid_t waitpid(pid_t pid, int *wstatus, int options);` — on a blocking-pool thread, for the
-   * whole of the child's life: only where `pidfd_open` is missing or refused.
+   * `int waitid(idtype_t idtype, id_t id, siginfo_t *infop, int options);` — on a blocking-pool
+   * thread, for the whole of the child's life (only where `pidfd_open` is missing or refused),
+   * with `WNOWAIT`: the child is reaped on the main thread, never behind its back.
    */
-  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32", nonblocking: true },
-  /** `waitpid` again, on the calling thread (with `WNOHANG`: `errno` readable there). */
+  waitid: { parameters: ["i32", "i32", "buffer", "i32"], result: "i32", nonblocking: true },
+  /** `pid_t waitpid(pid_t pid, int *wstatus, int options);` on the calling thread (`WNOHANG`). */
   waitpidNow: { name: "waitpid", parameters: ["i32", "buffer", "i32"], result: "i32" },
   /** `int *__errno_location(void);` (glibc's `errno` of the calling thread) */
   __errno_location: { parameters: [], result: "pointer" },

@@ -203,7 +203,7 @@ export class ProcessPluginExec implements PluginExec {
 
   /** Runs the plugin once; returns what it did and the wrappers it ran under. */
   async #run(req: ExecRequest): Promise<[ExecResponse, Wrapper[]]> {
-    const { child, wrappers } = await this.#spawn(req);
+    const { child, wrappers, identity } = await this.#spawn(req);
     const tracker = this.#groups;
     // With a stdin gate, the group is noted once the gate opens, just before the config is
     // written: until then the plugin can do nothing, and dies with this process (end of its
@@ -218,7 +218,8 @@ export class ProcessPluginExec implements PluginExec {
       }
     };
     const opened = req.stdinGate?.then(note);
-    // The config first: the plugin waits for it. No await until the group is noted.
+    // The config next (the group was read at the spawn): the plugin waits for it. No await
+    // until the group is noted.
     const writing = child.feed(req.stdin, opened);
     // A gate that fails: the plugin never gets its config and is stopped (its group).
     let gateFailed: { error: unknown } | undefined;
@@ -228,9 +229,7 @@ export class ProcessPluginExec implements PluginExec {
         if (!killGroup(child.pid, "SIGKILL")) child.kill("SIGKILL");
       } catch { /* already exited */ }
     });
-    try {
-      group = tracker?.tracks(req) ? processGroupOf(child.pid) : undefined;
-    } catch (e) {
+    if ("error" in identity) {
       // Its group cannot be identified (no FFI): it must not run unnoted with its config,
       // which may already be in the pipe.
       try {
@@ -241,8 +240,9 @@ export class ProcessPluginExec implements PluginExec {
         writing.finish(),
         child.dropOutput(),
       ]);
-      throw e;
+      throw identity.error;
     }
+    group = identity.group;
     if (!opened) note();
     let timedOut = false;
     const timer = startTimer(req.timeoutMs, () => {
@@ -288,7 +288,7 @@ export class ProcessPluginExec implements PluginExec {
    * Spawns `setsid [chroot DIR] PATH` (synchronously: before the first await), or with
    * `detached` when setsid(1) is absent; retries ETXTBSY of a direct spawn.
    */
-  async #spawn(req: ExecRequest): Promise<{ child: SpawnedChild; wrappers: Wrapper[] }> {
+  async #spawn(req: ExecRequest): Promise<Spawned> {
     for (let attempt = 0;; attempt++) {
       const chroot = this.#chroot ? [this.#chroot.binary, this.#chroot.dir] : [];
       const wrappers: Wrapper[] = this.#chroot
@@ -300,7 +300,7 @@ export class ProcessPluginExec implements PluginExec {
       try {
         // Undefined where this process cannot spawn that way (no FFI, glibc < 2.26).
         const native = this.#nativeSpawn ? spawnNative([...chroot, req.path], env) : undefined;
-        if (native) return { child: native, wrappers };
+        if (native) return { child: native, wrappers, identity: this.#identify(req, native.pid) };
         const argv = setsid ? [setsid, ...chroot, req.path] : [...chroot, req.path];
         if (setsid) wrappers.push({ binary: setsid, label: "" });
         const child = new Deno.Command(argv[0], {
@@ -312,7 +312,7 @@ export class ProcessPluginExec implements PluginExec {
           stderr: "piped",
           detached: setsid === undefined,
         }).spawn();
-        return { child: denoChild(child), wrappers };
+        return { child: denoChild(child), wrappers, identity: this.#identify(req, child.pid) };
       } catch (err) {
         if (setsid && err instanceof Deno.errors.NotFound) {
           absentSetsid.add(setsid); // this host has no setsid(1): Deno's `detached` from now on
@@ -330,6 +330,30 @@ export class ProcessPluginExec implements PluginExec {
       }
     }
   }
+
+  /**
+   * The process group of a plugin just spawned, read in the same synchronous run as its spawn:
+   * it cannot have been reaped yet (a reap runs in a later task, or a microtask after this
+   * one), so its PID still names it even when it already exited — never a process that reused
+   * the PID. Undefined when the tracker does not want it.
+   */
+  #identify(req: ExecRequest, pid: number): Spawned["identity"] {
+    try {
+      return { group: this.#groups?.tracks(req) ? processGroupOf(pid) : undefined };
+    } catch (error) {
+      return { error };
+    }
+  }
+}
+
+/**
+ * A spawned plugin, the wrappers it runs under, and its process group when the tracker wants
+ * it (or why it could not be identified: no FFI).
+ */
+interface Spawned {
+  child: SpawnedChild;
+  wrappers: Wrapper[];
+  identity: { group?: ProcessGroup } | { error: unknown };
 }
 
 /**

@@ -18,9 +18,11 @@
  * This process's ends of the pipes are non-blocking and read and written on the main thread;
  * a wait for one of them is a `poll` on a thread of Deno's blocking pool, in slices of
  * {@link POLL_SLICE_MS} so that a read or write stopped while its pipe stays open (a grandchild
- * holds it) lets its descriptor go within one slice. The child is reaped by a `waitpid` on a
- * blocking-pool thread; nothing else in the process waits for it (Deno's own process API
- * reaps only the children it started, by PID).
+ * holds it) lets its descriptor go within one slice. The child's end is waited for the same
+ * way, a `poll` of its pidfd (`waitid` with `WNOWAIT` on a blocking-pool thread where there is
+ * none), and it is reaped on the main thread: never between its spawn and the synchronous code
+ * that follows it, which can therefore read its process group by PID. Nothing else in the
+ * process waits for it (Deno's own process API reaps only the children it started, by PID).
  *
  * @module
  */
@@ -375,10 +377,12 @@ class NativeChild implements SpawnedChild {
     const status = new Int32Array(1);
     try {
       if (await this.#reapByPidfd(status)) return decodeWaitStatus(status[0]);
+      const info = new Uint8Array(SPAWN.SIGINFO_BYTES);
       for (;;) {
-        if (await S.waitpid(this.pid, new Uint8Array(status.buffer), 0) === this.pid) break;
-        // -1: EINTR on the waiting thread (its errno is not readable here), or no such child
-        // any more: asked again on this thread, where errno is.
+        // Until it exited, left unreaped (WNOWAIT): reaped below, on this thread. 0, or -1 for
+        // EINTR on the waiting thread (its errno is not readable here) or no such child any
+        // more: either way asked on this thread, where errno is.
+        await S.waitid(SPAWN.P_PID, this.pid, info, SPAWN.WEXITED | SPAWN.WNOWAIT);
         const now = S.waitpidNow(this.pid, new Uint8Array(status.buffer), SPAWN.WNOHANG);
         if (now === this.pid) break;
         if (now === 0) continue;
@@ -392,10 +396,10 @@ class NativeChild implements SpawnedChild {
 
   /**
    * Waits for the child's end by polling a pidfd in slices of {@link POLL_SLICE_MS}, then reaps
-   * it on this thread (`WNOHANG`). A blocking `waitpid` would hold a thread of Deno's blocking
+   * it on this thread (`WNOHANG`). A blocking wait would hold a thread of Deno's blocking
    * pool (32 threads) for the child's whole life: 32 children at once, and no pipe's `poll`
    * could run any more. The child is unreaped, so its PID cannot name another process here.
-   * @returns true once reaped into `status`; false to wait with a blocking `waitpid` instead
+   * @returns true once reaped into `status`; false to wait with a blocking `waitid` instead
    *   (no `pidfd_open`: glibc < 2.36, Linux < 5.3, or refused; or a readable pidfd of a child
    *   not yet reapable, as Linux < 5.7 signals a leader whose other threads still run)
    * @throws {Error} when the child cannot be waited for (ECHILD: reaped elsewhere)

@@ -245,3 +245,28 @@ await new Promise((r) => setTimeout(r, 300));
     },
   );
 }
+
+Deno.test("ProcessPluginExec: a plugin that exits at once is noted all the same (its group read before it can be reaped)", async () => {
+  // posix_spawn returns once the plugin exec'd, and a fast one may already have exited: a
+  // reap that ran before the group was read (on a thread of the blocking pool, or in a
+  // microtask of an eagerly completed poll) left it unnoted, and its PID free for another
+  // process whose group the note would then name.
+  for (const nativeSpawn of [false, true]) {
+    const { seen, tracker } = recorder();
+    const exec = new ProcessPluginExec({ groups: tracker, nativeSpawn });
+    for (let i = 0; i < 300; i++) {
+      const res = await exec.exec({
+        path: "/bin/true",
+        stdin: new Uint8Array(),
+        env: ENV,
+        timeoutMs: 10_000,
+      });
+      assert.equal(res.code, 0);
+    }
+    assert.equal(
+      seen.filter((s) => s.event === "started").length,
+      300,
+      `every run noted (nativeSpawn ${nativeSpawn})`,
+    );
+  }
+});
