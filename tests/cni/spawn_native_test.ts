@@ -315,3 +315,36 @@ Deno.test("spawnNative: 40 plugins at once all run to their end (a waiting child
     }
   });
 });
+
+Deno.test("spawnNative: a grandchild holding stdin unread does not hold the call past the grace", async () => {
+  await withDir(async (dir) => {
+    // The plugin exits without reading; its child keeps stdin open and reads nothing, so the
+    // write of a config larger than the pipe waits for room that never comes. (dash gives a
+    // background job /dev/null as stdin before its own redirections: hence descriptor 3.)
+    // The Deno.Command path is not held to this: its aborted write waits for the grandchild.
+    const path = await script(
+      dir,
+      "holder",
+      `exec 3<&0\nsleep 5 <&3 3<&- &\necho $! >${dir}/grandchild\necho '{}'\nexit 0`,
+    );
+    const big = new Uint8Array(1 << 20).fill(32);
+    try {
+      const t0 = performance.now();
+      const res = await new ProcessPluginExec({ nativeSpawn: true, drainGraceMs: 100 }).exec({
+        path,
+        stdin: big,
+        env: ENV,
+        timeoutMs: 10_000,
+      });
+      const ms = performance.now() - t0;
+      assert.equal(res.code, 0);
+      assert.equal(text(res.stdout), "{}\n");
+      assert.ok(ms < 4000, `returned after the grace, not the grandchild (${ms.toFixed(0)} ms)`);
+    } finally {
+      const pid = Number(await Deno.readTextFile(`${dir}/grandchild`));
+      try {
+        Deno.kill(pid, "SIGKILL");
+      } catch { /* gone */ }
+    }
+  });
+});
