@@ -210,7 +210,7 @@ export class ProcessPluginExec implements PluginExec {
     // stdin) — a note written earlier would outlive a crash that left no record to find it by.
     let exited = false;
     let noted = false;
-    let group: ProcessGroup | undefined;
+    const group = "error" in identity ? undefined : identity.group;
     const note = () => {
       if (group && !exited) {
         tracker!.started(req, group);
@@ -242,7 +242,6 @@ export class ProcessPluginExec implements PluginExec {
       ]);
       throw identity.error;
     }
-    group = identity.group;
     if (!opened) note();
     let timedOut = false;
     const timer = startTimer(req.timeoutMs, () => {
