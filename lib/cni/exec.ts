@@ -31,9 +31,11 @@ import type {
 } from "./exec_types.ts";
 
 export type {
+  CappedRead,
   ExecRequest,
   ExecResponse,
   GroupTracker,
+  PendingWrite,
   PluginExec,
   SpawnedChild,
 } from "./exec_types.ts";
