@@ -296,12 +296,13 @@ export class ProcessPluginExec implements PluginExec {
         ? [{ binary: this.#chroot.binary, label: "chroot: " }]
         : [];
       const env = delegateEnv(req.env);
-      // posix_spawn makes the session itself; else setsid(1) in front, or Deno's `detached`.
-      const setsid = this.#nativeSpawn || absentSetsid.has(this.#setsid) ? undefined : this.#setsid;
+      let setsid: string | undefined;
       try {
-        // Undefined where this process cannot spawn that way (no FFI, glibc < 2.26).
+        // posix_spawn makes the session itself. Undefined where this process cannot spawn that
+        // way (no FFI, glibc < 2.26): then setsid(1) in front, or Deno's `detached` without it.
         const native = this.#nativeSpawn ? spawnNative([...chroot, req.path], env) : undefined;
         if (native) return { child: native, wrappers, identity: this.#identify(req, native.pid) };
+        setsid = absentSetsid.has(this.#setsid) ? undefined : this.#setsid;
         const argv = setsid ? [setsid, ...chroot, req.path] : [...chroot, req.path];
         if (setsid) wrappers.push({ binary: setsid, label: "" });
         const child = new Deno.Command(argv[0], {

@@ -270,3 +270,57 @@ Deno.test("ProcessPluginExec: a plugin that exits at once is noted all the same 
     );
   }
 });
+
+Deno.test("exec: nativeSpawn where posix_spawn cannot be used (no FFI) puts the plugin in its session through setsid(1), as docs/node-agent.md says", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "manifold-pg-fallback-" });
+  try {
+    // A setsid(1) stand-in that says it ran, then execs the real one.
+    await Deno.writeTextFile(
+      `${dir}/setsid`,
+      `#!/bin/sh\necho via-setsid >&2\nexec /usr/bin/setsid "$@"\n`,
+      { mode: 0o755 },
+    );
+    await Deno.writeTextFile(
+      `${dir}/delegate`,
+      `#!/bin/sh\nread -r s </proc/$$/stat; set -- \${s##*) }; echo "$$ $3"\n`,
+      { mode: 0o755 },
+    );
+    const execUrl = new URL("../../lib/cni/exec.ts", import.meta.url).href;
+    await Deno.writeTextFile(
+      `${dir}/run.ts`,
+      `import { ProcessPluginExec } from ${JSON.stringify(execUrl)};
+const res = await new ProcessPluginExec({ nativeSpawn: true, setsidBinary: ${
+        JSON.stringify(`${dir}/setsid`)
+      } }).exec({
+  path: ${JSON.stringify(`${dir}/delegate`)},
+  stdin: new Uint8Array(),
+  env: { CNI_COMMAND: "ADD" },
+  timeoutMs: 3000, // this process lives until the exec's timer would have fired
+});
+const d = new TextDecoder();
+console.log(JSON.stringify({ code: res.code, stdout: d.decode(res.stdout), stderr: d.decode(res.stderr) }));
+`,
+    );
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--quiet",
+        "--no-check",
+        "--no-prompt",
+        "--allow-read",
+        "--allow-run",
+        "--allow-env",
+        `${dir}/run.ts`,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const said = JSON.parse(new TextDecoder().decode(out.stdout));
+    assert.equal(said.code, 0, new TextDecoder().decode(out.stderr));
+    const [pid, pgrp] = said.stdout.trim().split(" ");
+    assert.equal(pgrp, pid, "its own group");
+    assert.equal(said.stderr, "via-setsid\n", "started through setsid(1), not a fork (`detached`)");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
