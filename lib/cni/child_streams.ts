@@ -19,7 +19,9 @@ export type { CappedRead, PendingWrite } from "./exec_types.ts";
  * @param gate nothing is written before it resolves; when it rejects, nothing is written at
  *   all (the caller stops the child)
  * @returns the pending write: `done` when written and closed (or failed), `finish()` to abort
- *   a write still pending and wait for it; never rejects
+ *   a write still pending (resolving at once: a write in flight into a pipe that a grandchild
+ *   holds open unread cannot be cancelled — an abort waits for it — so it is left to end with
+ *   the grandchild); never rejects
  */
 export function writeAll(
   stream: WritableStream<Uint8Array>,
@@ -41,13 +43,10 @@ export function writeAll(
   })();
   return {
     done,
-    async finish() {
-      if (!settled) {
-        try {
-          await w.abort();
-        } catch { /* already closed */ }
-      }
-      await done;
+    finish() {
+      // The abort settles only once a write in flight returns: not awaited.
+      if (!settled) w.abort().catch(() => {});
+      return Promise.resolve();
     },
   };
 }

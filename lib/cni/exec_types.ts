@@ -81,7 +81,12 @@ export interface GroupTracker {
 export interface PendingWrite {
   /** Resolves when all bytes were written and stdin closed (or writing failed). */
   done: Promise<void>;
-  /** Aborts a write still pending (nobody reads stdin) and waits for it to settle. */
+  /**
+   * Aborts a write still pending (nobody reads stdin) and resolves once it gave up: within one
+   * poll slice for spawn_native.ts (once the stdin gate settled), at once for `Deno.Command`,
+   * whose write in flight into a pipe a grandchild holds open unread cannot be cancelled and is
+   * left to end with that pipe.
+   */
   finish(): Promise<void>;
 }
 

@@ -316,35 +316,48 @@ Deno.test("spawnNative: 40 plugins at once all run to their end (a waiting child
   });
 });
 
-Deno.test("spawnNative: a grandchild holding stdin unread does not hold the call past the grace", async () => {
-  await withDir(async (dir) => {
-    // The plugin exits without reading; its child keeps stdin open and reads nothing, so the
-    // write of a config larger than the pipe waits for room that never comes. (dash gives a
-    // background job /dev/null as stdin before its own redirections: hence descriptor 3.)
-    // The Deno.Command path is not held to this: its aborted write waits for the grandchild.
-    const path = await script(
-      dir,
-      "holder",
-      `exec 3<&0\nsleep 5 <&3 3<&- &\necho $! >${dir}/grandchild\necho '{}'\nexit 0`,
-    );
-    const big = new Uint8Array(1 << 20).fill(32);
-    try {
-      const t0 = performance.now();
-      const res = await new ProcessPluginExec({ nativeSpawn: true, drainGraceMs: 100 }).exec({
-        path,
-        stdin: big,
-        env: ENV,
-        timeoutMs: 10_000,
+for (const nativeSpawn of [true, false]) {
+  Deno.test({
+    name: `a grandchild holding stdin unread does not hold the call past the grace (${
+      nativeSpawn ? "posix_spawn" : "Deno.Command"
+    })`,
+    // Deno.Command's write stays in flight until the grandchild is killed (below): it cannot be
+    // cancelled, only left behind; libc may be loaded here first (posix_spawn).
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn: async () => {
+      await withDir(async (dir) => {
+        // The plugin exits without reading; its child keeps stdin open and reads nothing, so
+        // the write of a config larger than the pipe waits for room that never comes. (dash
+        // gives a background job /dev/null as stdin before its own redirections: hence fd 3.)
+        const path = await script(
+          dir,
+          "holder",
+          `exec 3<&0\nsleep 5 <&3 3<&- &\necho $! >${dir}/grandchild\necho '{}'\nexit 0`,
+        );
+        const big = new Uint8Array(1 << 20).fill(32);
+        try {
+          const t0 = performance.now();
+          const res = await new ProcessPluginExec({ nativeSpawn, drainGraceMs: 100 }).exec({
+            path,
+            stdin: big,
+            env: ENV,
+            timeoutMs: 10_000,
+          });
+          const ms = performance.now() - t0;
+          assert.equal(res.code, 0);
+          assert.equal(text(res.stdout), "{}\n");
+          assert.ok(
+            ms < 4000,
+            `returned after the grace, not the grandchild (${ms.toFixed(0)} ms)`,
+          );
+        } finally {
+          const pid = Number(await Deno.readTextFile(`${dir}/grandchild`));
+          try {
+            Deno.kill(pid, "SIGKILL");
+          } catch { /* gone */ }
+        }
       });
-      const ms = performance.now() - t0;
-      assert.equal(res.code, 0);
-      assert.equal(text(res.stdout), "{}\n");
-      assert.ok(ms < 4000, `returned after the grace, not the grandchild (${ms.toFixed(0)} ms)`);
-    } finally {
-      const pid = Number(await Deno.readTextFile(`${dir}/grandchild`));
-      try {
-        Deno.kill(pid, "SIGKILL");
-      } catch { /* gone */ }
-    }
+    },
   });
-});
+}
