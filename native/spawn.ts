@@ -8,8 +8,8 @@
  *
  * Every call but `poll` and `waitid` runs on the calling (main) thread, so `errno` is read
  * there; those two wait on a thread of Deno's blocking pool (`nonblocking`), and neither
- * reaps a child. Types follow
- * glibc on LP64 Linux (x86-64, arm64): `pid_t` and `int` i32, `short` i16, `size_t` u64.
+ * reaps a child. Types follow glibc on LP64 Linux (x86-64, arm64): `pid_t` and `int` i32,
+ * `short` i16, `size_t` u64.
  *
  * @module
  */

@@ -401,7 +401,7 @@ class NativeChild implements SpawnedChild {
    * could run any more. The child is unreaped, so its PID cannot name another process here.
    * @returns true once reaped into `status`; false to wait with a blocking `waitid` instead
    *   (no `pidfd_open`: glibc < 2.36, Linux < 5.3, or refused; or a readable pidfd of a child
-   *   not yet reapable, as Linux < 5.7 signals a leader whose other threads still run)
+   *   not yet reapable, as older kernels signal a leader whose other threads still run)
    * @throws {Error} when the child cannot be waited for (ECHILD: reaped elsewhere)
    */
   async #reapByPidfd(status: Int32Array): Promise<boolean> {
