@@ -214,6 +214,7 @@ export class ManifoldDaemon {
             onDelegate: (p, c, s) => opts.observer.delegate(p, c, s),
             logger: (dest) => loggers.get(dest),
             statusQueue: publisher,
+            daemon: true,
           }),
           { processEnv: env },
         ),

@@ -38,6 +38,11 @@ export interface RealDepsOptions {
    * network-status here when the call has an API (`ManifoldDeps.statusQueue`).
    */
   statusQueue?: StatusQueue;
+  /**
+   * The calls are served by a long-lived process (`manifold daemon`, with or without a kube
+   * client): zod keeps its JIT, and delegates are started with Deno.Command (`WiringOptions`).
+   */
+  daemon?: boolean;
 }
 
 /** Builds dependencies for a call; swapped in tests. */
@@ -45,15 +50,16 @@ export type DepsFactory = (ctx: SkelContext) => Promise<ManifoldDeps>;
 
 /**
  * The real dependency factory: config from stdin, environment from the process. Without
- * `opts.api` (a plugin process serving one call) it also turns zod's JIT off for the process
- * ({@link oneShotValidation}); the daemon, which passes `api`, keeps it.
+ * `opts.api` and `opts.daemon` (a plugin process serving one call) it also turns zod's JIT off
+ * for the process ({@link oneShotValidation}) and starts delegates with posix_spawn; the daemon,
+ * which passes `daemon` (and `api` when it has a kube client), keeps both as they are.
  * @throws {CniError} 7 for an invalid configuration or kubeconfig.
  */
 export function realDeps(
   processEnv: Record<string, string>,
   opts: RealDepsOptions = {},
 ): DepsFactory {
-  if (!opts.api) oneShotValidation();
+  if (!opts.api && !opts.daemon) oneShotValidation();
   return async (ctx) => {
     const [{ parseManifoldConf }, { createLogger }, { buildDeps }] = await Promise.all([
       lazyImport<typeof import("./config.ts")>("./config.ts", import.meta.url),
@@ -73,6 +79,7 @@ export function realDeps(
       processEnv,
       api: opts.api,
       onDelegate: opts.onDelegate,
+      daemon: opts.daemon,
     });
     mark("depsBuilt");
     if (opts.statusQueue && deps.status.kind === "api") deps.statusQueue = opts.statusQueue;

@@ -40,6 +40,11 @@ export interface WiringOptions {
    * `command` = its CNI_COMMAND, `seconds` = wall time (`manifold daemon`'s metrics).
    */
   onDelegate?: (plugin: string, command: string, seconds: number) => void;
+  /**
+   * A long-lived process serves the calls (`manifold daemon`): delegates are started with
+   * Deno.Command and setsid(1), not the per-call plugin's posix_spawn (lib/cni/spawn_native.ts).
+   */
+  daemon?: boolean;
 }
 
 /**
@@ -71,7 +76,7 @@ export async function buildDeps(
   const processes = new ProcessPluginExec({
     ...(root ? { chrootDir: root } : {}),
     groups: delegateGroupTracker(cache.delegates, logger),
-    nativeSpawn: !opts.api,
+    nativeSpawn: !opts.api && !opts.daemon,
   });
   const exec: PluginExec = {
     exec(req) {
