@@ -11,6 +11,9 @@
 
 import { nullLogger } from "../log/mod.ts";
 import type { Logger } from "../log/mod.ts";
+
+/** The logger the runtime and the dispatcher take (lib/log) and its fields, re-exported with them. */
+export type { LogFields, Logger } from "../log/mod.ts";
 import { CniError, CniErrorCode, toCniError } from "./errors.ts";
 import { formatCniArgs, validateContainerId, validateInterfaceName } from "./env.ts";
 import type { CniCommand } from "./env.ts";
