@@ -118,6 +118,18 @@ export function openLibcFiles(): LibcFiles {
  * @returns the current `errno` (0 when unknown)
  */
 export function readErrno(lib: Libc): number {
-  const p = lib.symbols.__errno_location();
+  return errnoAt(lib.symbols);
+}
+
+/**
+ * Reads `errno` of the calling thread through any opened table that binds glibc's
+ * `__errno_location` (libc's, the spawn table, libssl's); call it right after the failing call,
+ * on the same thread.
+ *
+ * @param symbols the table's symbols
+ * @returns the current `errno` (0 when unknown)
+ */
+export function errnoAt(symbols: { __errno_location(): Deno.PointerValue }): number {
+  const p = symbols.__errno_location();
   return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
 }

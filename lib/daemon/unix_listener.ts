@@ -12,6 +12,7 @@
  * @module
  */
 
+import { errnoAt } from "../../native/libc.ts";
 import { SOCK, UNIX_SOCKET_LIBC_PATH, UNIX_SOCKET_SYMBOLS } from "../../native/unix_socket.ts";
 
 type Lib = Deno.DynamicLibrary<typeof UNIX_SOCKET_SYMBOLS>;
@@ -20,11 +21,6 @@ let lib: Lib | undefined;
 function libc(): Lib {
   lib ??= Deno.dlopen(UNIX_SOCKET_LIBC_PATH, UNIX_SOCKET_SYMBOLS);
   return lib;
-}
-
-function errno(l: Lib): number {
-  const p = l.symbols.__errno_location();
-  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
 }
 
 /** A failed libc call: `errno` and the call's name. */
@@ -118,7 +114,7 @@ export class UnixConnection {
     const buf = new Uint8Array(SOCK.UCRED_SIZE);
     const len = new Uint32Array([SOCK.UCRED_SIZE]);
     if (l.symbols.getsockopt(this.#fd, SOCK.SOL_SOCKET, SOCK.SO_PEERCRED, buf, len) !== 0) {
-      throw new SocketError("getsockopt(SO_PEERCRED)", errno(l));
+      throw new SocketError("getsockopt(SO_PEERCRED)", errnoAt(l.symbols));
     }
     const v = new DataView(buf.buffer);
     return { pid: v.getInt32(0, true), uid: v.getUint32(4, true), gid: v.getUint32(8, true) };
@@ -137,7 +133,7 @@ export class UnixConnection {
       const n = Number(l.symbols.read(this.#fd, buf, BigInt(buf.length)));
       if (n > 0) return n;
       if (n === 0) return null;
-      const e = errno(l);
+      const e = errnoAt(l.symbols);
       if (e === SOCK.EINTR) continue;
       if (e !== SOCK.EAGAIN) return null;
       const left = this.deadline - performance.now();
@@ -159,7 +155,7 @@ export class UnixConnection {
       if (this.#closed) throw new SocketError("write on a closed connection", 9);
       const n = Number(l.symbols.write(this.#fd, buf, BigInt(buf.length)));
       if (n >= 0) return n;
-      const e = errno(l);
+      const e = errnoAt(l.symbols);
       if (e === SOCK.EINTR) continue;
       if (e !== SOCK.EAGAIN) throw new SocketError("write", e);
       const left = this.deadline - performance.now();
@@ -220,20 +216,20 @@ export class UnixListener {
       SOCK.SOCK_STREAM | SOCK.SOCK_NONBLOCK | SOCK.SOCK_CLOEXEC,
       0,
     );
-    if (fd < 0) throw new SocketError("socket", errno(l));
+    if (fd < 0) throw new SocketError("socket", errnoAt(l.symbols));
     if (l.symbols.bind(fd, addr, 2 + name.length + 1) !== 0) {
-      const e = errno(l);
+      const e = errnoAt(l.symbols);
       l.symbols.close(fd);
       throw new SocketError(`bind ${path}`, e);
     }
     if (l.symbols.listen(fd, backlog) !== 0) {
-      const e = errno(l);
+      const e = errnoAt(l.symbols);
       l.symbols.close(fd);
       throw new SocketError("listen", e);
     }
     const wake = l.symbols.eventfd(0, SOCK.EFD_NONBLOCK | SOCK.EFD_CLOEXEC);
     if (wake < 0) {
-      const e = errno(l);
+      const e = errnoAt(l.symbols);
       l.symbols.close(fd);
       throw new SocketError("eventfd", e);
     }
@@ -252,7 +248,7 @@ export class UnixListener {
       if (this.#closed) throw new Error("listener closed");
       const fd = l.symbols.accept4(this.#fd, null, null, SOCK.SOCK_NONBLOCK | SOCK.SOCK_CLOEXEC);
       if (fd >= 0) return new UnixConnection(fd);
-      const e = errno(l);
+      const e = errnoAt(l.symbols);
       if (e === SOCK.EINTR || e === SOCK.ECONNABORTED) continue;
       if (e !== SOCK.EAGAIN) throw new SocketError("accept4", e);
       await pollOne([this.#fd, this.#wake], SOCK.POLLIN, -1);
@@ -270,7 +266,7 @@ export class UnixListener {
       if (this.#closed) return undefined;
       const fd = l.symbols.accept4(this.#fd, null, null, SOCK.SOCK_NONBLOCK | SOCK.SOCK_CLOEXEC);
       if (fd >= 0) return new UnixConnection(fd);
-      const e = errno(l);
+      const e = errnoAt(l.symbols);
       if (e === SOCK.EINTR || e === SOCK.ECONNABORTED) continue;
       if (e === SOCK.EAGAIN) return undefined;
       throw new SocketError("accept4", e);

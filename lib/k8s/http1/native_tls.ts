@@ -63,6 +63,7 @@
  * @module
  */
 
+import { errnoAt } from "../../../native/libc.ts";
 import { SSL } from "../../../native/libssl.ts";
 import type { ByteConn } from "../pinned_tls.ts";
 import { parseIp, resolve, sockaddr } from "./native_addr.ts";
@@ -128,7 +129,7 @@ export async function connectNativeTls(opts: NativeTlsOptions): Promise<ByteConn
     signal?.throwIfAborted();
     const family = sa.length === 16 ? SSL.AF_INET : SSL.AF_INET6;
     const fd = L.socket(family, SSL.SOCK_STREAM | SSL.SOCK_NONBLOCK | SSL.SOCK_CLOEXEC, 0);
-    if (fd < 0) throw osError(errno(L));
+    if (fd < 0) throw osError(errnoAt(L));
     const conn = new NativeTlsConn(L, fd);
     const onAbort = () => conn.close();
     signal?.addEventListener("abort", onAbort, { once: true });
@@ -178,7 +179,7 @@ class NativeTlsConn implements ByteConn {
   async connectTcp(sa: Uint8Array): Promise<void> {
     const L = this.#L;
     if (L.connect(this.#fd, sa, sa.length) === 0) return;
-    const err = errno(L);
+    const err = errnoAt(L);
     if (err !== SSL.EINPROGRESS) throw osError(err);
     let revents = 0;
     // No revents: poll returned EINTR (a handled signal landed on its thread; poll(2) is never
@@ -271,7 +272,7 @@ class NativeTlsConn implements ByteConn {
   /** The error for a failed `SSL_*` call (`SSL_get_error` said `e`). */
   #failure(e: number, op: string): Error {
     if (e === SSL.SSL_ERROR_SYSCALL) {
-      const err = errno(this.#L);
+      const err = errnoAt(this.#L);
       drainErrors();
       return err === 0 ? unexpectedEof() : osError(err);
     }
@@ -316,11 +317,6 @@ class NativeTlsConn implements ByteConn {
     if (this.#ssl !== null) this.#L.SSL_free(this.#ssl);
     this.#L.close(this.#fd);
   }
-}
-
-function errno(L: Lib): number {
-  const p = L.__errno_location();
-  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
 }
 
 function unexpectedEof(): Error {
