@@ -1,5 +1,5 @@
 /**
- * glibc's `posix_spawn(3)` and what a child's pipes need, for lib/cni/spawn_native.ts: a
+ * glibc's `posix_spawn(3)` and what a child's pipes need, for lib/cni/spawn/native.ts: a
  * delegate started in a session of its own (`POSIX_SPAWN_SETSID`, glibc ≥ 2.26) by a
  * `CLONE_VFORK` clone, where `Deno.Command` offers either an exec of setsid(1) in front of every
  * delegate (≈ 0.5 ms each) or a fork of the whole plugin process (`detached`: ≈ 1-1.5 ms a
@@ -47,7 +47,6 @@ export const SPAWN = {
   SIGINFO_BYTES: 128,
   EINTR: 4,
   EAGAIN: 11,
-  EINVAL: 22,
 } as const;
 
 /** Linux signal names by number (x86-64 and arm64 share 1-31), for `CommandStatus.signal`. */

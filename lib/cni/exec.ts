@@ -4,12 +4,11 @@
  * child process in a process group of its own, with exactly the given environment, the
  * config on stdin, bounded time and bounded output. The CNI protocol on top (environment,
  * decoding) is invoke.ts; the recording fake is exec_fake.ts; process groups are
- * process_group.ts; writing the child's stdin and reading its capped output, child_streams.ts.
+ * process_group.ts; writing the child's stdin and reading its capped output, spawn/child_streams.ts.
  *
  * @module
  */
 
-import { CniError, CniErrorCode } from "./errors.ts";
 import { delegateEnv } from "./recursion.ts";
 import {
   killGroup,
@@ -17,8 +16,16 @@ import {
   type ProcessGroup,
   processGroupOf,
 } from "./process_group.ts";
-import { denoChild } from "./child_streams.ts";
-import { prefetchNativeSpawn, spawnNative } from "./spawn_native.ts";
+import {
+  denoChild,
+  prefetchNativeSpawn,
+  spawnError,
+  spawnNative,
+  type Wrapper,
+  wrapperFailure,
+} from "./spawn/mod.ts";
+
+export { pluginName } from "./spawn/mod.ts";
 import { errorText } from "../util/text.ts";
 import { whenIdle } from "../util/idle.ts";
 import { sleep, startTimer, type Timer } from "../util/timer.ts";
@@ -42,7 +49,7 @@ export type {
 
 /**
  * Loads what the first spawn needs, now: the posix_spawn symbols where a `nativeSpawn` executor
- * exists (spawn_native.ts, ≈ 1 ms), else Deno's process API (loaded on first access: ≈ 2 ms of
+ * exists (spawn/native.ts, ≈ 1 ms), else Deno's process API (loaded on first access: ≈ 2 ms of
  * main-thread JavaScript); and the group identity a delegate's note needs
  * ({@link prefetchGroupIdentity}). Called while the main thread would otherwise wait, so the first
  * delegate's spawn does not pay it. Idempotent.
@@ -69,7 +76,7 @@ export function prefetchSpawn(opts: { idle?: boolean } = {}): void {
 
 /**
  * A {@link ProcessPluginExec} with `nativeSpawn` exists in this process: {@link prefetchSpawn}
- * binds posix_spawn (spawn_native.ts) rather than loading `Deno.Command`.
+ * binds posix_spawn (spawn/native.ts) rather than loading `Deno.Command`.
  */
 let nativePreferred = false;
 
@@ -105,7 +112,7 @@ export interface ProcessPluginExecOptions {
   /** Told of each plugin's process group (default: nobody). */
   groups?: GroupTracker;
   /**
-   * Start plugins with posix_spawn through FFI (spawn_native.ts: the session made in the child
+   * Start plugins with posix_spawn through FFI (spawn/native.ts: the session made in the child
    * before its exec, a `CLONE_VFORK` clone, no setsid(1) exec, Deno's process API never loaded)
    * where this process can (glibc ≥ 2.26, `--allow-ffi`); else as without it. For the per-call
    * plugin, whose few delegates each pay these costs on the pod's path. Default false.
@@ -133,7 +140,7 @@ export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
 
 /**
  * Runs plugins as child processes, with `Deno.Command` or (`nativeSpawn`) posix_spawn through
- * FFI (spawn_native.ts, `POSIX_SPAWN_SETSID` instead of setsid(1)): a cleared environment plus
+ * FFI (spawn/native.ts, `POSIX_SPAWN_SETSID` instead of setsid(1)): a cleared environment plus
  * exactly `req.env` and the delegation marker `MANIFOLD_DELEGATION_DEPTH` (its depth + 1:
  * a Manifold started as a delegate refuses to work, see lib/cni/recursion.ts), no
  * arguments, config on stdin. Each plugin leads a process group of its own (through
@@ -321,7 +328,7 @@ export class ProcessPluginExec implements PluginExec {
           attempt--;
           continue;
         }
-        // spawn_native.ts words its failure as setsid(1) does: `failed to execute …: <strerror>`.
+        // spawn/native.ts words its failure as setsid(1) does: `failed to execute …: <strerror>`.
         const message = errorText(err);
         const busy = /text file busy|os error 26/i.test(message);
         if (busy && attempt < this.#spawnRetries) {
@@ -356,66 +363,4 @@ interface Spawned {
   child: SpawnedChild;
   wrappers: Wrapper[];
   identity: { group?: ProcessGroup } | { error: unknown };
-}
-
-/**
- * A program the plugin is exec'd through (setsid(1), chroot(8)), and how its own failures are
- * reported: `label` + its message (`"chroot: "` keeps chroot's name; setsid's is dropped).
- */
-interface Wrapper {
-  binary: string;
-  label: string;
-}
-
-/** The error for a plugin that could not be started: code 11 when busy, else 999. */
-function spawnError(path: string, message: string, busy: boolean, attempt: number): CniError {
-  if (busy) {
-    return new CniError(
-      CniErrorCode.TryAgainLater,
-      `plugin ${pluginName(path)} is busy`,
-      `${message} (after ${attempt + 1} attempts)`,
-    );
-  }
-  return new CniError(
-    CniErrorCode.Internal,
-    `failed to execute plugin ${pluginName(path)}`,
-    message,
-  );
-}
-
-/**
- * A wrapper's own failure (setsid(1) or chroot(8)), which means the plugin never ran: exit 125
- * (chroot cannot chroot), 126 (cannot execute: permission, ETXTBSY) or 127 (not found),
- * nothing on stdout, and one stderr line starting with the wrapper's name (`setsid: failed to
- * execute …`, `/usr/sbin/chroot: failed to run command …`). Returns that line as
- * `<label><message>` (`failed to execute …`, `chroot: …`), or undefined for the plugin's
- * own exit.
- */
-function wrapperFailure(res: ExecResponse, wrappers: Wrapper[]): string | undefined {
-  if (wrappers.length === 0) return undefined;
-  if (res.timedOut || res.signal !== null || res.code < 125 || res.code > 127) return undefined;
-  if (res.stdout.length > 0) return undefined;
-  const text = new TextDecoder().decode(res.stderr).trim();
-  if (text.includes("\n")) return undefined;
-  for (const { binary, label } of wrappers) {
-    for (const name of [`${binary}: `, `${pluginName(binary)}: `]) {
-      if (text.startsWith(name)) return `${label}${text.slice(name.length)}`;
-    }
-  }
-  return undefined;
-}
-
-/**
- * A plugin's name for messages: the last component of its path.
- *
- * @param path e.g. `"/opt/cni/bin/bridge"`
- * @returns e.g. `"bridge"`
- * @example
- * ```ts
- * pluginName("/usr/lib/cni/macvlan"); // "macvlan"
- * ```
- */
-export function pluginName(path: string): string {
-  const i = path.lastIndexOf("/");
-  return i >= 0 ? path.slice(i + 1) : path;
 }

@@ -77,20 +77,20 @@ export interface GroupTracker {
   ended(req: ExecRequest, group: ProcessGroup): void;
 }
 
-/** A write to a child's stdin in progress (child_streams.ts `writeAll`). */
+/** A write to a child's stdin in progress (spawn/child_streams.ts `writeAll`). */
 export interface PendingWrite {
   /** Resolves when all bytes were written and stdin closed (or writing failed). */
   done: Promise<void>;
   /**
    * Aborts a write still pending (nobody reads stdin) and resolves once it gave up: within one
-   * poll slice for spawn_native.ts (once the stdin gate settled), at once for `Deno.Command`,
+   * poll slice for spawn/native.ts (once the stdin gate settled), at once for `Deno.Command`,
    * whose write in flight into a pipe a grandchild holds open unread cannot be cancelled and is
    * left to end with that pipe.
    */
   finish(): Promise<void>;
 }
 
-/** A read of a child's output stream in progress (child_streams.ts `readCapped`). */
+/** A read of a child's output stream in progress (spawn/child_streams.ts `readCapped`). */
 export interface CappedRead {
   /** Resolves when the stream ended. */
   done: Promise<void>;
@@ -100,7 +100,7 @@ export interface CappedRead {
 
 /**
  * A running plugin as exec.ts drives it, whichever way it was started (`Deno.Command`, or
- * posix_spawn in spawn_native.ts): its PID, its end, and its pipes as child_streams.ts's
+ * posix_spawn in spawn/native.ts): its PID, its end, and its pipes as spawn/child_streams.ts's
  * pending write and capped reads.
  */
 export interface SpawnedChild {

@@ -42,7 +42,7 @@ export interface WiringOptions {
   onDelegate?: (plugin: string, command: string, seconds: number) => void;
   /**
    * A long-lived process serves the calls (`manifold daemon`): delegates are started with
-   * Deno.Command and setsid(1), not the per-call plugin's posix_spawn (lib/cni/spawn_native.ts).
+   * Deno.Command and setsid(1), not the per-call plugin's posix_spawn (lib/cni/spawn/native.ts).
    */
   daemon?: boolean;
 }
@@ -70,7 +70,7 @@ export async function buildDeps(
   const cache = new AttachmentCache(conf.cniDir);
   // Each delegate ADD's process group is noted while it runs: a DEL after this process was
   // killed stops it (cache/delegate_groups.ts).
-  // posix_spawn through FFI in the per-call plugin (cni/spawn_native.ts: no setsid(1) exec a
+  // posix_spawn through FFI in the per-call plugin (cni/spawn/native.ts: no setsid(1) exec a
   // delegate, Deno's process API never loaded); the daemon, which spawns from a long-lived
   // process and does not pay those costs per pod, keeps Deno.Command.
   const processes = new ProcessPluginExec({

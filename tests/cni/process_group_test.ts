@@ -44,6 +44,24 @@ async function script(dir: string, name: string, body: string): Promise<string> 
   return path;
 }
 
+/** Runs a Deno script with read, run and env permissions but no `--allow-ffi`. */
+function runWithoutFfi(script: string): Promise<Deno.CommandOutput> {
+  return new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--no-check",
+      "--no-prompt",
+      "--allow-read",
+      "--allow-run",
+      "--allow-env",
+      script,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+}
+
 /** A tracker that records what it is told (and tracks everything). */
 function recorder() {
   const seen: { event: string; group: ProcessGroup }[] = [];
@@ -216,19 +234,7 @@ await new Promise((r) => setTimeout(r, 300));
 `,
         );
         // Without --allow-ffi: identifying the group (procfs through libc) throws after the spawn.
-        const out = await new Deno.Command(Deno.execPath(), {
-          args: [
-            "run",
-            "--quiet",
-            "--no-check",
-            "--allow-read",
-            "--allow-run",
-            "--allow-env",
-            `${dir}/run.ts`,
-          ],
-          stdout: "piped",
-          stderr: "piped",
-        }).output();
+        const out = await runWithoutFfi(`${dir}/run.ts`);
         const said = new TextDecoder().decode(out.stdout).trim();
         assert.equal(said, "NotCapable", new TextDecoder().decode(out.stderr));
         // Its process is gone and the delegate's pipe closed: give a delegate that got its config
@@ -301,20 +307,7 @@ const d = new TextDecoder();
 console.log(JSON.stringify({ code: res.code, stdout: d.decode(res.stdout), stderr: d.decode(res.stderr) }));
 `,
     );
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--quiet",
-        "--no-check",
-        "--no-prompt",
-        "--allow-read",
-        "--allow-run",
-        "--allow-env",
-        `${dir}/run.ts`,
-      ],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
+    const out = await runWithoutFfi(`${dir}/run.ts`);
     const said = JSON.parse(new TextDecoder().decode(out.stdout));
     assert.equal(said.code, 0, new TextDecoder().decode(out.stderr));
     const [pid, pgrp] = said.stdout.trim().split(" ");

@@ -1,5 +1,5 @@
 /**
- * lib/cni/spawn_native.ts: plugins started with posix_spawn through FFI, as the per-call plugin
+ * lib/cni/spawn/native.ts: plugins started with posix_spawn through FFI, as the per-call plugin
  * starts its delegates (`ProcessPluginExec({ nativeSpawn: true })`). What a child gets (its own
  * session and group, exactly its environment, default signals, no descriptor of this process
  * but its three pipes), what this process gets back (large configs and outputs through full
@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { ProcessPluginExec } from "../../lib/cni/exec.ts";
 import { CniError } from "../../lib/cni/errors.ts";
-import { decodeWaitStatus, spawnNative } from "../../lib/cni/spawn_native.ts";
+import { decodeWaitStatus, spawnNative } from "../../lib/cni/spawn/mod.ts";
 
 const ENV = { CNI_COMMAND: "ADD", CNI_CONTAINERID: "c1", CNI_IFNAME: "eth0" };
 const text = (b: Uint8Array) => new TextDecoder().decode(b);

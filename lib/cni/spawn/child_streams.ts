@@ -6,9 +6,9 @@
  * @module
  */
 
-import type { CappedRead, PendingWrite, SpawnedChild } from "./exec_types.ts";
+import type { CappedRead, PendingWrite, SpawnedChild } from "../exec_types.ts";
 
-export type { CappedRead, PendingWrite } from "./exec_types.ts";
+export type { CappedRead, PendingWrite } from "../exec_types.ts";
 
 /**
  * Writes `data` to a child's stdin and closes it, in the background. A child that exits without
