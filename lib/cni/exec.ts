@@ -293,8 +293,10 @@ export class ProcessPluginExec implements PluginExec {
   }
 
   /**
-   * Spawns `setsid [chroot DIR] PATH` (synchronously: before the first await), or with
-   * `detached` when setsid(1) is absent; retries ETXTBSY of a direct spawn.
+   * Spawns `[chroot DIR] PATH` with posix_spawn (`nativeSpawn`, where this process can), else
+   * `setsid [chroot DIR] PATH` with Deno.Command, or `detached` when setsid(1) is absent — each
+   * synchronously, before the first await — and reads its group in the same run; retries
+   * ETXTBSY of a spawn that reports it itself (posix_spawn, a direct spawn).
    */
   async #spawn(req: ExecRequest): Promise<Spawned> {
     for (let attempt = 0;; attempt++) {
