@@ -56,7 +56,51 @@ export function writeAll(
  * allocates a new 64 KiB buffer per read, garbage only at the next full GC: ≈ 0.5 MiB of
  * external memory per pod ADD, tens of MiB of RSS in `manifold daemon` under concurrent ADDs.
  */
-const READ_BUFFER_BYTES = 16 * 1024;
+export const READ_BUFFER_BYTES = 16 * 1024;
+
+/**
+ * What is kept of an output stream: at most `cap` bytes, copied out of the reused read buffer;
+ * the rest is only counted as dropped. The one keeper of both ways a child's output is read
+ * ({@link readCapped}, spawn/native_child.ts).
+ */
+export class CappedBytes {
+  #cap: number;
+  #chunks: Uint8Array[] = [];
+  #kept = 0;
+  #truncated = false;
+
+  /**
+   * An empty keeper.
+   * @param cap bytes kept at most
+   */
+  constructor(cap: number) {
+    this.#cap = cap;
+  }
+
+  /** Keeps what fits of `view` (copied: the buffer is read into again). */
+  keep(view: Uint8Array): void {
+    const take = Math.min(view.length, this.#cap - this.#kept);
+    if (take > 0) {
+      this.#chunks.push(view.slice(0, take));
+      this.#kept += take;
+    }
+    if (take < view.length) this.#truncated = true;
+  }
+
+  /**
+   * What was kept.
+   * @returns the kept bytes, in one array, and whether any were dropped
+   */
+  result(): { bytes: Uint8Array; truncated: boolean } {
+    const bytes = new Uint8Array(this.#kept);
+    let off = 0;
+    for (const c of this.#chunks) {
+      bytes.set(c, off);
+      off += c.length;
+    }
+    return { bytes, truncated: this.#truncated };
+  }
+}
 
 /**
  * Reads a child's output stream in the background into one reused buffer of
@@ -71,23 +115,14 @@ const READ_BUFFER_BYTES = 16 * 1024;
 export function readCapped(stream: ReadableStream<Uint8Array>, cap: number): CappedRead {
   // A BYOB reader fills (and hands back) one buffer; what is kept is copied out at its size.
   const reader = stream.getReader({ mode: "byob" });
-  const chunks: Uint8Array[] = [];
-  let kept = 0;
-  let truncated = false;
+  const kept = new CappedBytes(cap);
   const done = (async () => {
     try {
       let buf = new Uint8Array(READ_BUFFER_BYTES);
       for (;;) {
         const { value, done } = await reader.read(buf);
         if (done || value === undefined) return;
-        if (kept < cap) {
-          const take = Math.min(value.length, cap - kept);
-          chunks.push(value.slice(0, take));
-          kept += take;
-          if (take < value.length) truncated = true;
-        } else if (value.length > 0) {
-          truncated = true;
-        }
+        kept.keep(value);
         buf = new Uint8Array(value.buffer);
       }
     } catch {
@@ -104,13 +139,7 @@ export function readCapped(stream: ReadableStream<Uint8Array>, cap: number): Cap
       try {
         reader.releaseLock();
       } catch { /* ignore */ }
-      const bytes = new Uint8Array(kept);
-      let off = 0;
-      for (const c of chunks) {
-        bytes.set(c, off);
-        off += c.length;
-      }
-      return { bytes, truncated };
+      return kept.result();
     },
   };
 }

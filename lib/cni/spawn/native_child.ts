@@ -19,12 +19,10 @@
 import { errnoAt, openLibcFiles } from "../../../native/libc.ts";
 import { SIGNAL_NAMES, SPAWN, SPAWN_ERRNO_TEXT, type SpawnLibc } from "../../../native/spawn.ts";
 import type { CappedRead, PendingWrite, SpawnedChild } from "../exec_types.ts";
+import { CappedBytes, READ_BUFFER_BYTES } from "./child_streams.ts";
 
 /** The longest a wait on a pipe or a pidfd lasts before it looks whether to stop, ms. */
 export const POLL_SLICE_MS = 100;
-
-/** Bytes of the one buffer each output pipe is read into (as child_streams.ts). */
-const READ_BUFFER_BYTES = 16 * 1024;
 
 /**
  * `strerror`'s text for an errno value, glibc's wording.
@@ -166,19 +164,12 @@ export class NativeChild implements SpawnedChild {
     const F = openLibcFiles().symbols;
     const end = this.#out[stream];
     const buf = new Uint8Array(READ_BUFFER_BYTES);
-    const chunks: Uint8Array[] = [];
-    let kept = 0;
-    let truncated = false;
+    const kept = new CappedBytes(cap);
     const done = (async () => {
       while (!end.stopped) {
         const n = Number(F.read(end.fd, buf, BigInt(buf.length)));
         if (n > 0) {
-          const take = Math.min(n, cap - kept);
-          if (take > 0) {
-            chunks.push(buf.slice(0, take));
-            kept += take;
-          }
-          if (take < n) truncated = true;
+          kept.keep(buf.subarray(0, n));
           continue;
         }
         if (n < 0) {
@@ -199,13 +190,7 @@ export class NativeChild implements SpawnedChild {
         // Stopped now (a grandchild may hold the pipe): what was kept is the answer; a wait in
         // flight closes the descriptor when it returns.
         end.stop();
-        const bytes = new Uint8Array(kept);
-        let off = 0;
-        for (const c of chunks) {
-          bytes.set(c, off);
-          off += c.length;
-        }
-        return Promise.resolve({ bytes, truncated });
+        return Promise.resolve(kept.result());
       },
     };
   }
